@@ -1,0 +1,44 @@
+# cpparity — the two commands of the README:
+#   make run    install what is missing, build, run the default suite on CPU ranks
+#   make test   install what is missing, build, run every test (unit, sanitized, CLI)
+# Other targets: make build, make format, make clean.
+
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+# Debian packages the project builds and tests with.
+DEBIAN_PACKAGES := cmake make gcc pkg-config git libcriterion-dev libopenmpi-dev openmpi-bin \
+                   libhdf5-dev libopenblas-dev libyaml-dev clang-format
+
+# nvcc is found on PATH, else at the CUDA toolkit's usual place; CUDA code is built only then.
+CUDACXX ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifneq ($(CUDACXX),)
+export CUDACXX
+endif
+
+.PHONY: all deps configure build test run format clean
+
+all: build
+
+deps:
+	@scripts/install-dependencies.sh $(DEBIAN_PACKAGES)
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+run: build
+	$(BUILD_DIR)/cpparity --version
+	$(BUILD_DIR)/cpparity bench reference --seq-len 512
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD_DIR)

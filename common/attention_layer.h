@@ -1,0 +1,44 @@
+/*
+ * attention_layer.h — what one layer's attention mask is made of (../shared/spec/masks.md).
+ *
+ * This is a definition shared by the reference, the implementation under test and the case
+ * files: a layer's type, its window W and chunk size C, and where the chunk grid starts. It holds
+ * no math; each side evaluates the predicate with its own code.
+ */
+#ifndef CPPARITY_COMMON_ATTENTION_LAYER_H
+#define CPPARITY_COMMON_ATTENTION_LAYER_H
+
+#include <stdint.h>
+
+typedef enum cpparity_layer_type {
+    CPPARITY_LAYER_FULL = 0,    /* causal only ("full_attention") */
+    CPPARITY_LAYER_SLIDING = 1, /* exactly W keys including the diagonal ("sliding_attention") */
+    CPPARITY_LAYER_CHUNKED = 2, /* same chunk of C tokens ("chunked_attention") */
+} cpparity_layer_type;
+
+typedef enum cpparity_chunk_origin {
+    CPPARITY_CHUNK_ORIGIN_ROW = 0,      /* grid starts at the row start shifted by left padding */
+    CPPARITY_CHUNK_ORIGIN_DOCUMENT = 1, /* opt-in variant: grid starts at each document */
+} cpparity_chunk_origin;
+
+typedef struct cpparity_attention_layer {
+    cpparity_layer_type type;           /* which terms of the predicate apply */
+    int64_t window;                     /* W >= 1; read only when type is sliding */
+    int64_t chunk_size;                 /* C >= 1; read only when type is chunked */
+    cpparity_chunk_origin chunk_origin; /* read only when type is chunked */
+} cpparity_attention_layer;
+
+/* The transformers spelling of a layer type ("full_attention", ...); "unknown" otherwise. */
+static inline const char *cpparity_layer_type_name(cpparity_layer_type type) {
+    switch (type) {
+    case CPPARITY_LAYER_FULL:
+        return "full_attention";
+    case CPPARITY_LAYER_SLIDING:
+        return "sliding_attention";
+    case CPPARITY_LAYER_CHUNKED:
+        return "chunked_attention";
+    }
+    return "unknown";
+}
+
+#endif

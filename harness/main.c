@@ -1,0 +1,51 @@
+/*
+ * main.c — the `cpparity` command: dispatches sub-commands. The only place that prints a
+ * library error and chooses the exit code (../shared/spec/interface.md: 0 passed, 1 parity
+ * failure, 2 bad input, 3 environment or runtime failure).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness/bench_reference.h"
+#include "harness/version.h"
+
+static void usage(FILE *stream) {
+    fprintf(stream, "usage: cpparity COMMAND [options]\n"
+                    "commands available in this version:\n"
+                    "  bench reference   time the float64 reference attention (--help for flags)\n"
+                    "  --version         print the version\n"
+                    "  --help            this text\n");
+}
+
+static int bench_main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+        fprintf(argc < 2 ? stderr : stdout, "usage: cpparity bench reference [options]\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "reference") == 0) {
+        return bench_reference_main(argc - 1, argv + 1, stdout, stderr);
+    }
+    fprintf(stderr, "cpparity bench: unknown benchmark '%s' (available: reference)\n", argv[1]);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("cpparity %s (commit %s)\n", CPPARITY_VERSION, CPPARITY_GIT_COMMIT);
+        return 0;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "bench") == 0) {
+        return bench_main(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "cpparity: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
