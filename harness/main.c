@@ -7,11 +7,15 @@
 #include <string.h>
 
 #include "harness/bench_reference.h"
+#include "harness/commands.h"
 #include "harness/version.h"
 
 static void usage(FILE *stream) {
     fprintf(stream, "usage: cpparity COMMAND [options]\n"
                     "commands available in this version:\n"
+                    "  list [SUITE.yaml ...]                   one line per case\n"
+                    "  export SUITE.yaml --case NAME -o FILE.h5  inputs, weights, masks and\n"
+                    "                                          float64 reference outputs\n"
                     "  bench reference   time the float64 reference attention (--help for flags)\n"
                     "  --version         print the version\n"
                     "  --help            this text\n");
@@ -41,6 +45,12 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return 0;
+    }
+    if (strcmp(argv[1], "list") == 0) {
+        return command_list(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "export") == 0) {
+        return command_export(argc - 1, argv + 1);
     }
     if (strcmp(argv[1], "bench") == 0) {
         return bench_main(argc - 1, argv + 1);

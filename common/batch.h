@@ -1,0 +1,21 @@
+/*
+ * batch.h — one batch of model inputs, as masks.md and model.md define them. Every array is
+ * (B, S) row-major. A definition shared by the reference and the implementation under test.
+ */
+#ifndef CPPARITY_COMMON_BATCH_H
+#define CPPARITY_COMMON_BATCH_H
+
+#include <stdint.h>
+
+#define CPPARITY_IGNORE_INDEX (-100)
+
+typedef struct cpparity_batch {
+    int64_t batch;          /* B */
+    int64_t seq_len;        /* S */
+    int64_t *input_ids;     /* (B, S) token ids in [0, V) */
+    int64_t *labels;        /* (B, S) already shifted; CPPARITY_IGNORE_INDEX = ignored */
+    int8_t *attention_mask; /* (B, S) 1 = real token, 0 = padding */
+    int64_t *position_ids;  /* (B, S) position inside the document, 0 on padding */
+} cpparity_batch;
+
+#endif

@@ -1,0 +1,65 @@
+/* tensor_table.c — named tensors in one allocation (see tensor_table.h). */
+#include "tensor_table.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+cpparity_status cpparity_tensor_table_add(cpparity_tensor_table *table, int rank,
+                                          const int64_t *shape, cpparity_error *error,
+                                          const char *name_format, ...) {
+    if (rank < 0 || rank > CPPARITY_TENSOR_MAX_RANK) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "tensor rank %d out of range", rank);
+    }
+    if (table->count == table->capacity) {
+        int64_t capacity = table->capacity * 2 + 16;
+        cpparity_tensor_entry *grown =
+            realloc(table->entries, (size_t)capacity * sizeof *table->entries);
+        if (grown == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                      "out of memory (tensor table)");
+        }
+        table->entries = grown;
+        table->capacity = capacity;
+    }
+    cpparity_tensor_entry *entry = &table->entries[table->count];
+    memset(entry, 0, sizeof *entry);
+    va_list arguments;
+    va_start(arguments, name_format);
+    int length = vsnprintf(entry->name, sizeof entry->name, name_format, arguments);
+    va_end(arguments);
+    if (length < 0 || (size_t)length >= sizeof entry->name) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "tensor name too long: %s...",
+                                  entry->name);
+    }
+    entry->rank = rank;
+    entry->count = 1;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "tensor %s: dimension %d is negative", entry->name, d);
+        }
+        entry->shape[d] = shape[d];
+        entry->count *= shape[d];
+    }
+    entry->offset = table->total;
+    table->total += entry->count;
+    table->count++;
+    return CPPARITY_OK;
+}
+
+const cpparity_tensor_entry *cpparity_tensor_table_find(const cpparity_tensor_table *table,
+                                                        const char *name) {
+    for (int64_t i = 0; i < table->count; i++) {
+        if (strcmp(table->entries[i].name, name) == 0) {
+            return &table->entries[i];
+        }
+    }
+    return NULL;
+}
+
+void cpparity_tensor_table_free(cpparity_tensor_table *table) {
+    free(table->entries);
+    memset(table, 0, sizeof *table);
+}

@@ -1,0 +1,16 @@
+/*
+ * commands.h — the sub-commands of `cpparity`. Each takes the arguments after its own name
+ * (argv[0] is the sub-command), prints to stdout/stderr and returns the process exit code of
+ * ../shared/spec/interface.md (0 passed, 1 parity failure, 2 bad input, 3 runtime failure).
+ */
+#ifndef CPPARITY_HARNESS_COMMANDS_H
+#define CPPARITY_HARNESS_COMMANDS_H
+
+/* The suite used when a command is given none: cases/ci.yaml of the working directory if it
+ * exists, else the one in the source tree cpparity was built from. */
+const char *command_default_suite(void);
+
+int command_list(int argc, char **argv);
+int command_export(int argc, char **argv);
+
+#endif

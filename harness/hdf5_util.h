@@ -1,0 +1,50 @@
+/*
+ * hdf5_util.h — the one place HDF5 return codes are checked, and small writers built on it.
+ *
+ * HDF5_CHECK(call, error, what...) evaluates call; on a negative return it records an
+ * CPPARITY_ERROR_RUNTIME in error naming what failed (printf-style), the source file and line,
+ * and HDF5's own innermost message, then jumps to the enclosing function's `fail:` label.
+ * cpparity never lets HDF5 print its error stack itself (hdf5_quiet).
+ */
+#ifndef CPPARITY_HARNESS_HDF5_UTIL_H
+#define CPPARITY_HARNESS_HDF5_UTIL_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+/* Records a failed HDF5 call (used by HDF5_CHECK). */
+cpparity_status hdf5_fail(cpparity_error *error, const char *file, int line, const char *format,
+                          ...) __attribute__((format(printf, 4, 5)));
+
+#define HDF5_CHECK(call, error, ...)                                                               \
+    do {                                                                                           \
+        if ((call) < 0) {                                                                          \
+            hdf5_fail((error), __FILE__, __LINE__, __VA_ARGS__);                                   \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* Turns off HDF5's automatic printing of its error stack (we report errors ourselves). */
+void hdf5_quiet(void);
+
+/* Scalar attributes on an object (group or dataset). */
+cpparity_status hdf5_attribute_int64(hid_t object, const char *name, int64_t value,
+                                     cpparity_error *error);
+cpparity_status hdf5_attribute_double(hid_t object, const char *name, double value,
+                                      cpparity_error *error);
+cpparity_status hdf5_attribute_string(hid_t object, const char *name, const char *value,
+                                      cpparity_error *error);
+/* A 1-D attribute of count fixed-length strings (h5py reads a numpy bytes array). */
+cpparity_status hdf5_attribute_strings(hid_t object, const char *name, const char *const *values,
+                                       int64_t count, cpparity_error *error);
+
+/* Writes a whole dataset `name` under parent with a `Description` attribute; type is the HDF5
+ * memory and file type (H5T_NATIVE_DOUBLE, H5T_NATIVE_INT64, H5T_NATIVE_INT8, ...). rank 0
+ * writes a scalar. */
+cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
+                                   const int64_t *dims, const void *data, const char *description,
+                                   cpparity_error *error);
+
+#endif

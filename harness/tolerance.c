@@ -1,0 +1,56 @@
+/*
+ * tolerance.c — cpparity's built-in tolerances (tolerances.md) and the names used for dtypes,
+ * tensor kinds and tolerance origins.
+ *
+ * Errors are relative L2 errors against the float64 reference. Ratios follow FlashAttention's
+ * practice (2× for outputs, 3× for gradients, against an implementation of the same precision).
+ * The floor absorbs the reordering noise that sharding adds on top of the baseline; the ceiling
+ * bounds the baseline (cp = 1) itself against float64, so a kernel wrong at cp = 1 fails too.
+ */
+#include "case.h"
+
+const char *cpparity_dtype_name(cpparity_dtype dtype) {
+    return dtype == CPPARITY_DTYPE_BF16 ? "bf16" : "f32";
+}
+
+const char *cpparity_tensor_kind_name(cpparity_tensor_kind kind) {
+    switch (kind) {
+    case CPPARITY_KIND_LOSS:
+        return "loss";
+    case CPPARITY_KIND_LOGITS:
+        return "logits";
+    case CPPARITY_KIND_GRADS:
+        return "grads";
+    }
+    return "unknown";
+}
+
+const char *cpparity_tolerance_origin_name(cpparity_tolerance_origin origin) {
+    switch (origin) {
+    case CPPARITY_ORIGIN_DEFAULT:
+        return "default";
+    case CPPARITY_ORIGIN_SUITE:
+        return "suite";
+    case CPPARITY_ORIGIN_CASE:
+        return "case";
+    }
+    return "unknown";
+}
+
+cpparity_tolerance cpparity_tolerance_default(cpparity_dtype dtype, cpparity_tensor_kind kind) {
+    cpparity_tolerance tolerance = {0};
+    tolerance.ratio = kind == CPPARITY_KIND_GRADS ? 3.0 : 2.0;
+    if (dtype == CPPARITY_DTYPE_F32) {
+        /* float32 has a unit roundoff of 6e-8; sums over a few thousand terms stay near 1e-6 */
+        tolerance.floor = 1e-6;
+        tolerance.ceiling = 1e-4;
+    } else {
+        /* bfloat16 has a unit roundoff of 3.9e-3 */
+        tolerance.floor = 1e-2;
+        tolerance.ceiling = 5e-2;
+    }
+    tolerance.ratio_origin = CPPARITY_ORIGIN_DEFAULT;
+    tolerance.floor_origin = CPPARITY_ORIGIN_DEFAULT;
+    tolerance.ceiling_origin = CPPARITY_ORIGIN_DEFAULT;
+    return tolerance;
+}

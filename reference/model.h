@@ -1,0 +1,83 @@
+/*
+ * model.h — the float64 reference model of ../shared/spec/model.md: forward (logits, loss) and
+ * backward (the gradient of the loss with respect to every parameter, by model.md's names).
+ *
+ * Parameters, gradients and activations are each one allocation described by a table of names
+ * and shapes (common/tensor_table.h), so one loop can zero, compare or save all of them. The
+ * model owns them; the caller fills `parameters` (e.g. with fixtures/parameter_fixture.h) before
+ * the first forward. Attention goes through reference/attention.h with each layer's own mask,
+ * rebuilt from the batch at every forward.
+ *
+ * Loss (masks.md): the sum of the token cross-entropies over labels != −100, divided by the
+ * number of such labels in the whole batch. A batch without any valid label is an input error.
+ */
+#ifndef CPPARITY_REFERENCE_MODEL_H
+#define CPPARITY_REFERENCE_MODEL_H
+
+#include <stdint.h>
+
+#include "common/batch.h"
+#include "common/error.h"
+#include "common/model_config.h"
+#include "common/model_parameters.h"
+#include "common/tensor_table.h"
+#include "reference/mask.h"
+
+/* Offsets of one layer's saved activations in the activation storage. */
+typedef struct reference_layer_activations {
+    int64_t input;        /* (B,S,D) residual stream entering the layer */
+    int64_t input_rstd;   /* (B,S) */
+    int64_t input_normed; /* (B,S,D) */
+    int64_t q;            /* (B,S,H,Dh) after rotary embedding */
+    int64_t k;            /* (B,S,Hkv,Dh) after rotary embedding */
+    int64_t v;            /* (B,S,Hkv,Dh) */
+    int64_t attention;    /* (B,S,H,Dh) attention output before o_proj */
+    int64_t lse;          /* (B,H,S) log-sum-exp of each query row */
+    int64_t residual;     /* (B,S,D) stream after the attention residual */
+    int64_t post_rstd;    /* (B,S) */
+    int64_t post_normed;  /* (B,S,D) */
+    int64_t gate;         /* (B,S,F) */
+    int64_t up;           /* (B,S,F) */
+    int64_t swiglu;       /* (B,S,F) silu(gate) ⊙ up */
+} reference_layer_activations;
+
+typedef struct reference_model {
+    cpparity_model_config config;           /* validated copy */
+    int64_t batch;                          /* B */
+    int64_t seq_len;                        /* S */
+    cpparity_tensor_table parameter_table;  /* model.md names; also describes gradients */
+    cpparity_model_parameters parameter;    /* offsets of every parameter */
+    double *parameters;                     /* (parameter_table.total) filled by the caller */
+    double *gradients;                      /* (parameter_table.total) set by backward */
+    cpparity_tensor_table activation_table; /* names and shapes of the saved activations */
+    double *activations;                    /* (activation_table.total) set by forward */
+    int64_t rope_cos, rope_sin;             /* (B,S,Dh/2) offsets in activations */
+    reference_layer_activations layer[CPPARITY_MAX_LAYERS]; /* offsets in activations */
+    int64_t final_input, final_rstd, final_normed;          /* (B,S,D), (B,S), (B,S,D) */
+    int64_t logits;                                         /* (B,S,V) offset in activations */
+    reference_mask masks[CPPARITY_MAX_LAYERS];              /* per layer, built by forward */
+    double loss_sum;                                        /* Σ token losses over valid labels */
+    int64_t valid_labels; /* number of labels != −100 in the batch */
+    double loss;          /* loss_sum / valid_labels */
+} reference_model;
+
+/* Validates config and allocates everything for batches of B × S. CPPARITY_ERROR_INPUT for an
+ * invalid configuration, CPPARITY_ERROR_RUNTIME when out of memory; model is then empty. */
+cpparity_status reference_model_init(reference_model *model, const cpparity_model_config *config,
+                                     int64_t batch, int64_t seq_len, cpparity_error *error);
+
+/* Forward on a batch of the model's B × S: logits, loss_sum, valid_labels and loss. */
+cpparity_status reference_model_forward(reference_model *model, const cpparity_batch *batch,
+                                        cpparity_error *error);
+
+/* Backward after forward on the same batch: overwrites gradients with d loss / d parameter. */
+cpparity_status reference_model_backward(reference_model *model, const cpparity_batch *batch,
+                                         cpparity_error *error);
+
+/* The logits (B,S,V) of the last forward. */
+const double *reference_model_logits(const reference_model *model);
+
+/* Releases everything; safe on a zeroed model. */
+void reference_model_free(reference_model *model);
+
+#endif

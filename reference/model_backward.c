@@ -1,0 +1,133 @@
+/*
+ * model_backward.c — the reference model's backward pass in float64 (see model.h). Runs the
+ * layers of model_forward.c in reverse with the saved activations; every layer backward adds into
+ * its gradients, which are zeroed first, so tied embeddings collect both of their uses.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference/attention.h"
+#include "reference/model.h"
+#include "reference/model_layers.h"
+
+/* Gradient buffers for the activations of one layer, reused layer after layer. */
+typedef struct backward_scratch {
+    double *stream;    /* (N, D) d loss / d residual stream */
+    double *residual;  /* (N, D) d loss / d stream after the attention residual */
+    double *normed;    /* (N, D) d loss / d a normalised input */
+    double *swiglu;    /* (N, F) */
+    double *gate;      /* (N, F) */
+    double *up;        /* (N, F) */
+    double *attention; /* (N, H·Dh) */
+    double *q;         /* (N, H·Dh) */
+    double *k;         /* (N, Hkv·Dh) */
+    double *v;         /* (N, Hkv·Dh) */
+    double *logits;    /* (N, V) */
+} backward_scratch;
+
+static void zero(double *values, int64_t count) {
+    memset(values, 0, (size_t)count * sizeof *values);
+}
+
+static void layer_backward(reference_model *model, int64_t l, backward_scratch *d,
+                           cpparity_status *status, cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t N = model->batch * model->seq_len, D = c->hidden_size, F = c->intermediate_size;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
+    const cpparity_layer_parameters *p = &model->parameter.layers[l];
+    const reference_layer_activations *a = &model->layer[l];
+    const double *act = model->activations;
+    const double *w = model->parameters;
+    double *g = model->gradients;
+
+    /* out = residual + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(residual) */
+    memcpy(d->residual, d->stream, (size_t)(N * D) * sizeof(double));
+    zero(d->swiglu, N * F);
+    linear_backward(d->swiglu, g + p->down_proj, d->stream, act + a->swiglu, w + p->down_proj, N, F,
+                    D);
+    zero(d->gate, N * F);
+    zero(d->up, N * F);
+    swiglu_backward(d->gate, d->up, d->swiglu, act + a->gate, act + a->up, N * F);
+    zero(d->normed, N * D);
+    linear_backward(d->normed, g + p->gate_proj, d->gate, act + a->post_normed, w + p->gate_proj, N,
+                    D, F);
+    linear_backward(d->normed, g + p->up_proj, d->up, act + a->post_normed, w + p->up_proj, N, D,
+                    F);
+    rmsnorm_backward(d->residual, g + p->post_attention_layernorm, d->normed, act + a->residual,
+                     w + p->post_attention_layernorm, act + a->post_rstd, N, D);
+
+    /* residual = input + o_proj(attention(rope(q), rope(k), v)), q,k,v from h1 = rmsnorm(input) */
+    memcpy(d->stream, d->residual, (size_t)(N * D) * sizeof(double));
+    zero(d->attention, N * H * Dh);
+    linear_backward(d->attention, g + p->o_proj, d->residual, act + a->attention, w + p->o_proj, N,
+                    H * Dh, D);
+    zero(d->q, N * H * Dh);
+    zero(d->k, N * Hkv * Dh);
+    zero(d->v, N * Hkv * Dh);
+    const reference_attention_shape shape = {model->batch, model->seq_len, H, Hkv, Dh};
+    *status = reference_attention_backward(d->q, d->k, d->v, d->attention, act + a->q, act + a->k,
+                                           act + a->v, act + a->attention, act + a->lse,
+                                           &model->masks[l], shape, 1.0 / sqrt((double)Dh), error);
+    if (*status != CPPARITY_OK) {
+        return;
+    }
+    rope_backward(d->q, act + model->rope_cos, act + model->rope_sin, N, H, Dh);
+    rope_backward(d->k, act + model->rope_cos, act + model->rope_sin, N, Hkv, Dh);
+    zero(d->normed, N * D);
+    linear_backward(d->normed, g + p->q_proj, d->q, act + a->input_normed, w + p->q_proj, N, D,
+                    H * Dh);
+    linear_backward(d->normed, g + p->k_proj, d->k, act + a->input_normed, w + p->k_proj, N, D,
+                    Hkv * Dh);
+    linear_backward(d->normed, g + p->v_proj, d->v, act + a->input_normed, w + p->v_proj, N, D,
+                    Hkv * Dh);
+    rmsnorm_backward(d->stream, g + p->input_layernorm, d->normed, act + a->input,
+                     w + p->input_layernorm, act + a->input_rstd, N, D);
+}
+
+cpparity_status reference_model_backward(reference_model *model, const cpparity_batch *batch,
+                                         cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t N = model->batch * model->seq_len, D = c->hidden_size, F = c->intermediate_size;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
+    const int64_t V = c->vocab_size;
+    if (model->valid_labels == 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "backward needs a forward with at least one valid label");
+    }
+    const int64_t sizes[] = {N * D,      N * D,      N * D,        N * F,        N * F, N * F,
+                             N * H * Dh, N * H * Dh, N * Hkv * Dh, N * Hkv * Dh, N * V};
+    enum { BUFFERS = sizeof sizes / sizeof *sizes };
+    double *buffers[BUFFERS];
+    cpparity_status status = CPPARITY_OK;
+    for (int i = 0; i < BUFFERS; i++) {
+        buffers[i] = calloc((size_t)sizes[i], sizeof(double));
+        if (buffers[i] == NULL) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (backward)");
+        }
+    }
+    backward_scratch d = {buffers[0], buffers[1], buffers[2], buffers[3], buffers[4], buffers[5],
+                          buffers[6], buffers[7], buffers[8], buffers[9], buffers[10]};
+    if (status == CPPARITY_OK) {
+        const double *act = model->activations;
+        const double *w = model->parameters;
+        double *g = model->gradients;
+        zero(g, model->parameter_table.total);
+        cross_entropy_backward(d.logits, act + model->logits, batch->labels, N, V,
+                               1.0 / (double)model->valid_labels);
+        linear_backward(d.normed, g + model->parameter.lm_head, d.logits, act + model->final_normed,
+                        w + model->parameter.lm_head, N, D, V);
+        rmsnorm_backward(d.stream, g + model->parameter.norm, d.normed, act + model->final_input,
+                         w + model->parameter.norm, act + model->final_rstd, N, D);
+        for (int64_t l = c->num_hidden_layers - 1; l >= 0 && status == CPPARITY_OK; l--) {
+            layer_backward(model, l, &d, &status, error);
+        }
+        if (status == CPPARITY_OK) {
+            embedding_backward(g + model->parameter.embed_tokens, d.stream, batch->input_ids, N, D);
+        }
+    }
+    for (int i = 0; i < BUFFERS; i++) {
+        free(buffers[i]);
+    }
+    return status;
+}

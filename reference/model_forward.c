@@ -1,0 +1,129 @@
+/*
+ * model_forward.c — the reference model's forward pass in float64 (see model.h):
+ *   x = embed(ids); per layer: h = rmsnorm(x); q,k,v = h·Wᵀ; rope(q,k); a = attention(q,k,v);
+ *   x += a·Woᵀ; h = rmsnorm(x); x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ;  logits = rmsnorm(x)·Wlmᵀ.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "reference/attention.h"
+#include "reference/model.h"
+#include "reference/model_layers.h"
+
+static cpparity_status check_batch(const reference_model *model, const cpparity_batch *batch,
+                                   cpparity_error *error) {
+    if (batch->batch != model->batch || batch->seq_len != model->seq_len) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "batch of %lld x %lld tokens given to a model built for "
+                                  "%lld x %lld",
+                                  (long long)batch->batch, (long long)batch->seq_len,
+                                  (long long)model->batch, (long long)model->seq_len);
+    }
+    const int64_t tokens = batch->batch * batch->seq_len;
+    for (int64_t i = 0; i < tokens; i++) {
+        const int64_t id = batch->input_ids[i], label = batch->labels[i];
+        if (id < 0 || id >= model->config.vocab_size) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "input_ids[%lld][%lld] = %lld is outside [0, vocab_size = "
+                                      "%lld)",
+                                      (long long)(i / batch->seq_len),
+                                      (long long)(i % batch->seq_len), (long long)id,
+                                      (long long)model->config.vocab_size);
+        }
+        if (label != CPPARITY_IGNORE_INDEX && (label < 0 || label >= model->config.vocab_size)) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "labels[%lld][%lld] = %lld is neither -100 nor a token id",
+                                      (long long)(i / batch->seq_len),
+                                      (long long)(i % batch->seq_len), (long long)label);
+        }
+    }
+    return CPPARITY_OK;
+}
+
+/* One decoder layer: reads the stream at a->input, writes the layer's output to out. */
+static cpparity_status layer_forward(reference_model *model, int64_t l, double *out,
+                                     double *projection, cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t N = model->batch * model->seq_len, D = c->hidden_size, F = c->intermediate_size;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
+    const cpparity_layer_parameters *p = &model->parameter.layers[l];
+    const reference_layer_activations *a = &model->layer[l];
+    double *act = model->activations;
+    const double *w = model->parameters;
+
+    rmsnorm_forward(act + a->input_normed, act + a->input_rstd, act + a->input,
+                    w + p->input_layernorm, N, D, c->rms_norm_eps);
+    linear_forward(act + a->q, act + a->input_normed, w + p->q_proj, N, D, H * Dh);
+    linear_forward(act + a->k, act + a->input_normed, w + p->k_proj, N, D, Hkv * Dh);
+    linear_forward(act + a->v, act + a->input_normed, w + p->v_proj, N, D, Hkv * Dh);
+    rope_forward(act + a->q, act + model->rope_cos, act + model->rope_sin, N, H, Dh);
+    rope_forward(act + a->k, act + model->rope_cos, act + model->rope_sin, N, Hkv, Dh);
+    const reference_attention_shape shape = {model->batch, model->seq_len, H, Hkv, Dh};
+    cpparity_status status = reference_attention_forward(
+        act + a->attention, act + a->lse, act + a->q, act + a->k, act + a->v, &model->masks[l],
+        shape, 1.0 / sqrt((double)Dh), error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    linear_forward(projection, act + a->attention, w + p->o_proj, N, H * Dh, D);
+    residual_forward(act + a->residual, act + a->input, projection, N * D);
+
+    rmsnorm_forward(act + a->post_normed, act + a->post_rstd, act + a->residual,
+                    w + p->post_attention_layernorm, N, D, c->rms_norm_eps);
+    linear_forward(act + a->gate, act + a->post_normed, w + p->gate_proj, N, D, F);
+    linear_forward(act + a->up, act + a->post_normed, w + p->up_proj, N, D, F);
+    swiglu_forward(act + a->swiglu, act + a->gate, act + a->up, N * F);
+    linear_forward(projection, act + a->swiglu, w + p->down_proj, N, F, D);
+    residual_forward(out, act + a->residual, projection, N * D);
+    return CPPARITY_OK;
+}
+
+cpparity_status reference_model_forward(reference_model *model, const cpparity_batch *batch,
+                                        cpparity_error *error) {
+    cpparity_status status = check_batch(model, batch, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    const cpparity_model_config *c = &model->config;
+    const int64_t N = model->batch * model->seq_len, D = c->hidden_size;
+    double *act = model->activations;
+    const double *w = model->parameters;
+    for (int64_t l = 0; l < c->num_hidden_layers && status == CPPARITY_OK; l++) {
+        reference_mask_free(&model->masks[l]);
+        status = reference_mask_init(
+            &model->masks[l], model->batch, model->seq_len, batch->attention_mask,
+            batch->position_ids, cpparity_model_layer(c, l), REFERENCE_MASK_DEFAULT_BLOCK, error);
+    }
+    double *projection = malloc((size_t)(N * D) * sizeof *projection);
+    if (status == CPPARITY_OK && projection == NULL) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (forward)");
+    }
+    if (status == CPPARITY_OK) {
+        rope_tables(act + model->rope_cos, act + model->rope_sin, batch->position_ids, N,
+                    c->head_dim, c->rope_theta);
+        embedding_forward(act + model->layer[0].input, batch->input_ids,
+                          w + model->parameter.embed_tokens, N, D);
+    }
+    for (int64_t l = 0; l < c->num_hidden_layers && status == CPPARITY_OK; l++) {
+        double *out = l + 1 < c->num_hidden_layers ? act + model->layer[l + 1].input
+                                                   : act + model->final_input;
+        status = layer_forward(model, l, out, projection, error);
+    }
+    free(projection);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    rmsnorm_forward(act + model->final_normed, act + model->final_rstd, act + model->final_input,
+                    w + model->parameter.norm, N, D, c->rms_norm_eps);
+    linear_forward(act + model->logits, act + model->final_normed, w + model->parameter.lm_head, N,
+                   D, c->vocab_size);
+    model->loss_sum = cross_entropy_sum(act + model->logits, batch->labels, N, c->vocab_size,
+                                        &model->valid_labels);
+    if (model->valid_labels == 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "the batch has no valid label (every label is -100): the loss "
+                                  "is undefined");
+    }
+    model->loss = model->loss_sum / (double)model->valid_labels;
+    return CPPARITY_OK;
+}

@@ -1,0 +1,691 @@
+/*
+ * test_case_file.c — the YAML suite loader (harness/case_file.c): a full suite loads with the
+ * right values, defaults and tolerances merge with the right origins, and every kind of bad
+ * input is refused with the file, the exact 1-based line and column, and an empty suite.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/case.h"
+
+/* Lines 1-6 of most error tests: a complete model, seq_len 16, one row and cp sizes. */
+#define DEFAULTS                                                                                   \
+    "defaults:\n"                                                                                  \
+    "  model: {vocab_size: 64, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4,\n"   \
+    "          num_key_value_heads: 2, head_dim: 8, intermediate_size: 48}\n"                      \
+    "  seq_len: 16\n"                                                                              \
+    "  rows: [{documents: [16]}]\n"                                                                \
+    "  cp: [1, 2]\n"
+
+/* DEFAULTS and the start of a case named a (lines 1-8); a test's own lines start at line 9. */
+#define CASE_A DEFAULTS "cases:\n  - name: a\n"
+
+/* Loads text as "suite.yaml" and asserts success. */
+static void load_ok(const char *text, cpparity_suite *suite) {
+    cpparity_error error;
+    cpparity_status status =
+        cpparity_suite_load_text(text, strlen(text), "suite.yaml", suite, &error);
+    cr_assert_eq(status, CPPARITY_OK, "unexpected error: %s", error.message);
+}
+
+/* Loads text and asserts bad input whose message starts with "suite.yaml:LOCATION: " (location
+ * is "LINE:COLUMN") and contains fragment, with the suite left empty. */
+static void expect_input_error(const char *text, const char *location, const char *fragment) {
+    cpparity_suite suite;
+    cpparity_error error;
+    cpparity_status status =
+        cpparity_suite_load_text(text, strlen(text), "suite.yaml", &suite, &error);
+    cr_assert_eq(status, CPPARITY_ERROR_INPUT, "status %d, message: %s", (int)status,
+                 error.message);
+    cr_assert_eq(error.status, CPPARITY_ERROR_INPUT);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "suite.yaml:%s: ", location);
+    cr_assert(strncmp(error.message, prefix, strlen(prefix)) == 0,
+              "expected '%s' at the start of: %s", prefix, error.message);
+    cr_assert(strstr(error.message, fragment) != NULL, "expected '%s' in: %s", fragment,
+              error.message);
+    cr_assert_eq(suite.count, 0);
+    cr_assert_null(suite.cases);
+    cr_assert_str_empty(suite.path);
+    cpparity_suite_free(&suite);
+}
+
+/* Asserts one resolved tolerance: values and the origin of each field. */
+static void expect_tolerance(const cpparity_case *c, cpparity_dtype dtype,
+                             cpparity_tensor_kind kind, double ratio,
+                             cpparity_tolerance_origin ratio_origin, double floor,
+                             cpparity_tolerance_origin floor_origin, double ceiling,
+                             cpparity_tolerance_origin ceiling_origin) {
+    const cpparity_tolerance *t = &c->tolerances[dtype][kind];
+    const char *where = cpparity_tensor_kind_name(kind);
+    cr_assert_float_eq(t->ratio, ratio, 1e-12, "%s ratio", where);
+    cr_assert_float_eq(t->floor, floor, 1e-18, "%s floor", where);
+    cr_assert_float_eq(t->ceiling, ceiling, 1e-12, "%s ceiling", where);
+    cr_assert_eq(t->ratio_origin, ratio_origin, "%s ratio origin", where);
+    cr_assert_eq(t->floor_origin, floor_origin, "%s floor origin", where);
+    cr_assert_eq(t->ceiling_origin, ceiling_origin, "%s ceiling origin", where);
+}
+
+static const char full_suite[] =
+    "defaults:\n"                                                                        /* 1 */
+    "  model:\n"                                                                         /* 2 */
+    "    vocab_size: 64\n"                                                               /* 3 */
+    "    hidden_size: 32\n"                                                              /* 4 */
+    "    num_hidden_layers: 2\n"                                                         /* 5 */
+    "    num_attention_heads: 4\n"                                                       /* 6 */
+    "    num_key_value_heads: 2\n"                                                       /* 7 */
+    "    head_dim: 8\n"                                                                  /* 8 */
+    "    intermediate_size: 48\n"                                                        /* 9 */
+    "    rms_norm_eps: 1.0e-5\n"                                                         /* 10 */
+    "    rope_theta: 500000\n"                                                           /* 11 */
+    "  cp: [1, 2]\n"                                                                     /* 12 */
+    "  dtypes: [f32]\n"                                                                  /* 13 */
+    "  seed: 1234\n"                                                                     /* 14 */
+    "  tolerances: {f32: {logits: {floor: 2.0e-6}}}\n"                                   /* 15 */
+    "cases:\n"                                                                           /* 16 */
+    "  - name: full-left-padding\n"                                                      /* 17 */
+    "    description: \"left padding and packed documents\"\n"                           /* 18 */
+    "    model: {layer_types: [sliding_attention, full_attention], sliding_window: 3}\n" /* 19 */
+    "    seq_len: 16\n"                                                                  /* 20 */
+    "    rows:\n"                                                                        /* 21 */
+    "      - {left_padding: 3, documents: [13]}\n"                                       /* 22 */
+    "      - {documents: [5, 1, 6], right_padding: 4}\n"                                 /* 23 */
+    "    cp: [1, 2, 4]\n"                                                                /* 24 */
+    "    dtypes: [f32, bf16]\n"                                                          /* 25 */
+    "    seed: 7\n"                                                                      /* 26 */
+    "    tolerances:\n"                                                                  /* 27 */
+    "      f32: {loss: {ratio: 2.5, floor: 1e-7, ceiling: 3}}\n"                         /* 28 */
+    "      bf16: {grads: {ratio: 4}}\n"                                                  /* 29 */
+    "  - name: chunked_v1.2\n"                                                           /* 30 */
+    "    model:\n"                                                                       /* 31 */
+    "      num_hidden_layers: 3\n"                                                       /* 32 */
+    "      num_key_value_heads: 1\n"                                                     /* 33 */
+    "      layer_types: [chunked_attention, full_attention, chunked_attention]\n"        /* 34 */
+    "      attention_chunk_size: 4\n"                                                    /* 35 */
+    "      chunk_origin: document\n"                                                     /* 36 */
+    "      tie_word_embeddings: true\n"                                                  /* 37 */
+    "    seq_len: 8\n"                                                                   /* 38 */
+    "    rows: [{documents: [8]}, {left_padding: 8}]\n"                                  /* 39 */
+    "    expect: {refuse: \"attention_chunk_size\"}\n";                                  /* 40 */
+
+/* ---- valid suites ------------------------------------------------------------------------- */
+
+Test(case_file, full_suite__loads_every_value) {
+    cpparity_suite suite;
+    load_ok(full_suite, &suite);
+    cr_assert_str_eq(suite.path, "suite.yaml");
+    cr_assert_eq(suite.count, 2);
+
+    const cpparity_case *c = &suite.cases[0];
+    cr_assert_str_eq(c->name, "full-left-padding");
+    cr_assert_str_eq(c->description, "left padding and packed documents");
+    cr_assert_eq(c->line, 17);
+    cr_assert_eq(c->model.vocab_size, 64);
+    cr_assert_eq(c->model.hidden_size, 32);
+    cr_assert_eq(c->model.num_hidden_layers, 2);
+    cr_assert_eq(c->model.num_attention_heads, 4);
+    cr_assert_eq(c->model.num_key_value_heads, 2);
+    cr_assert_eq(c->model.head_dim, 8);
+    cr_assert_eq(c->model.intermediate_size, 48);
+    cr_assert_float_eq(c->model.rms_norm_eps, 1e-5, 1e-20);
+    cr_assert_float_eq(c->model.rope_theta, 500000.0, 1e-9);
+    cr_assert_eq(c->model.layer_types[0], CPPARITY_LAYER_SLIDING);
+    cr_assert_eq(c->model.layer_types[1], CPPARITY_LAYER_FULL);
+    cr_assert_eq(c->model.sliding_window, 3);
+    cr_assert_eq(c->model.chunk_origin, CPPARITY_CHUNK_ORIGIN_ROW);
+    cr_assert_not(c->model.tie_word_embeddings);
+    cr_assert_eq(c->seq_len, 16);
+    cr_assert_eq(c->batch_size, 2);
+    cr_assert_eq(c->rows[0].left_padding, 3);
+    cr_assert_eq(c->rows[0].document_count, 1);
+    cr_assert_eq(c->rows[0].document_lengths[0], 13);
+    cr_assert_eq(c->rows[0].right_padding, 0);
+    cr_assert_eq(c->rows[1].left_padding, 0);
+    cr_assert_eq(c->rows[1].document_count, 3);
+    cr_assert_eq(c->rows[1].document_lengths[0], 5);
+    cr_assert_eq(c->rows[1].document_lengths[1], 1);
+    cr_assert_eq(c->rows[1].document_lengths[2], 6);
+    cr_assert_eq(c->rows[1].right_padding, 4);
+    cr_assert_eq(c->cp_count, 3);
+    cr_assert_eq(c->cp_sizes[0], 1);
+    cr_assert_eq(c->cp_sizes[1], 2);
+    cr_assert_eq(c->cp_sizes[2], 4);
+    cr_assert_eq(c->dtype_count, 2);
+    cr_assert_eq(c->dtypes[0], CPPARITY_DTYPE_F32);
+    cr_assert_eq(c->dtypes[1], CPPARITY_DTYPE_BF16);
+    cr_assert_eq(c->seed, 7);
+    cr_assert_not(c->expect_refuse);
+    cr_assert_str_empty(c->refusal);
+
+    c = &suite.cases[1];
+    cr_assert_str_eq(c->name, "chunked_v1.2");
+    cr_assert_eq(c->line, 30);
+    cr_assert_str_empty(c->description);
+    cr_assert_eq(c->model.num_hidden_layers, 3);
+    cr_assert_eq(c->model.num_key_value_heads, 1);
+    cr_assert_eq(c->model.layer_types[0], CPPARITY_LAYER_CHUNKED);
+    cr_assert_eq(c->model.layer_types[1], CPPARITY_LAYER_FULL);
+    cr_assert_eq(c->model.layer_types[2], CPPARITY_LAYER_CHUNKED);
+    cr_assert_eq(c->model.attention_chunk_size, 4);
+    cr_assert_eq(c->model.chunk_origin, CPPARITY_CHUNK_ORIGIN_DOCUMENT);
+    cr_assert(c->model.tie_word_embeddings);
+    cr_assert_eq(c->seq_len, 8);
+    cr_assert_eq(c->batch_size, 2);
+    cr_assert_eq(c->rows[1].left_padding, 8);
+    cr_assert_eq(c->rows[1].document_count, 0);
+    cr_assert(c->expect_refuse);
+    cr_assert_str_eq(c->refusal, "attention_chunk_size");
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, defaults__merge_model_by_key_and_replace_other_keys) {
+    cpparity_suite suite;
+    load_ok(full_suite, &suite);
+    const cpparity_case *c = &suite.cases[1];
+    /* model keys the case did not set come from defaults */
+    cr_assert_eq(c->model.vocab_size, 64);
+    cr_assert_eq(c->model.num_attention_heads, 4);
+    cr_assert_float_eq(c->model.rms_norm_eps, 1e-5, 1e-20);
+    cr_assert_float_eq(c->model.rope_theta, 500000.0, 1e-9);
+    /* keys the case did not set at all come from defaults */
+    cr_assert_eq(c->cp_count, 2);
+    cr_assert_eq(c->cp_sizes[1], 2);
+    cr_assert_eq(c->dtype_count, 1);
+    cr_assert_eq(c->dtypes[0], CPPARITY_DTYPE_F32);
+    cr_assert_eq(c->seed, 1234);
+    /* the first case's own cp list replaced the default one entirely */
+    cr_assert_eq(suite.cases[0].cp_count, 3);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, defaults_rows__are_copied_into_every_case) {
+    cpparity_suite suite;
+    load_ok(CASE_A "  - name: b\n    cp: [4]\n", &suite);
+    cr_assert_eq(suite.count, 2);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(suite.cases[i].batch_size, 1);
+        cr_assert_eq(suite.cases[i].rows[0].document_count, 1);
+        cr_assert_eq(suite.cases[i].rows[0].document_lengths[0], 16);
+    }
+    cr_assert_neq(suite.cases[0].rows, suite.cases[1].rows);
+    cr_assert_eq(suite.cases[1].cp_count, 1);
+    cr_assert_eq(suite.cases[1].cp_sizes[0], 4);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, optional_keys__take_documented_defaults) {
+    cpparity_suite suite;
+    load_ok(CASE_A, &suite);
+    const cpparity_case *c = &suite.cases[0];
+    cr_assert_float_eq(c->model.rms_norm_eps, 1e-6, 1e-20);
+    cr_assert_float_eq(c->model.rope_theta, 10000.0, 1e-9);
+    cr_assert_eq(c->model.layer_types[0], CPPARITY_LAYER_FULL);
+    cr_assert_eq(c->model.layer_types[1], CPPARITY_LAYER_FULL);
+    cr_assert_eq(c->model.chunk_origin, CPPARITY_CHUNK_ORIGIN_ROW);
+    cr_assert_not(c->model.tie_word_embeddings);
+    cr_assert_eq(c->dtype_count, 1);
+    cr_assert_eq(c->dtypes[0], CPPARITY_DTYPE_F32);
+    cr_assert_eq(c->seed, 0);
+    cr_assert_not(c->expect_refuse);
+    cr_assert_str_empty(c->description);
+    for (int dtype = 0; dtype < CPPARITY_DTYPE_COUNT; dtype++) {
+        for (int kind = 0; kind < CPPARITY_KIND_COUNT; kind++) {
+            cpparity_tolerance expected =
+                cpparity_tolerance_default((cpparity_dtype)dtype, (cpparity_tensor_kind)kind);
+            expect_tolerance(c, (cpparity_dtype)dtype, (cpparity_tensor_kind)kind, expected.ratio,
+                             CPPARITY_ORIGIN_DEFAULT, expected.floor, CPPARITY_ORIGIN_DEFAULT,
+                             expected.ceiling, CPPARITY_ORIGIN_DEFAULT);
+        }
+    }
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, tolerances__record_default_suite_and_case_origins) {
+    cpparity_suite suite;
+    load_ok(full_suite, &suite);
+    const cpparity_case *c = &suite.cases[0];
+    cpparity_tolerance f32_logits =
+        cpparity_tolerance_default(CPPARITY_DTYPE_F32, CPPARITY_KIND_LOGITS);
+    cpparity_tolerance bf16_grads =
+        cpparity_tolerance_default(CPPARITY_DTYPE_BF16, CPPARITY_KIND_GRADS);
+    /* the case sets every field of f32 loss */
+    expect_tolerance(c, CPPARITY_DTYPE_F32, CPPARITY_KIND_LOSS, 2.5, CPPARITY_ORIGIN_CASE, 1e-7,
+                     CPPARITY_ORIGIN_CASE, 3.0, CPPARITY_ORIGIN_CASE);
+    /* the suite sets the floor of f32 logits; the rest is built in */
+    expect_tolerance(c, CPPARITY_DTYPE_F32, CPPARITY_KIND_LOGITS, f32_logits.ratio,
+                     CPPARITY_ORIGIN_DEFAULT, 2e-6, CPPARITY_ORIGIN_SUITE, f32_logits.ceiling,
+                     CPPARITY_ORIGIN_DEFAULT);
+    /* the case sets only the ratio of bf16 grads */
+    expect_tolerance(c, CPPARITY_DTYPE_BF16, CPPARITY_KIND_GRADS, 4.0, CPPARITY_ORIGIN_CASE,
+                     bf16_grads.floor, CPPARITY_ORIGIN_DEFAULT, bf16_grads.ceiling,
+                     CPPARITY_ORIGIN_DEFAULT);
+    /* the second case sets none: the suite's floor still applies */
+    expect_tolerance(&suite.cases[1], CPPARITY_DTYPE_F32, CPPARITY_KIND_LOGITS, f32_logits.ratio,
+                     CPPARITY_ORIGIN_DEFAULT, 2e-6, CPPARITY_ORIGIN_SUITE, f32_logits.ceiling,
+                     CPPARITY_ORIGIN_DEFAULT);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, case_tolerance__overrides_suite_field_only) {
+    cpparity_suite suite;
+    load_ok(DEFAULTS "  tolerances: {bf16: {loss: {floor: 0.02, ceiling: 0.1}}}\n"
+                     "cases:\n"
+                     "  - name: a\n"
+                     "    tolerances: {bf16: {loss: {floor: 0.03}}}\n",
+            &suite);
+    cpparity_tolerance loss = cpparity_tolerance_default(CPPARITY_DTYPE_BF16, CPPARITY_KIND_LOSS);
+    expect_tolerance(&suite.cases[0], CPPARITY_DTYPE_BF16, CPPARITY_KIND_LOSS, loss.ratio,
+                     CPPARITY_ORIGIN_DEFAULT, 0.03, CPPARITY_ORIGIN_CASE, 0.1,
+                     CPPARITY_ORIGIN_SUITE);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, numbers__accept_integer_and_exponent_forms) {
+    cpparity_suite suite;
+    load_ok(CASE_A "    model: {rms_norm_eps: 1e-6, rope_theta: 3}\n"
+                   "  - name: b\n"
+                   "    model: {rms_norm_eps: 1.0e-6, rope_theta: 2.5E+4}\n",
+            &suite);
+    cr_assert_float_eq(suite.cases[0].model.rms_norm_eps, 1e-6, 1e-20);
+    cr_assert_float_eq(suite.cases[0].model.rope_theta, 3.0, 1e-12);
+    cr_assert_float_eq(suite.cases[1].model.rms_norm_eps, 1e-6, 1e-20);
+    cr_assert_float_eq(suite.cases[1].model.rope_theta, 25000.0, 1e-9);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, suite_find__returns_the_named_case_or_null) {
+    cpparity_suite suite;
+    load_ok(full_suite, &suite);
+    cr_assert_eq(cpparity_suite_find(&suite, "chunked_v1.2"), &suite.cases[1]);
+    cr_assert_eq(cpparity_suite_find(&suite, "full-left-padding"), &suite.cases[0]);
+    cr_assert_null(cpparity_suite_find(&suite, "chunked"));
+    cr_assert_null(cpparity_suite_find(&suite, ""));
+    cpparity_suite_free(&suite);
+    cr_assert_null(cpparity_suite_find(&suite, "chunked_v1.2"));
+}
+
+Test(case_file, suite_free__is_safe_on_a_zeroed_suite_and_twice) {
+    cpparity_suite suite;
+    memset(&suite, 0, sizeof suite);
+    cpparity_suite_free(&suite);
+    load_ok(full_suite, &suite);
+    cpparity_suite_free(&suite);
+    cpparity_suite_free(&suite);
+    cr_assert_eq(suite.count, 0);
+    cr_assert_null(suite.cases);
+}
+
+Test(case_file, suite_load__reads_a_file_and_names_it) {
+    char path[] = "/tmp/cpparity-case-file-XXXXXX";
+    int descriptor = mkstemp(path);
+    cr_assert_geq(descriptor, 0, "mkstemp: %s", strerror(errno));
+    size_t length = strlen(full_suite);
+    cr_assert_eq(write(descriptor, full_suite, length), (ssize_t)length);
+    close(descriptor);
+    cpparity_suite suite;
+    cpparity_error error;
+    cpparity_status status = cpparity_suite_load(path, &suite, &error);
+    unlink(path);
+    cr_assert_eq(status, CPPARITY_OK, "%s", error.message);
+    cr_assert_str_eq(suite.path, path);
+    cr_assert_eq(suite.count, 2);
+    cpparity_suite_free(&suite);
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+Test(case_file, unreadable_file__is_bad_input_naming_the_path) {
+    cpparity_suite suite;
+    cpparity_error error;
+    const char *path = "/nonexistent-cpparity-dir/suite.yaml";
+    cr_assert_eq(cpparity_suite_load(path, &suite, &error), CPPARITY_ERROR_INPUT);
+    cr_assert_str_eq(
+        error.message,
+        "/nonexistent-cpparity-dir/suite.yaml: cannot read: No such file or directory");
+    cr_assert_eq(suite.count, 0);
+    cr_assert_null(suite.cases);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, yaml_syntax_error__names_line_and_column) {
+    expect_input_error("cases:\n"
+                       "  - name: a\n"
+                       "    seq_len: 16: 3\n",
+                       "3:16", "YAML syntax error: mapping values are not allowed");
+}
+
+Test(case_file, unclosed_flow_sequence__names_line_and_column) {
+    expect_input_error(CASE_A "    cp: [1, 2\n"
+                              "    seed: 3\n",
+                       "10:9", "YAML syntax error");
+}
+
+Test(case_file, empty_text__is_an_error_at_the_start) {
+    expect_input_error("", "1:1", "empty file");
+}
+
+Test(case_file, second_document__names_line_and_column) {
+    expect_input_error(CASE_A "---\n"
+                              "cases: []\n",
+                       "10:1", "one YAML document");
+}
+
+Test(case_file, unknown_top_level_key__names_line_and_column) {
+    expect_input_error(CASE_A "extra: 1\n", "9:1",
+                       "unknown key 'extra' (expected one of: defaults, cases)");
+}
+
+Test(case_file, unknown_defaults_key__names_line_and_column) {
+    expect_input_error("defaults:\n"
+                       "  seq_len: 16\n"
+                       "  colour: red\n"
+                       "cases: [{name: a}]\n",
+                       "3:3", "defaults: unknown key 'colour'");
+}
+
+Test(case_file, unknown_case_key__names_line_and_column) {
+    expect_input_error(CASE_A "    sequence_length: 16\n", "9:5",
+                       "case 'a': unknown key 'sequence_length'");
+}
+
+Test(case_file, unknown_model_key__names_line_and_column) {
+    expect_input_error(CASE_A "    model: {hidden_size: 32, num_layers: 2}\n", "9:30",
+                       "case 'a': model: unknown key 'num_layers'");
+}
+
+Test(case_file, unknown_row_key__names_line_and_column) {
+    expect_input_error(CASE_A "    rows: [{documents: [16], padding: 0}]\n", "9:30",
+                       "case 'a': rows[0]: unknown key 'padding'");
+}
+
+Test(case_file, unknown_tolerance_dtype__names_line_and_column) {
+    expect_input_error(CASE_A "    tolerances: {f16: {loss: {ratio: 2}}}\n", "9:18",
+                       "tolerances: unknown key 'f16'");
+}
+
+Test(case_file, unknown_tolerance_kind__names_line_and_column) {
+    expect_input_error(CASE_A "    tolerances: {f32: {logit: {ratio: 2}}}\n", "9:24",
+                       "tolerances.f32: unknown key 'logit'");
+}
+
+Test(case_file, unknown_tolerance_field__names_line_and_column) {
+    expect_input_error(CASE_A "    tolerances: {f32: {loss: {rtol: 2}}}\n", "9:31",
+                       "tolerances.f32.loss: unknown key 'rtol'");
+}
+
+Test(case_file, unknown_expect_key__names_line_and_column) {
+    expect_input_error(CASE_A "    expect: {refuses: heads}\n", "9:14",
+                       "expect: unknown key 'refuses'");
+}
+
+Test(case_file, duplicate_key__points_at_the_second_key) {
+    expect_input_error(CASE_A "    seq_len: 16\n"
+                              "    seq_len: 8\n",
+                       "10:5", "duplicate key 'seq_len' (first at line 9)");
+}
+
+Test(case_file, duplicate_model_key__points_at_the_second_key) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      head_dim: 8\n"
+                              "      head_dim: 16\n",
+                       "11:7", "model: duplicate key 'head_dim' (first at line 10)");
+}
+
+Test(case_file, string_for_integer__names_line_and_column) {
+    expect_input_error(CASE_A "    seq_len: sixteen\n", "9:14",
+                       "case 'a': seq_len: expected an integer, got 'sixteen'");
+}
+
+Test(case_file, quoted_integer__is_a_wrong_type) {
+    expect_input_error(CASE_A "    seq_len: \"16\"\n", "9:14",
+                       "seq_len: expected an integer, got the quoted string '16'");
+}
+
+Test(case_file, float_for_integer__is_a_wrong_type) {
+    expect_input_error(CASE_A "    seed: 1.5\n", "9:11", "seed: expected an integer, got '1.5'");
+}
+
+Test(case_file, boolean_for_integer__is_a_wrong_type) {
+    expect_input_error(CASE_A "    model: {head_dim: true}\n", "9:23",
+                       "model.head_dim: expected an integer, got 'true'");
+}
+
+Test(case_file, sequence_for_mapping__is_a_wrong_type) {
+    expect_input_error(CASE_A "    model: [1, 2]\n", "9:12",
+                       "case 'a': model: expected a mapping, got a sequence");
+}
+
+Test(case_file, mapping_for_sequence__is_a_wrong_type) {
+    expect_input_error(CASE_A "    cp: {size: 2}\n", "9:9", "cp: expected a sequence of cp sizes");
+}
+
+Test(case_file, word_for_boolean__is_a_wrong_type) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      tie_word_embeddings: yes\n",
+                       "10:28", "model.tie_word_embeddings: expected true or false, got 'yes'");
+}
+
+Test(case_file, word_for_number__is_a_wrong_type) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      rms_norm_eps: tiny\n",
+                       "10:21", "model.rms_norm_eps: expected a number, got 'tiny'");
+}
+
+Test(case_file, integer_overflow__is_refused) {
+    expect_input_error(CASE_A "    seed: 99999999999999999999\n", "9:11",
+                       "seed: integer out of range");
+}
+
+Test(case_file, negative_hidden_size__names_line_and_column) {
+    expect_input_error(CASE_A "    model: {hidden_size: -4}\n", "9:26",
+                       "model.hidden_size: must be >= 1, got -4");
+}
+
+Test(case_file, negative_left_padding__names_line_and_column) {
+    expect_input_error(CASE_A "    rows: [{left_padding: -1, documents: [17]}]\n", "9:27",
+                       "rows[0].left_padding: must be >= 0, got -1");
+}
+
+Test(case_file, zero_document_length__names_line_and_column) {
+    expect_input_error(CASE_A "    rows: [{documents: [16, 0]}]\n", "9:29",
+                       "rows[0].documents[1]: must be >= 1, got 0");
+}
+
+Test(case_file, window_below_one__names_line_and_column) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      layer_types: [sliding_attention, full_attention]\n"
+                              "      sliding_window: 0\n",
+                       "11:23", "model.sliding_window: must be >= 1, got 0");
+}
+
+Test(case_file, chunk_below_one__names_line_and_column) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      attention_chunk_size: 0\n",
+                       "10:29", "model.attention_chunk_size: must be >= 1, got 0");
+}
+
+Test(case_file, missing_window_for_sliding_layer__points_at_model_key) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      layer_types: [full_attention, sliding_attention]\n",
+                       "9:5", "model.sliding_window: missing, required because layer 1");
+}
+
+Test(case_file, heads_not_multiple_of_kv_heads__points_at_model_key) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      num_key_value_heads: 3\n",
+                       "9:5",
+                       "case 'a': model: num_attention_heads (4) must be a multiple of "
+                       "num_key_value_heads (3)");
+}
+
+Test(case_file, invalid_model_from_defaults__points_at_case_name) {
+    expect_input_error("defaults:\n"
+                       "  model: {vocab_size: 64, hidden_size: 32, num_hidden_layers: 2,\n"
+                       "          num_attention_heads: 6, num_key_value_heads: 4, head_dim: 8,\n"
+                       "          intermediate_size: 48}\n"
+                       "  seq_len: 4\n"
+                       "  rows: [{documents: [4]}]\n"
+                       "  cp: [1]\n"
+                       "cases:\n"
+                       "  - name: first\n",
+                       "9:11", "case 'first': model: num_attention_heads (6) must be a multiple");
+}
+
+Test(case_file, odd_head_dim__is_refused_by_validation) {
+    expect_input_error(CASE_A "    model: {head_dim: 7}\n", "9:5", "head_dim must be even");
+}
+
+Test(case_file, layer_types_length__must_equal_num_hidden_layers) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      layer_types: [full_attention]\n",
+                       "10:20", "model.layer_types: lists 1 layer types, num_hidden_layers is 2");
+}
+
+Test(case_file, unknown_layer_type__names_line_and_column) {
+    expect_input_error(CASE_A "    model:\n"
+                              "      layer_types: [full_attention, global_attention]\n",
+                       "10:37", "model.layer_types[1]: unknown layer type 'global_attention'");
+}
+
+Test(case_file, unknown_chunk_origin__names_line_and_column) {
+    expect_input_error(CASE_A "    model: {chunk_origin: grid}\n", "9:27",
+                       "model.chunk_origin: expected row or document, got 'grid'");
+}
+
+Test(case_file, row_not_adding_up__points_at_the_row) {
+    expect_input_error(CASE_A "    rows:\n"
+                              "      - {documents: [10, 6]}\n"
+                              "      - {left_padding: 2, documents: [13]}\n",
+                       "11:9",
+                       "rows[1]: adds up to 15 tokens (left_padding 2 + documents 13 + "
+                       "right_padding 0), seq_len is 16");
+}
+
+Test(case_file, default_rows_against_case_seq_len__point_at_the_default_row) {
+    expect_input_error(CASE_A "    seq_len: 8\n    cp: [1]\n", "5:10",
+                       "case 'a': rows[0]: adds up to 16 tokens");
+}
+
+Test(case_file, empty_documents__need_padding_to_fill_the_row) {
+    expect_input_error(CASE_A "    rows: [{documents: [], left_padding: 4}]\n", "9:12",
+                       "rows[0]: adds up to 4 tokens");
+}
+
+Test(case_file, duplicate_case_name__names_both_lines) {
+    expect_input_error(CASE_A "  - name: b\n"
+                              "  - name: a\n",
+                       "10:11",
+                       "case 'a': name: duplicate case name (first used by the case at "
+                       "line 8)");
+}
+
+Test(case_file, bad_case_name__names_line_and_column) {
+    expect_input_error(CASE_A "  - name: two words\n", "9:11",
+                       "name: 'two words' must be non-empty and use only letters");
+}
+
+Test(case_file, missing_seq_len__points_at_the_case) {
+    expect_input_error("defaults:\n"
+                       "  model: {vocab_size: 64, hidden_size: 32, num_hidden_layers: 2,\n"
+                       "          num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,\n"
+                       "          intermediate_size: 48}\n"
+                       "  rows: [{documents: [4]}]\n"
+                       "  cp: [1]\n"
+                       "cases:\n"
+                       "  - name: a\n",
+                       "8:5", "case 'a': seq_len: missing");
+}
+
+Test(case_file, missing_model_size__points_at_the_case_name) {
+    expect_input_error("defaults:\n"
+                       "  model: {vocab_size: 64, hidden_size: 32, num_hidden_layers: 2,\n"
+                       "          num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8}\n"
+                       "  seq_len: 4\n"
+                       "  rows: [{documents: [4]}]\n"
+                       "  cp: [1]\n"
+                       "cases:\n"
+                       "  - name: a\n",
+                       "8:11", "case 'a': model.intermediate_size: missing");
+}
+
+Test(case_file, missing_name__points_at_the_case) {
+    expect_input_error(CASE_A "  - seq_len: 16\n", "9:5", "cases[1]: name: missing");
+}
+
+Test(case_file, missing_cases__points_at_the_top) {
+    expect_input_error(DEFAULTS, "1:1", "cases: missing");
+}
+
+Test(case_file, empty_cases_list__names_line_and_column) {
+    expect_input_error(DEFAULTS "cases: []\n", "7:8", "cases: must list at least one of cases");
+}
+
+Test(case_file, case_that_is_not_a_mapping__names_line_and_column) {
+    expect_input_error(CASE_A "  - just-a-name\n", "9:5", "cases[1]: expected a mapping");
+}
+
+Test(case_file, cp_size_above_seq_len__names_line_and_column) {
+    expect_input_error(CASE_A "    cp: [1, 32]\n", "9:13",
+                       "cp[1]: cp size 32 exceeds seq_len (16)");
+}
+
+Test(case_file, duplicate_cp_size__names_line_and_column) {
+    expect_input_error(CASE_A "    cp: [1, 2, 1]\n", "9:16",
+                       "cp[2]: duplicate cp size 1 (also cp[0])");
+}
+
+Test(case_file, empty_cp_list__names_line_and_column) {
+    expect_input_error(CASE_A "    cp: []\n", "9:9", "cp: must list at least one of cp sizes");
+}
+
+Test(case_file, too_many_cp_sizes__points_at_the_first_extra) {
+    expect_input_error("defaults:\n"
+                       "  model: {vocab_size: 64, hidden_size: 32, num_hidden_layers: 2,\n"
+                       "          num_attention_heads: 4, num_key_value_heads: 2, head_dim: 8,\n"
+                       "          intermediate_size: 48}\n"
+                       "  seq_len: 32\n"
+                       "  rows: [{documents: [32]}]\n"
+                       "  cp: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]\n"
+                       "cases: [{name: a}]\n",
+                       "7:63", "defaults: cp: at most 16 cp sizes");
+}
+
+Test(case_file, unknown_dtype__names_line_and_column) {
+    expect_input_error(CASE_A "    dtypes: [f32, f16]\n", "9:19",
+                       "dtypes[1]: unknown dtype 'f16' (expected f32 or bf16)");
+}
+
+Test(case_file, duplicate_dtype__names_line_and_column) {
+    expect_input_error(CASE_A "    dtypes: [bf16, bf16]\n", "9:20",
+                       "dtypes[1]: duplicate dtype 'bf16'");
+}
+
+Test(case_file, tolerance_ratio_below_one__names_line_and_column) {
+    expect_input_error(CASE_A "    tolerances: {f32: {loss: {ratio: 0.5}}}\n", "9:38",
+                       "tolerances.f32.loss.ratio: must be >= 1, got 0.5");
+}
+
+Test(case_file, tolerance_floor_not_positive__names_line_and_column) {
+    expect_input_error(CASE_A "    tolerances: {f32: {loss: {floor: 0}}}\n", "9:38",
+                       "tolerances.f32.loss.floor: must be > 0, got 0");
+}
+
+Test(case_file, empty_refusal_text__names_line_and_column) {
+    expect_input_error(CASE_A "    expect: {refuse: \"\"}\n", "9:22",
+                       "expect.refuse: must not be empty");
+}
+
+Test(case_file, error_in_defaults__is_reported_as_defaults) {
+    expect_input_error("defaults:\n"
+                       "  seed: -1\n"
+                       "cases: [{name: a}]\n",
+                       "2:9", "defaults: seed: must be >= 0, got -1");
+}
+
+Test(case_file, top_level_sequence__is_a_wrong_type) {
+    expect_input_error("- name: a\n", "1:1", "expected a mapping with 'defaults' and 'cases'");
+}
