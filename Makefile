@@ -9,7 +9,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # Debian packages the project builds and tests with.
 DEBIAN_PACKAGES := cmake make gcc pkg-config git libcriterion-dev libopenmpi-dev openmpi-bin \
-                   libhdf5-dev libopenblas-dev libyaml-dev clang-format \
+                   libhdf5-dev libopenblas-dev libyaml-dev clang-format valgrind \
                    python3 python3-torch python3-h5py python3-numpy
 
 # nvcc is found on PATH, else at the CUDA toolkit's usual place; CUDA code is built only then.

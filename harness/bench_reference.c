@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fixtures/random.h"
+#include "harness/monotonic_clock.h"
 #include "reference/attention.h"
 #include "reference/mask.h"
 
@@ -26,12 +26,6 @@ static const bench_mask bench_masks[] = {
     {"chunked C=512", {CPPARITY_LAYER_CHUNKED, 0, 512, CPPARITY_CHUNK_ORIGIN_ROW}, 0},
     {"8 packed documents", {CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW}, 1},
 };
-
-static double now_seconds(void) {
-    struct timespec time;
-    clock_gettime(CLOCK_MONOTONIC, &time);
-    return (double)time.tv_sec + 1e-9 * (double)time.tv_nsec;
-}
 
 static void usage(FILE *stream) {
     fprintf(stream,
@@ -101,19 +95,19 @@ static int bench_one(const bench_mask *bench, int64_t seq_len, int64_t heads, in
     }
     const double scale = 1.0 / sqrt((double)head_dim);
     /* dv shares the output buffer: the benchmark reads no result */
-    double start = now_seconds();
+    double start = monotonic_seconds();
     if (reference_attention_forward(result, lse, q, k, v, &mask, shape, scale, &error) !=
         CPPARITY_OK) {
         fprintf(err, "cpparity bench reference: %s\n", error.message);
         goto done;
     }
-    double middle = now_seconds();
+    double middle = monotonic_seconds();
     if (reference_attention_backward(dq, dk, dout, dout, q, k, v, result, lse, &mask, shape, scale,
                                      &error) != CPPARITY_OK) {
         fprintf(err, "cpparity bench reference: %s\n", error.message);
         goto done;
     }
-    double end = now_seconds();
+    double end = monotonic_seconds();
     const double pairs = (double)counts.pairs_allowed * (double)heads;
     const double forward_flops = 4.0 * (double)head_dim * pairs;
     const double backward_flops = 10.0 * (double)head_dim * pairs;

@@ -6,30 +6,38 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness/bench_model.h"
 #include "harness/bench_reference.h"
 #include "harness/commands.h"
 #include "harness/version.h"
 
 static void usage(FILE *stream) {
-    fprintf(stream, "usage: cpparity COMMAND [options]\n"
-                    "commands available in this version:\n"
-                    "  list [SUITE.yaml ...]                   one line per case\n"
-                    "  export SUITE.yaml --case NAME -o FILE.h5  inputs, weights, masks and\n"
-                    "                                          float64 reference outputs\n"
-                    "  bench reference   time the float64 reference attention (--help for flags)\n"
-                    "  --version         print the version\n"
-                    "  --help            this text\n");
+    fprintf(stream,
+            "usage: cpparity COMMAND [options]\n"
+            "commands available in this version:\n"
+            "  list [SUITE.yaml ...]                   one line per case\n"
+            "  export SUITE.yaml --case NAME -o FILE.h5  inputs, weights, masks and\n"
+            "                                          float64 reference outputs\n"
+            "  bench reference                         time the float64 reference attention\n"
+            "  bench model [SUITE.yaml]                time the float64 reference model\n"
+            "  --version                               print the version\n"
+            "  --help                                  this text\n");
 }
 
 static int bench_main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        fprintf(argc < 2 ? stderr : stdout, "usage: cpparity bench reference [options]\n");
+        fprintf(argc < 2 ? stderr : stdout,
+                "usage: cpparity bench reference|model [options]   (--help for each)\n");
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "reference") == 0) {
         return bench_reference_main(argc - 1, argv + 1, stdout, stderr);
     }
-    fprintf(stderr, "cpparity bench: unknown benchmark '%s' (available: reference)\n", argv[1]);
+    if (strcmp(argv[1], "model") == 0) {
+        return bench_model_main(argc - 1, argv + 1, stdout, stderr);
+    }
+    fprintf(stderr, "cpparity bench: unknown benchmark '%s' (available: reference, model)\n",
+            argv[1]);
     return 2;
 }
 
