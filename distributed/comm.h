@@ -106,8 +106,8 @@ static inline cpparity_status cpparity_all_gather(cpparity_comm *comm, const voi
     return comm->operations->all_gather(comm, send, receive, count_per_rank, type, stream, error);
 }
 static inline cpparity_status cpparity_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
-                                                 cpparity_element_type type, int root,
-                                                 void *stream, cpparity_error *error) {
+                                                 cpparity_element_type type, int root, void *stream,
+                                                 cpparity_error *error) {
     return comm->operations->broadcast(comm, buffer, count, type, root, stream, error);
 }
 static inline cpparity_status cpparity_gather_bytes(cpparity_comm *comm, const void *send,

@@ -12,5 +12,6 @@ const char *command_default_suite(void);
 
 int command_list(int argc, char **argv);
 int command_export(int argc, char **argv);
+int command_run(int argc, char **argv);
 
 #endif

@@ -20,7 +20,7 @@ typedef struct compare_metrics {
     int64_t count;           /* elements in the tensor */
     int64_t compared;        /* elements included in the error */
     int64_t excluded;        /* elements excluded by the include mask */
-    int64_t nonfinite;       /* x non-finite where r is finite (included or not) */
+    int64_t nonfinite;       /* x or r non-finite (included or not) */
     int64_t first_nonfinite; /* flat index of the first such element, −1 if none */
     double max_abs;          /* max |x − r| over compared elements (0 when none) */
     double error_norm;       /* ‖x − r‖₂ over compared elements */
@@ -45,9 +45,9 @@ void compare_float64(compare_metrics *metrics, const double *x, const double *r,
 void compare_coordinates(int64_t index, int rank, const int64_t *shape, int64_t *coordinates);
 
 typedef struct compare_decision {
-    bool passed;       /* the tensor passes */
-    double limit;      /* the error it had to stay under (ceiling for a baseline) */
-    char reason[160];  /* why, in words: "non-finite values", "error 3e-5 > limit 2e-6 = ..." */
+    bool passed;      /* the tensor passes */
+    double limit;     /* the error it had to stay under (ceiling for a baseline) */
+    char reason[160]; /* why, in words: "non-finite values", "error 3e-5 > limit 2e-6 = ..." */
 } compare_decision;
 
 /* The pass rule. For the baseline itself (is_baseline): passes when nonfinite == 0 and

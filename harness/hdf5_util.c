@@ -2,6 +2,7 @@
 #include "hdf5_util.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -147,4 +148,151 @@ fail:
         H5Sclose(space);
     }
     return CPPARITY_ERROR_RUNTIME;
+}
+
+cpparity_status hdf5_attribute_int64s(hid_t object, const char *name, const int64_t *values,
+                                      int64_t count, cpparity_error *error) {
+    const hsize_t dims[1] = {(hsize_t)count};
+    hid_t space = H5I_INVALID_HID, attribute = H5I_INVALID_HID;
+    HDF5_CHECK(space = H5Screate_simple(1, dims, NULL), error, "creating the space of %s", name);
+    HDF5_CHECK(attribute =
+                   H5Acreate2(object, name, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT),
+               error, "creating attribute %s", name);
+    HDF5_CHECK(H5Awrite(attribute, H5T_NATIVE_INT64, values), error, "writing attribute %s", name);
+    H5Aclose(attribute);
+    H5Sclose(space);
+    return CPPARITY_OK;
+fail:
+    if (attribute >= 0) {
+        H5Aclose(attribute);
+    }
+    if (space >= 0) {
+        H5Sclose(space);
+    }
+    return CPPARITY_ERROR_RUNTIME;
+}
+
+hid_t hdf5_string_type(size_t size) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type < 0) {
+        return H5I_INVALID_HID;
+    }
+    if (H5Tset_size(type, size) < 0) {
+        H5Tclose(type);
+        return H5I_INVALID_HID;
+    }
+    return type;
+}
+
+/* Chunked, shuffled, deflated, checksummed dataset of memory_type data stored as file_type. */
+static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memory_type,
+                                     hid_t file_type, int rank, const int64_t *dims,
+                                     const void *data, const char *description,
+                                     cpparity_error *error) {
+    enum { CHUNK_BYTES = 1 << 20, DEFLATE_LEVEL = 4 };
+    hsize_t sizes[8], chunk[8];
+    hid_t space = H5I_INVALID_HID, properties = H5I_INVALID_HID, dataset = H5I_INVALID_HID;
+    if (rank < 1 || rank > 8) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "dataset %s: cannot chunk a dataset of rank %d", name, rank);
+    }
+    const size_t element = H5Tget_size(file_type);
+    if (element == 0) {
+        return hdf5_fail(error, __FILE__, __LINE__, "sizing the type of dataset %s", name);
+    }
+    for (int d = 0; d < rank; d++) {
+        sizes[d] = chunk[d] = (hsize_t)dims[d];
+    }
+    for (int d = 0; d < rank; d++) {
+        hsize_t bytes = element;
+        for (int e = 0; e < rank; e++) {
+            bytes *= chunk[e];
+        }
+        while (bytes > CHUNK_BYTES && chunk[d] > 1) {
+            const hsize_t halved = (chunk[d] + 1) / 2;
+            bytes = bytes / chunk[d] * halved;
+            chunk[d] = halved;
+        }
+    }
+    HDF5_CHECK(space = H5Screate_simple(rank, sizes, NULL), error,
+               "creating the space of dataset %s", name);
+    HDF5_CHECK(properties = H5Pcreate(H5P_DATASET_CREATE), error,
+               "creating the properties of dataset %s", name);
+    HDF5_CHECK(H5Pset_chunk(properties, rank, chunk), error, "chunking dataset %s", name);
+    HDF5_CHECK(H5Pset_shuffle(properties), error, "adding the shuffle filter to %s", name);
+    HDF5_CHECK(H5Pset_deflate(properties, DEFLATE_LEVEL), error, "adding the deflate filter to %s",
+               name);
+    HDF5_CHECK(H5Pset_fletcher32(properties), error, "adding the fletcher32 checksum to %s", name);
+    HDF5_CHECK(dataset =
+                   H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, properties, H5P_DEFAULT),
+               error, "creating dataset %s", name);
+    HDF5_CHECK(H5Dwrite(dataset, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), error,
+               "writing dataset %s", name);
+    if (hdf5_attribute_string(dataset, "Description", description, error) != CPPARITY_OK) {
+        goto fail;
+    }
+    H5Dclose(dataset);
+    H5Pclose(properties);
+    H5Sclose(space);
+    return CPPARITY_OK;
+fail:
+    if (dataset >= 0) {
+        H5Dclose(dataset);
+    }
+    if (properties >= 0) {
+        H5Pclose(properties);
+    }
+    if (space >= 0) {
+        H5Sclose(space);
+    }
+    return CPPARITY_ERROR_RUNTIME;
+}
+
+cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hid_t type, int rank,
+                                              const int64_t *dims, const void *data,
+                                              const char *description, cpparity_error *error) {
+    bool empty = false;
+    for (int d = 0; d < rank; d++) {
+        empty = empty || dims[d] == 0;
+    }
+    if (rank == 0 || empty) {
+        return hdf5_write_dataset(parent, name, type, rank, dims, data, description, error);
+    }
+    return write_chunked(parent, name, type, type, rank, dims, data, description, error);
+}
+
+cpparity_status hdf5_write_compound(hid_t parent, const char *name, hid_t memory_type,
+                                    int64_t count, const void *rows, const char *description,
+                                    cpparity_error *error) {
+    const int64_t dims[1] = {count};
+    const hsize_t sizes[1] = {(hsize_t)count};
+    hid_t file_type = H5I_INVALID_HID, space = H5I_INVALID_HID, dataset = H5I_INVALID_HID;
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    HDF5_CHECK(file_type = H5Tcopy(memory_type), error, "copying the row type of %s", name);
+    HDF5_CHECK(H5Tpack(file_type), error, "packing the row type of %s", name);
+    if (count > 0) {
+        status =
+            write_chunked(parent, name, memory_type, file_type, 1, dims, rows, description, error);
+        H5Tclose(file_type);
+        return status;
+    }
+    HDF5_CHECK(space = H5Screate_simple(1, sizes, NULL), error, "creating the space of %s", name);
+    HDF5_CHECK(
+        dataset = H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+        error, "creating dataset %s", name);
+    if (hdf5_attribute_string(dataset, "Description", description, error) != CPPARITY_OK) {
+        goto fail;
+    }
+    status = CPPARITY_OK;
+fail:
+    if (dataset >= 0) {
+        H5Dclose(dataset);
+    }
+    if (space >= 0) {
+        H5Sclose(space);
+    }
+    if (file_type >= 0) {
+        H5Tclose(file_type);
+    }
+    return status;
 }

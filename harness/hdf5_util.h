@@ -47,4 +47,29 @@ cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, i
                                    const int64_t *dims, const void *data, const char *description,
                                    cpparity_error *error);
 
+/* A 1-D int64 attribute of count values (count >= 1). */
+cpparity_status hdf5_attribute_int64s(hid_t object, const char *name, const int64_t *values,
+                                      int64_t count, cpparity_error *error);
+
+/* A new fixed-length, NUL-terminated string type of size bytes (for compound members); the
+ * caller closes it with H5Tclose. Returns a negative id on failure (check with HDF5_CHECK). */
+hid_t hdf5_string_type(size_t size);
+
+/* Like hdf5_write_dataset, but stored the way SWIFT stores its output: chunked (chunks of at most
+ * about 1 MiB, leading dimensions split first), byte-shuffled, deflate-compressed and with a
+ * fletcher32 checksum. A scalar (rank 0) or an empty dataset (a dimension of 0) cannot be
+ * chunked and is written contiguous, exactly as hdf5_write_dataset does. */
+cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hid_t type, int rank,
+                                              const int64_t *dims, const void *data,
+                                              const char *description, cpparity_error *error);
+
+/* A 1-D compound dataset (a table) of count rows of memory_type, read from rows (an array of C
+ * structs described by memory_type). The file type is memory_type packed (no padding), so h5py
+ * reads it as a numpy structured array. Chunked, shuffled, compressed and checksummed like
+ * hdf5_write_dataset_compressed when count > 0; count 0 writes an empty table. A `Description`
+ * attribute is attached. */
+cpparity_status hdf5_write_compound(hid_t parent, const char *name, hid_t memory_type,
+                                    int64_t count, const void *rows, const char *description,
+                                    cpparity_error *error);
+
 #endif

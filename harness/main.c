@@ -15,6 +15,7 @@ static void usage(FILE *stream) {
     fprintf(stream,
             "usage: cpparity COMMAND [options]\n"
             "commands available in this version:\n"
+            "  run [SUITE.yaml ...] [options]          run, compare, write results\n"
             "  list [SUITE.yaml ...]                   one line per case\n"
             "  export SUITE.yaml --case NAME -o FILE.h5  inputs, weights, masks and\n"
             "                                          float64 reference outputs\n"
@@ -53,6 +54,9 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return 0;
+    }
+    if (strcmp(argv[1], "run") == 0) {
+        return command_run(argc - 1, argv + 1);
     }
     if (strcmp(argv[1], "list") == 0) {
         return command_list(argc - 1, argv + 1);

@@ -41,6 +41,14 @@ typedef struct reference_layer_activations {
     int64_t swiglu;       /* (B,S,F) silu(gate) ⊙ up */
 } reference_layer_activations;
 
+/* Mask features that can be switched off for the discrimination check (tolerances.md §4):
+ * the mask is then built as if the batch had no padding (every key valid) or no document
+ * boundaries (one document per row). RoPE positions are not affected. */
+enum {
+    REFERENCE_WITHOUT_PADDING = 1u << 0,   /* attention_mask treated as all ones */
+    REFERENCE_WITHOUT_DOCUMENTS = 1u << 1, /* position_ids treated as 0, 1, 2, ... */
+};
+
 typedef struct reference_model {
     cpparity_model_config config;           /* validated copy */
     int64_t batch;                          /* B */
@@ -57,8 +65,9 @@ typedef struct reference_model {
     int64_t logits;                                         /* (B,S,V) offset in activations */
     reference_mask masks[CPPARITY_MAX_LAYERS];              /* per layer, built by forward */
     double loss_sum;                                        /* Σ token losses over valid labels */
-    int64_t valid_labels; /* number of labels != −100 in the batch */
-    double loss;          /* loss_sum / valid_labels */
+    int64_t valid_labels;       /* number of labels != −100 in the batch */
+    double loss;                /* loss_sum / valid_labels */
+    unsigned mask_features_off; /* REFERENCE_WITHOUT_* flags; 0 normally */
 } reference_model;
 
 /* Validates config and allocates everything for batches of B × S. CPPARITY_ERROR_INPUT for an

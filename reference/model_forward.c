@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "reference/attention.h"
 #include "reference/model.h"
@@ -38,6 +39,43 @@ static cpparity_status check_batch(const reference_model *model, const cpparity_
         }
     }
     return CPPARITY_OK;
+}
+
+/* Builds every layer's mask from the batch, with the features of mask_features_off removed. */
+static cpparity_status build_masks(reference_model *model, const cpparity_batch *batch,
+                                   cpparity_error *error) {
+    const int64_t tokens = model->batch * model->seq_len;
+    int8_t *attention_mask = batch->attention_mask;
+    int64_t *position_ids = batch->position_ids;
+    int8_t *all_valid = NULL;
+    int64_t *one_document = NULL;
+    if (model->mask_features_off & REFERENCE_WITHOUT_PADDING) {
+        all_valid = malloc((size_t)tokens);
+        if (all_valid != NULL) {
+            memset(all_valid, 1, (size_t)tokens);
+        }
+        attention_mask = all_valid;
+    }
+    if (model->mask_features_off & REFERENCE_WITHOUT_DOCUMENTS) {
+        one_document = malloc((size_t)tokens * sizeof *one_document);
+        for (int64_t i = 0; one_document != NULL && i < tokens; i++) {
+            one_document[i] = i % model->seq_len;
+        }
+        position_ids = one_document;
+    }
+    cpparity_status status = CPPARITY_OK;
+    if (attention_mask == NULL || position_ids == NULL) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (masks)");
+    }
+    for (int64_t l = 0; l < model->config.num_hidden_layers && status == CPPARITY_OK; l++) {
+        reference_mask_free(&model->masks[l]);
+        status = reference_mask_init(&model->masks[l], model->batch, model->seq_len, attention_mask,
+                                     position_ids, cpparity_model_layer(&model->config, l),
+                                     REFERENCE_MASK_DEFAULT_BLOCK, error);
+    }
+    free(all_valid);
+    free(one_document);
+    return status;
 }
 
 /* One decoder layer: reads the stream at a->input, writes the layer's output to out. */
@@ -88,12 +126,7 @@ cpparity_status reference_model_forward(reference_model *model, const cpparity_b
     const int64_t N = model->batch * model->seq_len, D = c->hidden_size;
     double *act = model->activations;
     const double *w = model->parameters;
-    for (int64_t l = 0; l < c->num_hidden_layers && status == CPPARITY_OK; l++) {
-        reference_mask_free(&model->masks[l]);
-        status = reference_mask_init(
-            &model->masks[l], model->batch, model->seq_len, batch->attention_mask,
-            batch->position_ids, cpparity_model_layer(c, l), REFERENCE_MASK_DEFAULT_BLOCK, error);
-    }
+    status = build_masks(model, batch, error);
     double *projection = malloc((size_t)(N * D) * sizeof *projection);
     if (status == CPPARITY_OK && projection == NULL) {
         status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (forward)");

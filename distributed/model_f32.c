@@ -1,0 +1,152 @@
+/* model_f32.c — storage and set-up of the float32 context-parallel model (see model_f32.h). */
+#include "model_f32.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures/parameter_fixture.h"
+
+cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
+                                            cpparity_error *error) {
+    const int64_t H = config->num_attention_heads, Hkv = config->num_key_value_heads;
+    if (H % cp != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: num_attention_heads (%lld) must be a multiple of cp "
+                                  "(%lld) for Ulysses head sharding",
+                                  (long long)H, (long long)cp);
+    }
+    if (Hkv % cp != 0 && cp % Hkv != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: num_key_value_heads (%lld) must be a multiple of cp "
+                                  "(%lld) (kv heads sharded) or divide it (kv heads replicated)",
+                                  (long long)Hkv, (long long)cp);
+    }
+    return CPPARITY_OK;
+}
+
+/* Appends one activation and records its offset. */
+static cpparity_status add(f32_model *model, int64_t *offset, const char *name, int64_t layer,
+                           int rank, const int64_t *shape, cpparity_error *error) {
+    *offset = model->activation_table.total;
+    return cpparity_tensor_table_add(&model->activation_table, rank, shape, error, "layers.%lld.%s",
+                                     (long long)layer, name);
+}
+
+static cpparity_status build_activations(f32_model *model, cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t B = model->batch, L = model->shard.local_len, S = model->shard.padded_seq_len;
+    const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;
+    cpparity_status status = CPPARITY_OK;
+    for (int64_t l = 0; l < c->num_hidden_layers && status == CPPARITY_OK; l++) {
+        f32_layer_activations *a = &model->layer[l];
+        const struct {
+            int64_t *offset;
+            const char *name;
+            int rank;
+            int64_t shape[4];
+        } tensors[] = {
+            {&a->input, "input", 3, {B, L, D}},
+            {&a->input_rstd, "input_rstd", 2, {B, L}},
+            {&a->input_normed, "input_normed", 3, {B, L, D}},
+            {&a->q, "q", 4, {B, L, H, Dh}},
+            {&a->k, "k", 4, {B, L, Hkv, Dh}},
+            {&a->v, "v", 4, {B, L, Hkv, Dh}},
+            {&a->sequence_q, "sequence_q", 4, {B, S, Hl, Dh}},
+            {&a->sequence_k, "sequence_k", 4, {B, S, Hkvl, Dh}},
+            {&a->sequence_v, "sequence_v", 4, {B, S, Hkvl, Dh}},
+            {&a->sequence_out, "sequence_out", 4, {B, S, Hl, Dh}},
+            {&a->sequence_lse, "sequence_lse", 3, {B, Hl, S}},
+            {&a->attention, "attention", 4, {B, L, H, Dh}},
+            {&a->residual, "residual", 3, {B, L, D}},
+            {&a->post_rstd, "post_rstd", 2, {B, L}},
+            {&a->post_normed, "post_normed", 3, {B, L, D}},
+            {&a->gate, "gate", 3, {B, L, F}},
+            {&a->up, "up", 3, {B, L, F}},
+            {&a->swiglu, "swiglu", 3, {B, L, F}},
+        };
+        for (size_t i = 0; i < sizeof tensors / sizeof *tensors && status == CPPARITY_OK; i++) {
+            status = add(model, tensors[i].offset, tensors[i].name, l, tensors[i].rank,
+                         tensors[i].shape, error);
+        }
+    }
+    const int64_t last = c->num_hidden_layers;
+    if (status == CPPARITY_OK) {
+        status = add(model, &model->final_input, "input", last, 3, (int64_t[]){B, L, D}, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = add(model, &model->final_rstd, "rstd", last, 2, (int64_t[]){B, L}, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = add(model, &model->final_normed, "normed", last, 3, (int64_t[]){B, L, D}, error);
+    }
+    if (status == CPPARITY_OK) {
+        status =
+            add(model, &model->logits, "logits", last, 3, (int64_t[]){B, L, c->vocab_size}, error);
+    }
+    return status;
+}
+
+cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
+                               int64_t seq_len, uint64_t seed, cpparity_comm *comm,
+                               const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    memset(model, 0, sizeof *model);
+    cpparity_status status = cpparity_model_config_validate(config, error);
+    if (status == CPPARITY_OK) {
+        status = f32_model_check_parallelism(config, comm->size, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    model->config = *config;
+    model->batch = batch;
+    model->comm = comm;
+    model->kernel = kernel;
+    model->shard = shard_layout_make(seq_len, comm->size, comm->rank);
+    model->local_heads = config->num_attention_heads / comm->size;
+    model->kv_replicated = config->num_key_value_heads % comm->size != 0;
+    model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    status = cpparity_model_parameter_table(config, &model->parameter_table, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_model_parameters_locate(config, &model->parameter_table,
+                                                  &model->parameter, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = build_activations(model, error);
+    }
+    if (status == CPPARITY_OK) {
+        model->parameters = malloc((size_t)model->parameter_table.total * sizeof(float));
+        model->gradients = calloc((size_t)model->parameter_table.total, sizeof(float));
+        model->activations = calloc((size_t)model->activation_table.total, sizeof(float));
+        if (!model->parameters || !model->gradients || !model->activations) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "rank %d: out of memory (float32 model)", comm->rank);
+        }
+    }
+    if (status != CPPARITY_OK) {
+        f32_model_free(model);
+        return status;
+    }
+    for (int64_t e = 0; e < model->parameter_table.count; e++) {
+        const cpparity_tensor_entry *entry = &model->parameter_table.entries[e];
+        for (int64_t i = 0; i < entry->count; i++) {
+            model->parameters[entry->offset + i] = (float)fixture_parameter_value(seed, entry, i);
+        }
+    }
+    return CPPARITY_OK;
+}
+
+const float *f32_model_logits(const f32_model *model) {
+    return model->activations + model->logits;
+}
+
+void f32_model_free(f32_model *model) {
+    mask_storage_free(&model->mask);
+    cpparity_tensor_table_free(&model->parameter_table);
+    cpparity_tensor_table_free(&model->activation_table);
+    free(model->parameters);
+    free(model->gradients);
+    free(model->activations);
+    memset(model, 0, sizeof *model);
+}

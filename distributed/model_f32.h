@@ -1,0 +1,89 @@
+/*
+ * model_f32.h — the implementation under test: the float32 model of ../shared/spec/model.md with
+ * Ulysses context parallelism. Rank r of a cp-sized group holds a contiguous slice of L tokens of
+ * every row (distributed/shard.h); around every attention an all-to-all turns [B, L, H, Dh] into
+ * [B, S, H/cp, Dh] and back (distributed/ulysses.h); the mask is rebuilt over the whole sequence
+ * from the gathered attention_mask and position_ids (distributed/mask_description.h); attention
+ * runs through a kernel (distributed/kernel.h). The loss divides the sum of the rank's token
+ * losses by the global label count; parameter gradients are all-reduced over the group so that
+ * every rank ends with identical bits.
+ *
+ * It shares definitions with the reference (model config, parameter table, fixtures) and none of
+ * its math.
+ */
+#ifndef CPPARITY_DISTRIBUTED_MODEL_F32_H
+#define CPPARITY_DISTRIBUTED_MODEL_F32_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/batch.h"
+#include "common/error.h"
+#include "common/model_config.h"
+#include "common/model_parameters.h"
+#include "common/tensor_table.h"
+#include "distributed/comm.h"
+#include "distributed/kernel.h"
+#include "distributed/mask_description.h"
+#include "distributed/shard.h"
+
+/* Offsets of one layer's saved activations (local tokens unless marked "sequence"). */
+typedef struct f32_layer_activations {
+    int64_t input, input_rstd, input_normed;    /* [B,L,D], [B,L], [B,L,D] */
+    int64_t q, k, v;                            /* [B,L,H,Dh], [B,L,Hkv,Dh] ×2, after rotary */
+    int64_t sequence_q, sequence_k, sequence_v; /* sequence: [B,S,Hl,Dh], [B,S,Hkvl,Dh] ×2 */
+    int64_t sequence_out, sequence_lse;         /* sequence: [B,S,Hl,Dh], [B,Hl,S] */
+    int64_t attention;                          /* [B,L,H,Dh] attention output, back in tokens */
+    int64_t residual, post_rstd, post_normed;   /* [B,L,D], [B,L], [B,L,D] */
+    int64_t gate, up, swiglu;                   /* [B,L,F] ×3 */
+} f32_layer_activations;
+
+typedef struct f32_model {
+    cpparity_model_config config;            /* validated copy */
+    int64_t batch;                           /* B */
+    shard_layout shard;                      /* S, padded S, L, cp, rank */
+    int64_t local_heads;                     /* Hl = H / cp */
+    int64_t local_kv_heads;                  /* Hkv / cp (sharded) or 1 (replicated) */
+    bool kv_replicated;                      /* cp is a multiple of Hkv */
+    cpparity_comm *comm;                     /* the CP group (borrowed) */
+    const cpparity_attention_kernel *kernel; /* borrowed */
+    cpparity_tensor_table parameter_table;   /* model.md names */
+    cpparity_model_parameters parameter;     /* offsets */
+    float *parameters;                       /* every rank holds all parameters */
+    float *gradients;                        /* all-reduced: identical on every rank */
+    cpparity_tensor_table activation_table;  /* saved activations */
+    float *activations;
+    f32_layer_activations layer[CPPARITY_MAX_LAYERS];
+    int64_t final_input, final_rstd, final_normed, logits; /* [B,L,D], [B,L], [B,L,D], [B,L,V] */
+    mask_storage mask;                                     /* over the gathered, padded sequence */
+    float loss;            /* global loss, identical on every rank */
+    float loss_sum;        /* Σ token losses over this rank's labels */
+    int64_t labels_local;  /* labeled tokens on this rank */
+    int64_t labels_global; /* labeled tokens in the whole batch */
+} f32_model;
+
+/* Checks that the configuration can run at comm->size ranks, before any compute. The message of
+ * a refusal names the constraint (num_attention_heads or num_key_value_heads and cp). */
+cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
+                                            cpparity_error *error);
+
+/* Allocates the model for batches of B rows of seq_len tokens sharded over comm. Parameters
+ * are filled from fixtures/parameter_fixture.h with seed (rounded to float32). */
+cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
+                               int64_t seq_len, uint64_t seed, cpparity_comm *comm,
+                               const cpparity_attention_kernel *kernel, cpparity_error *error);
+
+/* Forward on this rank's slice (B × L tokens, distributed/shard.h): logits of the slice, loss. */
+cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
+                                  cpparity_error *error);
+
+/* Backward after forward: gradients of every parameter, all-reduced over the group. */
+cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local,
+                                   cpparity_error *error);
+
+/* The logits [B, L, V] of this rank's slice. */
+const float *f32_model_logits(const f32_model *model);
+
+void f32_model_free(f32_model *model);
+
+#endif

@@ -1,0 +1,323 @@
+/* run.c — a whole `cpparity run` job across ranks and groups (see run.h). */
+#include "run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/console.h"
+#include "harness/discrimination.h"
+#include "harness/results_file.h"
+#include "harness/run_exchange.h"
+#include "harness/run_item.h"
+#include "reports/junit.h"
+#include "reports/markdown.h"
+
+static void utc_now(char *text, size_t size) {
+    time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    strftime(text, size, "%Y-%m-%dT%H:%M:%SZ", &utc);
+}
+
+static void free_item_tensors(run_item *item) {
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        free(item->tensors[i].values);
+        free(item->tensors[i].reference);
+    }
+    free(item->tensors);
+    item->tensors = NULL;
+    item->tensor_count = 0;
+}
+
+/* Unpacked items land at their plan index in the results (rank 0). */
+static void store_item(int64_t plan_index, run_item *item, void *context) {
+    run_results *results = context;
+    free_item_tensors(&results->items[plan_index]);
+    results->items[plan_index] = *item;
+}
+
+static int compare_sizes(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sends the baseline table from rank 0 to every rank. */
+static cpparity_status share_baselines(cpparity_comm *world, baseline_table *table,
+                                       cpparity_error *error) {
+    int64_t count = world->rank == 0 ? table->count : 0;
+    cpparity_status status = cpparity_broadcast(world, &count, 1, CPPARITY_INT64, 0, NULL, error);
+    if (status != CPPARITY_OK || count == 0) {
+        return status;
+    }
+    if (world->rank != 0) {
+        baseline_table_free(table);
+        table->entries = calloc((size_t)count, sizeof *table->entries);
+        if (table->entries == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        }
+        table->count = count;
+    }
+    return cpparity_broadcast(world, table->entries, count * (int64_t)sizeof(baseline_entry),
+                              CPPARITY_INT8, 0, NULL, error);
+}
+
+/* Runs every runnable item of one cp size; finished items reach rank 0's results. */
+static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run_options *options,
+                                 int64_t cp, const baseline_table *baselines, run_results *results,
+                                 cpparity_error *error) {
+    const int groups = (int)(world->size / cp);
+    const int color = (int)(world->rank / cp);
+    cpparity_comm *group = NULL;
+    cpparity_status status = cpparity_comm_split(world, color, world->rank, &group, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    byte_buffer packed = {0};
+    int64_t assigned = 0;
+    for (int64_t i = 0; i < plan->item_count && status == CPPARITY_OK; i++) {
+        const run_plan_item *planned = &plan->items[i];
+        if (!planned->runnable || planned->cp != cp) {
+            continue;
+        }
+        if (assigned++ % groups != color) {
+            continue;
+        }
+        if (group->rank == 0) {
+            console_progress(plan->cases[planned->case_index]->name, cp,
+                             cpparity_dtype_name(planned->dtype));
+        }
+        run_item item;
+        status = run_item_execute(group, plan, i, options, cpparity_cpu_f32_kernel(), baselines,
+                                  &item, error);
+        if (status == CPPARITY_OK && group->rank == 0) {
+            status = run_exchange_pack(&packed, i, &item, error);
+        }
+        free_item_tensors(&item);
+    }
+    if (status != CPPARITY_OK) {
+        byte_buffer_free(&packed);
+        cpparity_comm_free(group);
+        return status;
+    }
+    void *received = NULL;
+    int64_t *sizes = calloc((size_t)world->size, sizeof *sizes);
+    status = sizes == NULL ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                           : cpparity_gather_bytes(world, packed.data, packed.size, &received,
+                                                   sizes, 0, error);
+    if (status == CPPARITY_OK && world->rank == 0) {
+        int64_t total = 0;
+        for (int r = 0; r < world->size; r++) {
+            total += sizes[r];
+        }
+        status = run_exchange_unpack(received, total, plan, store_item, results, error);
+        console_progress_clear();
+        for (int64_t i = 0; i < plan->item_count && status == CPPARITY_OK; i++) {
+            if (plan->items[i].runnable && plan->items[i].cp == cp) {
+                console_item(stdout, &results->items[i]);
+            }
+        }
+    }
+    free(received);
+    free(sizes);
+    byte_buffer_free(&packed);
+    cpparity_comm_free(group);
+    return status;
+}
+
+/* The tightest limit applied to a case's tensors (cp > 1 runs preferred), for discrimination. */
+static double tightest_limit(const run_results *results, const cpparity_case *c) {
+    double tightest[2] = {INFINITY, INFINITY}; /* [baseline?] */
+    for (int64_t i = 0; i < results->item_count; i++) {
+        const run_item *item = &results->items[i];
+        if (item->source != c || (item->outcome != RUN_PASS && item->outcome != RUN_FAIL)) {
+            continue;
+        }
+        for (int64_t t = 0; t < item->tensor_count; t++) {
+            const double limit = item->tensors[t].decision.limit;
+            if (isfinite(limit) && limit > 0.0 && limit < tightest[item->is_baseline]) {
+                tightest[item->is_baseline] = limit;
+            }
+        }
+    }
+    return isfinite(tightest[0]) ? tightest[0] : tightest[1];
+}
+
+static int exit_code(const run_results *results) {
+    int code = 0;
+    for (int64_t i = 0; i < results->item_count; i++) {
+        const run_item *item = &results->items[i];
+        int item_code = item->outcome == RUN_FAIL ? 1
+                        : item->outcome == RUN_ERROR
+                            ? (item->error_status == CPPARITY_ERROR_RUNTIME ? 3 : 2)
+                            : 0;
+        code = item_code > code ? item_code : code;
+    }
+    return code;
+}
+
+/* Rank 0: counts, discrimination, footer, results file and reports. Returns the exit code. */
+static int finish(run_results *results, run_plan *plan, const run_options *options,
+                  const run_environment *environment) {
+    for (int64_t i = 0; i < results->item_count; i++) {
+        switch (results->items[i].outcome) {
+        case RUN_PASS:
+            results->passed++;
+            break;
+        case RUN_FAIL:
+            results->failed++;
+            break;
+        case RUN_REFUSED:
+            results->refused++;
+            break;
+        case RUN_NOT_RUN:
+            results->not_run++;
+            break;
+        case RUN_ERROR:
+            results->errors++;
+            break;
+        }
+    }
+    for (int64_t i = 0; i < results->item_count; i++) {
+        if (!plan->items[i].runnable) {
+            console_item(stdout, &results->items[i]); /* listed with what it would need */
+        }
+    }
+    cpparity_error error;
+    int code = exit_code(results);
+    for (int64_t c = 0; c < plan->case_count; c++) {
+        const double limit = tightest_limit(results, plan->cases[c]);
+        uint64_t seed = options->seed_set ? options->seed : plan->cases[c]->seed;
+        if (isfinite(limit) &&
+            discrimination_check(results, plan->cases[c], seed, limit, &error) != CPPARITY_OK) {
+            fprintf(stderr, "cpparity run: discrimination check of %s: %s\n", plan->cases[c]->name,
+                    error.message);
+            code = code > 3 ? code : 3;
+        }
+    }
+    console_discrimination(stdout, results);
+    utc_now(results->provenance.end_time, sizeof results->provenance.end_time);
+    const struct {
+        const char *path;
+        cpparity_status (*write)(const run_results *, const char *, cpparity_error *);
+        const char *what;
+    } outputs[] = {
+        {environment->out_path, results_file_write, "results file"},
+        {options->junit, junit_write, "JUnit report"},
+        {options->markdown, markdown_write, "Markdown summary"},
+    };
+    for (size_t o = 0; o < sizeof outputs / sizeof *outputs; o++) {
+        if (outputs[o].path == NULL) {
+            continue;
+        }
+        cpparity_status status = outputs[o].write(results, outputs[o].path, &error);
+        if (status != CPPARITY_OK) {
+            fprintf(stderr, "cpparity run: writing the %s: %s\n", outputs[o].what, error.message);
+            code = code > (int)status ? code : (int)status;
+        }
+    }
+    console_footer(stdout, results, environment->out_path);
+    fflush(stdout);
+    return code;
+}
+
+int run_job(cpparity_comm *world, run_plan *plan, const run_options *options,
+            const run_environment *environment) {
+    run_results results;
+    memset(&results, 0, sizeof results);
+    cpparity_error error;
+    cpparity_status status = CPPARITY_OK;
+    if (world->rank == 0) {
+        run_provenance *p = &results.provenance;
+        snprintf(p->version, sizeof p->version, "%s", environment->version);
+        snprintf(p->git_commit, sizeof p->git_commit, "%s", environment->git_commit);
+        snprintf(p->compiler, sizeof p->compiler, "%s", "gcc " __VERSION__);
+        snprintf(p->libraries, sizeof p->libraries, "%s", environment->libraries);
+        gethostname(p->host, sizeof p->host - 1);
+        snprintf(p->command_line, sizeof p->command_line, "%s", environment->command_line);
+        snprintf(p->comm, sizeof p->comm, "%s", world->kind);
+        snprintf(p->device, sizeof p->device, "%s", options->device);
+        snprintf(p->kernel, sizeof p->kernel, "%s %s", cpparity_cpu_f32_kernel()->name,
+                 cpparity_cpu_f32_kernel()->version);
+        p->ranks = world->size;
+        p->seed = options->seed_set ? options->seed : 0;
+        p->seed_overridden = options->seed_set;
+        snprintf(p->store, sizeof p->store, "%s", run_store_name(options->store));
+        utc_now(p->start_time, sizeof p->start_time);
+        results.item_count = plan->item_count;
+        results.items = calloc((size_t)plan->item_count + 1, sizeof *results.items);
+        if (results.items == NULL) {
+            status = cpparity_error_set(&error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        }
+        for (int64_t i = 0; status == CPPARITY_OK && i < plan->item_count; i++) {
+            const run_plan_item *planned = &plan->items[i];
+            run_item *item = &results.items[i];
+            item->source = plan->cases[planned->case_index];
+            snprintf(item->suite_path, sizeof item->suite_path, "%s",
+                     plan->case_suite[planned->case_index]);
+            item->cp = planned->cp;
+            item->dtype = planned->dtype;
+            item->is_baseline = planned->is_baseline;
+            item->worst_tensor = -1;
+            item->outcome = RUN_NOT_RUN;
+            snprintf(item->message, sizeof item->message, "%s",
+                     planned->runnable ? "did not run" : planned->not_run_reason);
+        }
+        console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
+        console_table_header(stdout);
+    }
+    int64_t sizes[CPPARITY_MAX_CP_SIZES * 8];
+    int size_count = 0;
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        bool known = false;
+        for (int s = 0; s < size_count; s++) {
+            known |= sizes[s] == plan->items[i].cp;
+        }
+        if (!known && plan->items[i].runnable && size_count < (int)(sizeof sizes / sizeof *sizes)) {
+            sizes[size_count++] = plan->items[i].cp;
+        }
+    }
+    qsort(sizes, (size_t)size_count, sizeof *sizes, compare_sizes);
+    baseline_table baselines = {0};
+    for (int s = 0; s < size_count && status == CPPARITY_OK; s++) {
+        status = run_phase(world, plan, options, sizes[s], &baselines, &results, &error);
+        if (status == CPPARITY_OK && sizes[s] == 1) {
+            for (int64_t i = 0; world->rank == 0 && i < plan->item_count && status == CPPARITY_OK;
+                 i++) {
+                if (plan->items[i].cp == 1 && results.items[i].tensor_count > 0) {
+                    status = baseline_table_add(&baselines, plan->items[i].case_index,
+                                                &results.items[i], &error);
+                }
+            }
+            if (status == CPPARITY_OK) {
+                status = share_baselines(world, &baselines, &error);
+            }
+        }
+    }
+    baseline_table_free(&baselines);
+    int64_t code = 0;
+    if (status != CPPARITY_OK) {
+        fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, error.message);
+        code = status;
+        cpparity_comm_abort(world, (int)status, error.message);
+    } else {
+        if (world->rank == 0) {
+            code = finish(&results, plan, options, environment);
+        }
+        if (cpparity_broadcast(world, &code, 1, CPPARITY_INT64, 0, NULL, &error) != CPPARITY_OK) {
+            fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, error.message);
+            code = 3;
+        }
+    }
+    for (int64_t i = 0; i < results.item_count; i++) {
+        free_item_tensors(&results.items[i]);
+    }
+    free(results.items);
+    results.items = NULL;
+    results.item_count = 0;
+    run_results_free(&results);
+    return (int)code;
+}

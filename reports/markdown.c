@@ -1,0 +1,284 @@
+/* markdown.c — a run's results as a Markdown summary for CI job summaries (see markdown.h). */
+#include "markdown.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/output_file.h"
+
+/* A failing tensor and how far past its limit it is, for sorting worst first. */
+typedef struct failing_tensor {
+    double severity; /* error / limit; infinite for non-finite values or a zero limit */
+    int64_t index;   /* into item->tensors */
+} failing_tensor;
+
+/* Writes at most capacity bytes of text as a table cell's content: '|' as "\|", '<' as "&lt;"
+ * (so it is not taken for HTML), line breaks and tabs as spaces, other control characters as
+ * '?'. */
+static void put_cell(FILE *out, const char *text, size_t capacity) {
+    for (size_t i = 0; i < capacity && text[i] != '\0'; i++) {
+        const unsigned char c = (unsigned char)text[i];
+        if (c == '|') {
+            fputs("\\|", out);
+        } else if (c == '<') {
+            fputs("&lt;", out);
+        } else if (c == '\n' || c == '\r' || c == '\t') {
+            fputc(' ', out);
+        } else {
+            fputc(c < 0x20 || c == 0x7f ? '?' : c, out);
+        }
+    }
+}
+
+/* put_cell of a NUL-terminated string. */
+static void put_text(FILE *out, const char *text) {
+    put_cell(out, text, strlen(text));
+}
+
+/* The case name of an item, or "(no case)". */
+static const char *case_name(const run_item *item) {
+    return item->source != NULL ? item->source->name : "(no case)";
+}
+
+/* How far past its limit a tensor is (see failing_tensor). */
+static double severity(const tensor_record *record) {
+    const double error = record->metrics.relative_l2;
+    if (record->metrics.nonfinite > 0 || isnan(error)) {
+        return INFINITY;
+    }
+    if (record->decision.limit > 0) {
+        return error / record->decision.limit;
+    }
+    return error > 0 ? INFINITY : 0;
+}
+
+/* Worst first; ties in record order. */
+static int by_severity(const void *a, const void *b) {
+    const failing_tensor *x = a, *y = b;
+    if (x->severity != y->severity) {
+        return x->severity > y->severity ? -1 : 1;
+    }
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* The failing tensors of item, worst first, in a new array (caller frees) of *count entries;
+ * NULL with *count 0 when none fail, or with *count -1 when memory is short. */
+static failing_tensor *failing_tensors(const run_item *item, int64_t *count) {
+    *count = 0;
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        *count += !item->tensors[i].decision.passed;
+    }
+    if (*count == 0) {
+        return NULL;
+    }
+    failing_tensor *failing = malloc((size_t)*count * sizeof *failing);
+    if (failing == NULL) {
+        *count = -1;
+        return NULL;
+    }
+    int64_t next = 0;
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        if (!item->tensors[i].decision.passed) {
+            failing[next].severity = severity(&item->tensors[i]);
+            failing[next++].index = i;
+        }
+    }
+    qsort(failing, (size_t)next, sizeof *failing, by_severity);
+    return failing;
+}
+
+/* "[b, position, vocab]" for the worst element, "scalar" or "none". */
+static void worst_coordinates(const tensor_record *record, char *text, size_t size) {
+    if (record->metrics.worst_index < 0) {
+        snprintf(text, size, "none");
+        return;
+    }
+    if (record->shape_rank <= 0) {
+        snprintf(text, size, "scalar");
+        return;
+    }
+    size_t used = (size_t)snprintf(text, size, "[");
+    for (int d = 0; d < record->shape_rank && d < 4 && used < size; d++) {
+        used += (size_t)snprintf(text + used, size - used, "%s%lld", d > 0 ? ", " : "",
+                                 (long long)record->worst[d]);
+    }
+    if (used < size) {
+        snprintf(text + used, size - used, "]");
+    }
+}
+
+/* The limit in words with where each part came from. */
+static void limit_origin(const tensor_record *record, bool is_baseline, char *text, size_t size) {
+    const cpparity_tolerance *t = &record->tolerance;
+    if (is_baseline) {
+        snprintf(text, size, "ceiling %.3g (%s)", t->ceiling,
+                 cpparity_tolerance_origin_name(t->ceiling_origin));
+    } else {
+        snprintf(text, size, "ratio %.3g (%s) × baseline %.3g + floor %.3g (%s)", t->ratio,
+                 cpparity_tolerance_origin_name(t->ratio_origin), record->baseline_error, t->floor,
+                 cpparity_tolerance_origin_name(t->floor_origin));
+    }
+}
+
+/* One row of the overview table. */
+static void put_item_row(FILE *out, const run_item *item) {
+    fputs("| ", out);
+    put_cell(out, case_name(item), CPPARITY_CASE_NAME);
+    fprintf(out, " | %lld | %s | ", (long long)item->cp, cpparity_dtype_name(item->dtype));
+    const bool bad = item->outcome == RUN_FAIL || item->outcome == RUN_ERROR;
+    fprintf(out, bad ? "**%s** | " : "%s | ", run_outcome_name(item->outcome));
+    if (item->worst_tensor >= 0 && item->worst_tensor < item->tensor_count) {
+        const tensor_record *worst = &item->tensors[item->worst_tensor];
+        put_cell(out, worst->name, sizeof worst->name);
+        fprintf(out, " @ rank %d | %.3g | %.3g | %.3g |\n", worst->rank, worst->metrics.relative_l2,
+                worst->decision.limit, item->worst_ratio);
+    } else {
+        fputs("- | - | - | - |\n", out);
+    }
+}
+
+/* The section of a FAIL or ERROR item. */
+static void put_item_section(FILE *out, const run_item *item) {
+    fprintf(out, "\n### %s: ", run_outcome_name(item->outcome));
+    put_cell(out, case_name(item), CPPARITY_CASE_NAME);
+    fprintf(out, ", cp %lld, %s\n\n", (long long)item->cp, cpparity_dtype_name(item->dtype));
+    put_cell(out, item->message, sizeof item->message);
+    fputs("\n", out);
+    if (item->outcome != RUN_FAIL) {
+        return;
+    }
+    fprintf(out,
+            "\nTensors compared: %lld of %lld expected; gradients identical on every rank: %s.\n",
+            (long long)item->tensor_count, (long long)item->tensors_expected,
+            item->gradients_identical ? "yes" : "no");
+    int64_t count = 0;
+    failing_tensor *failing = failing_tensors(item, &count);
+    if (count < 0) {
+        fputs("\n(out of memory listing the failing tensors)\n", out);
+        return;
+    }
+    if (count == 0) {
+        return;
+    }
+    fputs("\n| tensor | rank | error | limit | tolerance (origin) | worst coordinates | reason |\n"
+          "|---|---:|---:|---:|---|---|---|\n",
+          out);
+    for (int64_t f = 0; f < count && f < MARKDOWN_FAILING_TENSORS_LISTED; f++) {
+        const tensor_record *record = &item->tensors[failing[f].index];
+        char worst[96], origin[192];
+        worst_coordinates(record, worst, sizeof worst);
+        limit_origin(record, item->is_baseline, origin, sizeof origin);
+        fputs("| ", out);
+        put_cell(out, record->name, sizeof record->name);
+        fprintf(out, " | %d | %.4g%s | %.4g | ", record->rank, record->metrics.relative_l2,
+                record->metrics.absolute ? " (absolute)" : "", record->decision.limit);
+        put_text(out, origin);
+        fputs(" | ", out);
+        put_text(out, worst);
+        fputs(" | ", out);
+        put_cell(out, record->decision.reason, sizeof record->decision.reason);
+        fputs(" |\n", out);
+    }
+    if (count > MARKDOWN_FAILING_TENSORS_LISTED) {
+        fprintf(out, "\n... and %lld more failing tensors (see the results file).\n",
+                (long long)(count - MARKDOWN_FAILING_TENSORS_LISTED));
+    }
+    free(failing);
+}
+
+static void put_summary(FILE *out, const run_results *results) {
+    int64_t counts[5] = {0};
+    for (int64_t i = 0; i < results->item_count; i++) {
+        const run_outcome outcome = results->items[i].outcome;
+        if ((int)outcome >= 0 && (int)outcome < 5) {
+            counts[outcome]++;
+        }
+    }
+    const bool ok = counts[RUN_FAIL] == 0 && counts[RUN_ERROR] == 0;
+    fprintf(out,
+            "## cpparity: %s — %lld passed, %lld failed, %lld refused, %lld not run, %lld "
+            "errors\n\n",
+            ok ? "OK" : "FAILED", (long long)counts[RUN_PASS], (long long)counts[RUN_FAIL],
+            (long long)counts[RUN_REFUSED], (long long)counts[RUN_NOT_RUN],
+            (long long)counts[RUN_ERROR]);
+    const run_provenance *p = &results->provenance;
+    char line[1024];
+    snprintf(line, sizeof line, "cpparity %.*s (%.*s), %.*s/%.*s, %d ranks, kernel %.*s, %.*s",
+             (int)sizeof p->version, p->version, (int)sizeof p->git_commit, p->git_commit,
+             (int)sizeof p->device, p->device, (int)sizeof p->comm, p->comm, p->ranks,
+             (int)sizeof p->kernel, p->kernel, (int)sizeof p->start_time, p->start_time);
+    put_text(out, line);
+    fputs("\n\n| case | cp | dtype | outcome | worst tensor | error | limit | ratio |\n"
+          "|---|---:|---|---|---|---:|---:|---:|\n",
+          out);
+    for (int64_t i = 0; i < results->item_count; i++) {
+        put_item_row(out, &results->items[i]);
+    }
+    for (int64_t i = 0; i < results->item_count; i++) {
+        const run_item *item = &results->items[i];
+        if (item->outcome == RUN_FAIL || item->outcome == RUN_ERROR) {
+            put_item_section(out, item);
+        }
+    }
+    if (counts[RUN_NOT_RUN] > 0) {
+        fputs("\n### Not run\n\n", out);
+        for (int64_t i = 0; i < results->item_count; i++) {
+            const run_item *item = &results->items[i];
+            if (item->outcome == RUN_NOT_RUN) {
+                fputs("- ", out);
+                put_cell(out, case_name(item), CPPARITY_CASE_NAME);
+                fprintf(out, ", cp %lld, %s: ", (long long)item->cp,
+                        cpparity_dtype_name(item->dtype));
+                put_cell(out, item->message, sizeof item->message);
+                fputs("\n", out);
+            }
+        }
+    }
+    bool header = false;
+    for (int64_t i = 0; i < results->discrimination_count; i++) {
+        const discrimination_record *record = &results->discrimination[i];
+        if (record->discriminating) {
+            continue;
+        }
+        if (!header) {
+            fputs("\n### Mask features a case cannot detect\n\n", out);
+            header = true;
+        }
+        fputs("- ", out);
+        put_cell(out, record->source != NULL ? record->source->name : "(no case)",
+                 CPPARITY_CASE_NAME);
+        fputs(": ", out);
+        put_cell(out, record->feature, sizeof record->feature);
+        fprintf(out, " off changes the tensors by %.3g < threshold %.3g\n", record->change,
+                record->threshold);
+    }
+}
+
+cpparity_status markdown_write(const run_results *results, const char *path,
+                               cpparity_error *error) {
+    output_file output;
+    cpparity_status status = output_file_begin(&output, path, "--markdown", error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    FILE *out = fopen(output.temporary, "w");
+    if (out == NULL) {
+        status =
+            cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "--markdown %s: cannot open %s: %s",
+                               path, output.temporary, strerror(errno));
+        output_file_abandon(&output);
+        return status;
+    }
+    put_summary(out, results);
+    const bool written = !ferror(out);
+    if (fclose(out) != 0 || !written) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "--markdown %s: cannot write %s",
+                                    path, output.temporary);
+        output_file_abandon(&output);
+        return status;
+    }
+    return output_file_commit(&output, error);
+}
