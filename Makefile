@@ -34,10 +34,22 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# The CI suite on 2 ranks (COMM=local threads by default, COMM=mpi through mpirun), into a new
+# dated results file; results/latest.h5 then points at it (replaced atomically).
+COMM ?= local
+RANKS ?= 2
+MPIRUN_FLAGS ?= --oversubscribe $(shell [ "$$(id -u)" = 0 ] && echo --allow-run-as-root)
 run: build
-	$(BUILD_DIR)/cpparity --version
-	$(BUILD_DIR)/cpparity list cases/ci.yaml
-	$(BUILD_DIR)/cpparity bench reference --seq-len 512
+	@mkdir -p results
+	@stamp=$$(date -u +%Y%m%dT%H%M%SZ); out=results/$$stamp.h5; \
+	if [ "$(COMM)" = mpi ]; then \
+	  mpirun -np $(RANKS) $(MPIRUN_FLAGS) $(BUILD_DIR)/cpparity run cases/ci.yaml --out $$out; \
+	else \
+	  $(BUILD_DIR)/cpparity run cases/ci.yaml --comm local --ranks $(RANKS) --out $$out; \
+	fi; code=$$?; \
+	if [ -f $$out ]; then ln -sfn $$stamp.h5 results/.latest.h5.tmp && \
+	  mv -Tf results/.latest.h5.tmp results/latest.h5 && echo "results/latest.h5 -> $$out"; fi; \
+	exit $$code
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')

@@ -31,6 +31,10 @@ cpparity_status output_file_begin(output_file *file, const char *destination, co
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "%s %s: cannot create %s: %s",
                                   flag, destination, file->temporary, strerror(errno));
     }
+    /* mkstemp creates 0600; a published file gets the permissions of any new file */
+    const mode_t mask = umask(0);
+    umask(mask);
+    fchmod(descriptor, 0666 & ~mask);
     close(descriptor);
     return CPPARITY_OK;
 }
