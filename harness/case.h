@@ -54,6 +54,8 @@ typedef struct cpparity_row_layout {
     int64_t document_count;    /* number of documents */
     int64_t *document_lengths; /* (document_count) each >= 1; owned by the suite */
     int64_t right_padding;     /* trailing padding tokens */
+    bool padding_continues;    /* padding_positions: continue — padding position_ids count on
+                                  through the adjacent document (HF's arange), instead of 0 */
 } cpparity_row_layout;
 
 typedef struct cpparity_case {

@@ -57,7 +57,8 @@ static const char *const defaults_keys[] = {"model",  "seq_len", "rows",      "c
                                             "dtypes", "seed",    "tolerances"};
 static const char *const case_keys[] = {"name", "description", "model", "seq_len",    "rows",
                                         "cp",   "dtypes",      "seed",  "tolerances", "expect"};
-static const char *const row_keys[] = {"left_padding", "documents", "right_padding"};
+static const char *const row_keys[] = {"left_padding", "documents", "right_padding",
+                                       "padding_positions"};
 static const char *const expect_keys[] = {"refuse"};
 static const char *const dtype_names[CPPARITY_DTYPE_COUNT] = {"f32", "bf16"};
 static const char *const kind_names[CPPARITY_KIND_COUNT] = {"loss", "logits", "grads"};
@@ -607,7 +608,7 @@ static bool copy_rows(const cpparity_row_layout *rows, int64_t count, cpparity_r
     return true;
 }
 
-/* Reads one row mapping (left_padding, documents, right_padding) into row. */
+/* Reads one row mapping (left_padding, documents, right_padding, padding_positions) into row. */
 static cpparity_status parse_row(suite_loader *loader, const yaml_node_t *node, const char *scope,
                                  const char *key_path, cpparity_row_layout *row) {
     char item_path[KEY_PATH_CAPACITY];
@@ -625,6 +626,20 @@ static cpparity_status parse_row(suite_loader *loader, const yaml_node_t *node, 
     if (status == CPPARITY_OK && value != NULL) {
         format_text(item_path, sizeof item_path, "%s.right_padding", key_path);
         status = read_integer(loader, value, scope, item_path, 0, &row->right_padding);
+    }
+    value = mapping_value(loader, node, "padding_positions", NULL);
+    if (status == CPPARITY_OK && value != NULL) {
+        format_text(item_path, sizeof item_path, "%s.padding_positions", key_path);
+        if (value->type == YAML_SCALAR_NODE && strcmp(scalar_text(value), "zero") == 0) {
+            row->padding_continues = false;
+        } else if (value->type == YAML_SCALAR_NODE && strcmp(scalar_text(value), "continue") == 0) {
+            row->padding_continues = true;
+        } else {
+            char found[FOUND_CAPACITY];
+            describe_node(value, found, sizeof found);
+            return fail(loader, value, scope, item_path, "expected zero or continue, got %s",
+                        found);
+        }
     }
     value = mapping_value(loader, node, "documents", NULL);
     if (status != CPPARITY_OK || value == NULL) {

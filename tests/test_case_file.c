@@ -689,3 +689,20 @@ Test(case_file, error_in_defaults__is_reported_as_defaults) {
 Test(case_file, top_level_sequence__is_a_wrong_type) {
     expect_input_error("- name: a\n", "1:1", "expected a mapping with 'defaults' and 'cases'");
 }
+
+Test(case_file, padding_positions__continue_is_read_and_zero_is_the_default) {
+    cpparity_suite suite;
+    load_ok(CASE_A "    rows:\n"
+                   "      - {left_padding: 2, documents: [14], padding_positions: continue}\n"
+                   "      - {documents: [16]}\n",
+            &suite);
+    cr_expect(suite.cases[0].rows[0].padding_continues);
+    cr_expect_not(suite.cases[0].rows[1].padding_continues);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, padding_positions_unknown_value__names_line_and_column) {
+    expect_input_error(CASE_A "    rows:\n"
+                              "      - {documents: [16], padding_positions: arange}\n",
+                       "10:46", "rows[0].padding_positions: expected zero or continue");
+}

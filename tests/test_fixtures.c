@@ -1,0 +1,135 @@
+/*
+ * test_fixtures.c — deterministic inputs: row layouts become the masks, positions and shifted
+ * labels masks.md defines; weights are pure functions of (seed, name, index), never 0, with
+ * norm weights near 1 but not 1.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/model_parameters.h"
+#include "fixtures/batch_fixture.h"
+#include "fixtures/parameter_fixture.h"
+#include "fixtures/random.h"
+
+Test(fixtures, packed_row_with_padding__positions_restart_and_labels_stay_in_documents) {
+    int64_t lengths[] = {3, 1, 2};
+    const cpparity_row_layout rows[] = {{2, 3, lengths, 1, false}};
+    cpparity_batch batch;
+    cr_assert_eq(fixture_batch_build(&batch, rows, 1, 9, 100, 5, NULL), CPPARITY_OK);
+    const int8_t mask[9] = {0, 0, 1, 1, 1, 1, 1, 1, 0};
+    const int64_t positions[9] = {0, 0, 0, 1, 2, 0, 0, 1, 0};
+    for (int t = 0; t < 9; t++) {
+        cr_expect_eq(batch.attention_mask[t], mask[t], "attention_mask[%d]", t);
+        cr_expect_eq(batch.position_ids[t], positions[t], "position_ids[%d]", t);
+    }
+    /* labels: the next token of the same document; -100 at a document's last token, on a
+     * length-1 document and on padding */
+    const int has_label[9] = {0, 0, 1, 1, 0, 0, 1, 0, 0};
+    for (int t = 0; t < 9; t++) {
+        if (has_label[t]) {
+            cr_expect_eq(batch.labels[t], batch.input_ids[t + 1], "labels[%d]", t);
+        } else {
+            cr_expect_eq(batch.labels[t], CPPARITY_IGNORE_INDEX, "labels[%d] must be ignored", t);
+        }
+    }
+    fixture_batch_free(&batch);
+}
+
+Test(fixtures, padding_positions_continue__padding_counts_through_the_neighbouring_documents) {
+    int64_t lengths[] = {3, 2};
+    const cpparity_row_layout rows[] = {{2, 2, lengths, 2, true}};
+    cpparity_batch batch;
+    cr_assert_eq(fixture_batch_build(&batch, rows, 1, 9, 100, 5, NULL), CPPARITY_OK);
+    /* left padding 0 1, first document continues 2 3 4, second restarts 0 1, right padding 2 3 */
+    const int64_t positions[9] = {0, 1, 2, 3, 4, 0, 1, 2, 3};
+    for (int t = 0; t < 9; t++) {
+        cr_expect_eq(batch.position_ids[t], positions[t], "position_ids[%d]", t);
+    }
+    cr_expect_eq(batch.labels[1], CPPARITY_IGNORE_INDEX, "padding never has a label");
+    cr_expect_eq(batch.labels[6], CPPARITY_IGNORE_INDEX, "the token before padding has none");
+    fixture_batch_free(&batch);
+}
+
+Test(fixtures, input_ids__depend_only_on_seed_and_global_index) {
+    int64_t long_row[] = {12}, short_rows[] = {5, 7};
+    const cpparity_row_layout one[] = {{0, 1, long_row, 0, false}};
+    const cpparity_row_layout packed[] = {{0, 2, short_rows, 0, false}};
+    cpparity_batch a, b, other_seed;
+    cr_assert_eq(fixture_batch_build(&a, one, 1, 12, 1000, 9, NULL), CPPARITY_OK);
+    cr_assert_eq(fixture_batch_build(&b, packed, 1, 12, 1000, 9, NULL), CPPARITY_OK);
+    cr_assert_eq(fixture_batch_build(&other_seed, one, 1, 12, 1000, 10, NULL), CPPARITY_OK);
+    cr_expect(memcmp(a.input_ids, b.input_ids, 12 * sizeof(int64_t)) == 0,
+              "token ids must not depend on the document layout");
+    cr_expect(memcmp(a.input_ids, other_seed.input_ids, 12 * sizeof(int64_t)) != 0,
+              "another seed must give other tokens");
+    fixture_batch_free(&a);
+    fixture_batch_free(&b);
+    fixture_batch_free(&other_seed);
+}
+
+Test(fixtures, row_not_adding_up__is_an_input_error) {
+    int64_t lengths[] = {4};
+    const cpparity_row_layout rows[] = {{1, 1, lengths, 1, false}};
+    cpparity_batch batch;
+    cpparity_error error;
+    cr_expect_eq(fixture_batch_build(&batch, rows, 1, 7, 100, 1, &error), CPPARITY_ERROR_INPUT);
+    cr_expect(strstr(error.message, "6 tokens") != NULL, "%s", error.message);
+}
+
+Test(fixtures, weights__nonzero_pure_and_norms_near_but_not_one) {
+    cpparity_model_config config = {0};
+    config.vocab_size = 50;
+    config.hidden_size = 16;
+    config.num_hidden_layers = 2;
+    config.num_attention_heads = 4;
+    config.num_key_value_heads = 2;
+    config.head_dim = 4;
+    config.intermediate_size = 24;
+    config.rms_norm_eps = 1e-6;
+    config.rope_theta = 10000.0;
+    cpparity_tensor_table table = {0};
+    cr_assert_eq(cpparity_model_parameter_table(&config, &table, NULL), CPPARITY_OK);
+    double *values = malloc((size_t)table.total * sizeof(double));
+    fixture_fill_parameters(values, &table, 42);
+    for (int64_t e = 0; e < table.count; e++) {
+        const cpparity_tensor_entry *entry = &table.entries[e];
+        const int norm = entry->rank == 1;
+        double sum_of_squares = 0.0;
+        for (int64_t i = 0; i < entry->count; i++) {
+            const double value = values[entry->offset + i];
+            cr_assert_neq(value, 0.0, "%s[%lld] is 0", entry->name, (long long)i);
+            if (norm) {
+                cr_assert(value != 1.0 && fabs(value - 1.0) <= 0.25, "%s[%lld] = %g", entry->name,
+                          (long long)i, value);
+            }
+            /* any rank can compute any element alone: the value is a pure function */
+            cr_assert_eq(fixture_parameter_value(42, entry, i), value);
+            sum_of_squares += value * value;
+        }
+        if (!norm) {
+            /* standard deviation 1/sqrt(fan_in) (1 for the embedding); over >= 64 samples the
+             * estimate stays within a factor 1.5 of it */
+            const double expected = strcmp(entry->name, "model.embed_tokens.weight") == 0
+                                        ? 1.0
+                                        : 1.0 / sqrt((double)entry->shape[1]);
+            const double measured = sqrt(sum_of_squares / (double)entry->count);
+            cr_expect(measured > expected / 1.5 && measured < expected * 1.5,
+                      "%s: standard deviation %g, expected about %g", entry->name, measured,
+                      expected);
+        }
+    }
+    free(values);
+    cpparity_tensor_table_free(&table);
+}
+
+Test(fixtures, counter_based_values__do_not_depend_on_the_order_they_are_drawn) {
+    const uint64_t stream = fixture_stream("q");
+    const double late = fixture_uniform(3, stream, 1000);
+    for (uint64_t i = 0; i < 1000; i++) {
+        (void)fixture_uniform(3, stream, i);
+    }
+    cr_expect_eq(fixture_uniform(3, stream, 1000), late);
+    cr_expect_neq(fixture_uniform(3, stream, 1000), fixture_uniform(3, fixture_stream("k"), 1000));
+}
