@@ -14,6 +14,7 @@
  * model). Integer sums use MPI_SUM, which is exact.
  */
 #include "distributed/comm_mpi.h"
+#include "distributed/mpi_check.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -30,10 +31,9 @@ typedef struct mpi_state {
 
 static const cpparity_comm_operations mpi_operations;
 
-/* Records the failure of an MPI call (returned code `code`) made for `what`: the MPI error text,
- * the world rank, the call's text and its source line. Returns CPPARITY_ERROR_RUNTIME. */
-static cpparity_status mpi_failure(int code, cpparity_error *error, const char *what,
-                                   const char *call, const char *file, int line) {
+/* See mpi_check.h. */
+cpparity_status mpi_failure(int code, cpparity_error *error, const char *what, const char *call,
+                            const char *file, int line) {
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;
     if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
@@ -46,19 +46,9 @@ static cpparity_status mpi_failure(int code, cpparity_error *error, const char *
         MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     }
     return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                              "mpi communicator: %s failed on rank %d: %s returned \"%s\" (%s:%d)",
-                              what, world_rank, call, text, file, line);
+                              "MPI: %s failed on rank %d: %s returned \"%s\" (%s:%d)", what,
+                              world_rank, call, text, file, line);
 }
-
-/* Runs an MPI call; when it fails, records why (mpi_failure) and returns from the enclosing
- * function with CPPARITY_ERROR_RUNTIME. */
-#define MPI_CHECK(call, error, what)                                                               \
-    do {                                                                                           \
-        int mpi_check_code_ = (call);                                                              \
-        if (mpi_check_code_ != MPI_SUCCESS) {                                                      \
-            return mpi_failure(mpi_check_code_, (error), (what), #call, __FILE__, __LINE__);       \
-        }                                                                                          \
-    } while (0)
 
 /* The MPI datatype of type; MPI_DATATYPE_NULL for an unknown type. bfloat16 moves as 16-bit
  * words (it is never summed here). */

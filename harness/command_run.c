@@ -23,18 +23,38 @@
 #include <mpi.h>
 
 #include "distributed/comm_mpi.h"
+#include "distributed/mpi_check.h"
+
+/* MPI_Init_thread and this process's world rank. */
+static cpparity_status start_mpi(int *rank, cpparity_error *error) {
+    int provided = 0;
+    MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided), error, "starting MPI");
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), error, "starting MPI");
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank), error, "starting MPI");
+    return CPPARITY_OK;
+}
+
+/* Rank 0's verdict on the plan and outputs reaches every rank before anything runs. */
+static cpparity_status share_verdict(int *code, cpparity_error *error) {
+    MPI_CHECK(MPI_Bcast(code, 1, MPI_INT, 0, MPI_COMM_WORLD), error, "sharing the input check");
+    return CPPARITY_OK;
+}
 #endif
 
 /* "HDF5 1.10.8; OpenBLAS ...; Open MPI ..." */
 static void library_versions(char *text, size_t size) {
     unsigned major = 0, minor = 0, release = 0;
-    H5get_libversion(&major, &minor, &release);
+    if (H5get_libversion(&major, &minor, &release) < 0) {
+        major = minor = release = 0; /* reported as HDF5 0.0.0: unknown */
+    }
     int used = snprintf(text, size, "HDF5 %u.%u.%u; OpenBLAS %s", major, minor, release,
                         openblas_get_config());
 #ifdef CPPARITY_HAVE_MPI
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int length = 0;
-    MPI_Get_library_version(mpi, &length);
+    if (MPI_Get_library_version(mpi, &length) != MPI_SUCCESS) {
+        snprintf(mpi, sizeof mpi, "MPI (version unavailable)");
+    }
     mpi[strcspn(mpi, ",\n")] = '\0';
     snprintf(text + used, size - (size_t)used, "; %s", mpi);
 #else
@@ -171,11 +191,12 @@ int command_run(int argc, char **argv) {
         return code;
     }
 #ifdef CPPARITY_HAVE_MPI
-    int provided = 0;
-    MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided);
-    library_versions(libraries, sizeof libraries);
     int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (start_mpi(&rank, &error) != CPPARITY_OK) {
+        fprintf(stderr, "cpparity run: %s\n", error.message);
+        return 3;
+    }
+    library_versions(libraries, sizeof libraries);
     run_plan plan;
     cpparity_status status = run_plan_build(&plan, &options, &error);
     int code = status != CPPARITY_OK ? (int)status : 0;
@@ -185,8 +206,10 @@ int command_run(int argc, char **argv) {
     if (code == 0 && rank == 0) {
         code = check_outputs(&options, out_path);
     }
-    /* every rank learns the same verdict before anything runs */
-    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (share_verdict(&code, &error) != CPPARITY_OK) {
+        fprintf(stderr, "cpparity run: %s\n", error.message);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
     if (code == 0) {
         cpparity_comm *world = NULL;
         if (comm_mpi_create_world(&world, options.timeout_seconds, &error) != CPPARITY_OK) {
@@ -200,7 +223,10 @@ int command_run(int argc, char **argv) {
     if (status == CPPARITY_OK) {
         run_plan_free(&plan);
     }
-    MPI_Finalize();
+    if (MPI_Finalize() != MPI_SUCCESS && code == 0) {
+        fprintf(stderr, "cpparity run: rank %d: MPI_Finalize failed\n", rank);
+        code = 3;
+    }
     return code;
 #else
     fprintf(stderr, "cpparity run: --comm mpi: this cpparity was built without MPI\n");

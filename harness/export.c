@@ -1,6 +1,7 @@
 /* export.c — one case's inputs, weights, masks and reference outputs to HDF5 (see export.h). */
 #include "export.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,121 +11,84 @@
 #include "harness/output_file.h"
 #include "reference/model.h"
 
+/* Creates group name under parent; an absolute name ("/inputs") is also how error messages name
+ * it. Returns the open group (caller closes) or a negative id with error filled. */
+static hid_t create_group(hid_t parent, const char *name, cpparity_error *error) {
+    hid_t group = H5I_INVALID_HID;
+    HDF5_CHECK(group = H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), error,
+               "creating group %s", name);
+fail:
+    return group;
+}
+
+/* /model: the configuration, then the seed and the case name. */
 static cpparity_status write_model_attributes(hid_t file, const cpparity_case *c,
                                               cpparity_error *error) {
-    const cpparity_model_config *m = &c->model;
-    hid_t group = H5I_INVALID_HID;
-    HDF5_CHECK(group = H5Gcreate2(file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), error,
-               "creating group /model");
-    const struct {
-        const char *name;
-        int64_t value;
-    } integers[] = {
-        {"vocab_size", m->vocab_size},
-        {"hidden_size", m->hidden_size},
-        {"num_hidden_layers", m->num_hidden_layers},
-        {"num_attention_heads", m->num_attention_heads},
-        {"num_key_value_heads", m->num_key_value_heads},
-        {"head_dim", m->head_dim},
-        {"intermediate_size", m->intermediate_size},
-        {"sliding_window", m->sliding_window},
-        {"attention_chunk_size", m->attention_chunk_size},
-        {"tie_word_embeddings", m->tie_word_embeddings ? 1 : 0},
-        {"seed", (int64_t)c->seed},
-    };
-    for (size_t i = 0; i < sizeof integers / sizeof *integers; i++) {
-        if (hdf5_attribute_int64(group, integers[i].name, integers[i].value, error) !=
-            CPPARITY_OK) {
-            goto fail;
-        }
+    const hid_t group = create_group(file, "/model", error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
     }
-    const char *layer_types[CPPARITY_MAX_LAYERS];
-    for (int64_t l = 0; l < m->num_hidden_layers; l++) {
-        layer_types[l] = cpparity_layer_type_name(m->layer_types[l]);
-    }
-    if (hdf5_attribute_double(group, "rms_norm_eps", m->rms_norm_eps, error) != CPPARITY_OK ||
-        hdf5_attribute_double(group, "rope_theta", m->rope_theta, error) != CPPARITY_OK ||
-        hdf5_attribute_strings(group, "layer_types", layer_types, m->num_hidden_layers, error) !=
-            CPPARITY_OK ||
-        hdf5_attribute_string(group, "chunk_origin",
-                              m->chunk_origin == CPPARITY_CHUNK_ORIGIN_DOCUMENT ? "document"
-                                                                                : "row",
-                              error) != CPPARITY_OK ||
-        hdf5_attribute_string(group, "case", c->name, error) != CPPARITY_OK) {
-        goto fail;
-    }
-    H5Gclose(group);
-    return CPPARITY_OK;
-fail:
-    if (group >= 0) {
-        H5Gclose(group);
-    }
-    return CPPARITY_ERROR_RUNTIME;
+    const bool written =
+        hdf5_write_model_config(group, &c->model, error) == CPPARITY_OK &&
+        hdf5_attribute_int64(group, "seed", (int64_t)c->seed, error) == CPPARITY_OK &&
+        hdf5_attribute_string(group, "case", c->name, error) == CPPARITY_OK;
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
 
 static cpparity_status write_inputs(hid_t file, const cpparity_batch *batch,
                                     cpparity_error *error) {
-    hid_t group = H5I_INVALID_HID;
-    HDF5_CHECK(group = H5Gcreate2(file, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), error,
-               "creating group /inputs");
+    const hid_t group = create_group(file, "/inputs", error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
     const int64_t dims[2] = {batch->batch, batch->seq_len};
-    if (hdf5_write_dataset(group, "input_ids", H5T_NATIVE_INT64, 2, dims, batch->input_ids,
-                           "token ids [B,S]", error) != CPPARITY_OK ||
+    const bool written =
+        hdf5_write_dataset(group, "input_ids", H5T_NATIVE_INT64, 2, dims, batch->input_ids,
+                           "token ids [B,S]", error) == CPPARITY_OK &&
         hdf5_write_dataset(group, "labels", H5T_NATIVE_INT64, 2, dims, batch->labels,
                            "next token of the same document, shifted once over the whole row; "
                            "-100 = ignored [B,S]",
-                           error) != CPPARITY_OK ||
+                           error) == CPPARITY_OK &&
         hdf5_write_dataset(group, "attention_mask", H5T_NATIVE_INT8, 2, dims, batch->attention_mask,
-                           "1 = real token, 0 = padding [B,S]", error) != CPPARITY_OK ||
+                           "1 = real token, 0 = padding [B,S]", error) == CPPARITY_OK &&
         hdf5_write_dataset(group, "position_ids", H5T_NATIVE_INT64, 2, dims, batch->position_ids,
                            "position inside the document, 0 on padding [B,S]",
-                           error) != CPPARITY_OK) {
-        goto fail;
-    }
-    H5Gclose(group);
-    return CPPARITY_OK;
-fail:
-    if (group >= 0) {
-        H5Gclose(group);
-    }
-    return CPPARITY_ERROR_RUNTIME;
+                           error) == CPPARITY_OK;
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
 
 /* Writes every tensor of table from values (float64) under group `name`. */
 static cpparity_status write_tensors(hid_t file, const char *name,
                                      const cpparity_tensor_table *table, const double *values,
                                      const char *description, cpparity_error *error) {
-    hid_t group = H5I_INVALID_HID;
-    HDF5_CHECK(group = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), error,
-               "creating group %s", name);
-    for (int64_t e = 0; e < table->count; e++) {
+    const hid_t group = create_group(file, name, error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    bool written = true;
+    for (int64_t e = 0; e < table->count && written; e++) {
         const cpparity_tensor_entry *entry = &table->entries[e];
-        if (hdf5_write_dataset(group, entry->name, H5T_NATIVE_DOUBLE, entry->rank, entry->shape,
-                               values + entry->offset, description, error) != CPPARITY_OK) {
-            goto fail;
-        }
+        written =
+            hdf5_write_dataset(group, entry->name, H5T_NATIVE_DOUBLE, entry->rank, entry->shape,
+                               values + entry->offset, description, error) == CPPARITY_OK;
     }
-    H5Gclose(group);
-    return CPPARITY_OK;
-fail:
-    if (group >= 0) {
-        H5Gclose(group);
-    }
-    return CPPARITY_ERROR_RUNTIME;
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
 
 /* /masks/layer_<l> [B,S,S], written one query row at a time: never S×S in memory. */
 static cpparity_status write_masks(hid_t file, const reference_model *model,
                                    cpparity_error *error) {
     const int64_t B = model->batch, S = model->seq_len;
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
     hid_t group = H5I_INVALID_HID, file_space = H5I_INVALID_HID, row_space = H5I_INVALID_HID;
     hid_t dataset = H5I_INVALID_HID;
     uint8_t *row = malloc((size_t)S);
     if (row == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (mask row)");
     }
-    HDF5_CHECK(group = H5Gcreate2(file, "masks", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), error,
-               "creating group /masks");
+    if ((group = create_group(file, "/masks", error)) < 0) {
+        goto fail;
+    }
     const hsize_t dims[3] = {(hsize_t)B, (hsize_t)S, (hsize_t)S};
     const hsize_t row_dims[1] = {(hsize_t)S};
     HDF5_CHECK(file_space = H5Screate_simple(3, dims, NULL), error, "creating the mask space");
@@ -155,54 +119,39 @@ static cpparity_status write_masks(hid_t file, const reference_model *model,
                                   error) != CPPARITY_OK) {
             goto fail;
         }
-        H5Dclose(dataset);
+        const cpparity_status closed = HDF5_CLOSE(dataset, CPPARITY_OK, error);
         dataset = H5I_INVALID_HID;
+        if (closed != CPPARITY_OK) {
+            goto fail;
+        }
     }
-    H5Sclose(row_space);
-    H5Sclose(file_space);
-    H5Gclose(group);
-    free(row);
-    return CPPARITY_OK;
+    status = CPPARITY_OK;
 fail:
-    if (dataset >= 0) {
-        H5Dclose(dataset);
-    }
-    if (row_space >= 0) {
-        H5Sclose(row_space);
-    }
-    if (file_space >= 0) {
-        H5Sclose(file_space);
-    }
-    if (group >= 0) {
-        H5Gclose(group);
-    }
+    status = HDF5_CLOSE(dataset, status, error);
+    status = HDF5_CLOSE(row_space, status, error);
+    status = HDF5_CLOSE(file_space, status, error);
+    status = HDF5_CLOSE(group, status, error);
     free(row);
-    return CPPARITY_ERROR_RUNTIME;
+    return status;
 }
 
 static cpparity_status write_reference(hid_t file, const reference_model *model,
                                        cpparity_error *error) {
-    hid_t group = H5I_INVALID_HID;
-    HDF5_CHECK(group = H5Gcreate2(file, "reference", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), error,
-               "creating group /reference");
+    const hid_t group = create_group(file, "/reference", error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
     const int64_t logits_dims[3] = {model->batch, model->seq_len, model->config.vocab_size};
-    if (hdf5_write_dataset(group, "loss", H5T_NATIVE_DOUBLE, 0, NULL, &model->loss,
+    const bool written =
+        hdf5_write_dataset(group, "loss", H5T_NATIVE_DOUBLE, 0, NULL, &model->loss,
                            "float64 reference loss: summed token cross-entropy / valid labels",
-                           error) != CPPARITY_OK ||
+                           error) == CPPARITY_OK &&
         hdf5_write_dataset(group, "logits", H5T_NATIVE_DOUBLE, 3, logits_dims,
                            reference_model_logits(model), "float64 reference logits [B,S,V]",
-                           error) != CPPARITY_OK ||
+                           error) == CPPARITY_OK &&
         write_tensors(group, "grads", &model->parameter_table, model->gradients,
-                      "float64 reference gradient of the loss", error) != CPPARITY_OK) {
-        goto fail;
-    }
-    H5Gclose(group);
-    return CPPARITY_OK;
-fail:
-    if (group >= 0) {
-        H5Gclose(group);
-    }
-    return CPPARITY_ERROR_RUNTIME;
+                      "float64 reference gradient of the loss", error) == CPPARITY_OK;
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
 
 cpparity_status export_case(const cpparity_case *exported, const char *path,
@@ -251,9 +200,7 @@ cpparity_status export_case(const cpparity_case *exported, const char *path,
 fail:
     status = CPPARITY_ERROR_RUNTIME;
 done:
-    if (file >= 0) {
-        H5Fclose(file);
-    }
+    hdf5_close(file);
     if (status != CPPARITY_OK) {
         output_file_abandon(&output);
     }

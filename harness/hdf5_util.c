@@ -33,49 +33,106 @@ void hdf5_quiet(void) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-/* Writes a scalar attribute of the given type. */
-static cpparity_status scalar_attribute(hid_t object, const char *name, hid_t type,
-                                        const void *value, cpparity_error *error) {
+/* Closes id with the close call of its kind; the HDF5 return code. */
+static herr_t close_by_kind(hid_t id) {
+    switch (H5Iget_type(id)) {
+    case H5I_FILE:
+        return H5Fclose(id);
+    case H5I_GROUP:
+        return H5Gclose(id);
+    case H5I_DATASET:
+        return H5Dclose(id);
+    case H5I_ATTR:
+        return H5Aclose(id);
+    case H5I_DATASPACE:
+        return H5Sclose(id);
+    case H5I_DATATYPE:
+        return H5Tclose(id);
+    case H5I_GENPROP_LST:
+        return H5Pclose(id);
+    default:
+        return H5Idec_ref(id) < 0 ? -1 : 0;
+    }
+}
+
+void hdf5_close(hid_t id) {
+    if (id >= 0) {
+        (void)close_by_kind(id); /* after a failure: the first error is the one reported */
+    }
+}
+
+cpparity_status hdf5_close_checked(hid_t id, cpparity_status status, cpparity_error *error,
+                                   const char *file, int line) {
+    if (id < 0) {
+        return status;
+    }
+    char name[256] = "";
+    if (H5Iget_name(id, name, sizeof name) < 0 || name[0] == '\0') {
+        snprintf(name, sizeof name, "an HDF5 object (id %lld)", (long long)id);
+    }
+    if (close_by_kind(id) < 0 && status == CPPARITY_OK) {
+        return hdf5_fail(error, file, line, "closing %s", name);
+    }
+    return status;
+}
+
+/* Writes attribute name of type: a scalar when rank is 0, else of the given dims. */
+static cpparity_status write_attribute(hid_t object, const char *name, hid_t type, int rank,
+                                       const hsize_t *dims, const void *value,
+                                       cpparity_error *error) {
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
     hid_t space = H5I_INVALID_HID, attribute = H5I_INVALID_HID;
-    HDF5_CHECK(space = H5Screate(H5S_SCALAR), error, "creating the space of attribute %s", name);
+    HDF5_CHECK(space = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims, NULL),
+               error, "creating the space of attribute %s", name);
     HDF5_CHECK(attribute = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT), error,
                "creating attribute %s", name);
     HDF5_CHECK(H5Awrite(attribute, type, value), error, "writing attribute %s", name);
-    H5Aclose(attribute);
-    H5Sclose(space);
-    return CPPARITY_OK;
+    status = CPPARITY_OK;
 fail:
-    if (attribute >= 0) {
-        H5Aclose(attribute);
-    }
-    if (space >= 0) {
-        H5Sclose(space);
-    }
-    return CPPARITY_ERROR_RUNTIME;
+    status = HDF5_CLOSE(attribute, status, error);
+    status = HDF5_CLOSE(space, status, error);
+    return status;
+}
+
+/* Writes attribute name with a new string type of width bytes per string: a scalar when rank is
+ * 0, else of the given dims. */
+static cpparity_status string_attribute(hid_t object, const char *name, size_t width, int rank,
+                                        const hsize_t *dims, const char *value,
+                                        cpparity_error *error) {
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    hid_t type = H5I_INVALID_HID;
+    HDF5_CHECK(type = H5Tcopy(H5T_C_S1), error, "copying the string type for %s", name);
+    HDF5_CHECK(H5Tset_size(type, width), error, "sizing the string type for %s", name);
+    status = write_attribute(object, name, type, rank, dims, value, error);
+fail:
+    status = HDF5_CLOSE(type, status, error);
+    return status;
 }
 
 cpparity_status hdf5_attribute_int64(hid_t object, const char *name, int64_t value,
                                      cpparity_error *error) {
-    return scalar_attribute(object, name, H5T_NATIVE_INT64, &value, error);
+    return write_attribute(object, name, H5T_NATIVE_INT64, 0, NULL, &value, error);
 }
 
 cpparity_status hdf5_attribute_double(hid_t object, const char *name, double value,
                                       cpparity_error *error) {
-    return scalar_attribute(object, name, H5T_NATIVE_DOUBLE, &value, error);
+    return write_attribute(object, name, H5T_NATIVE_DOUBLE, 0, NULL, &value, error);
+}
+
+cpparity_status hdf5_attributes_int64(hid_t object, const hdf5_named_int64 *values, size_t count,
+                                      cpparity_error *error) {
+    for (size_t i = 0; i < count; i++) {
+        if (hdf5_attribute_int64(object, values[i].name, values[i].value, error) != CPPARITY_OK) {
+            return CPPARITY_ERROR_RUNTIME;
+        }
+    }
+    return CPPARITY_OK;
 }
 
 cpparity_status hdf5_attribute_string(hid_t object, const char *name, const char *value,
                                       cpparity_error *error) {
-    const char *values[] = {value};
-    hid_t type = H5I_INVALID_HID;
-    HDF5_CHECK(type = H5Tcopy(H5T_C_S1), error, "copying the string type for %s", name);
-    HDF5_CHECK(H5Tset_size(type, strlen(value) > 0 ? strlen(value) : 1), error,
-               "sizing the string type for %s", name);
-    cpparity_status status = scalar_attribute(object, name, type, values[0], error);
-    H5Tclose(type);
-    return status;
-fail:
-    return CPPARITY_ERROR_RUNTIME;
+    const size_t width = strlen(value) > 0 ? strlen(value) : 1;
+    return string_attribute(object, name, width, 0, NULL, value, error);
 }
 
 cpparity_status hdf5_attribute_strings(hid_t object, const char *name, const char *const *values,
@@ -94,29 +151,39 @@ cpparity_status hdf5_attribute_strings(hid_t object, const char *name, const cha
     for (int64_t i = 0; i < count; i++) {
         memcpy(packed + (size_t)i * width, values[i], strlen(values[i]));
     }
-    hid_t type = H5I_INVALID_HID, space = H5I_INVALID_HID, attribute = H5I_INVALID_HID;
     const hsize_t dims[1] = {(hsize_t)count};
-    HDF5_CHECK(type = H5Tcopy(H5T_C_S1), error, "copying the string type for %s", name);
-    HDF5_CHECK(H5Tset_size(type, width), error, "sizing the string type for %s", name);
-    HDF5_CHECK(space = H5Screate_simple(1, dims, NULL), error, "creating the space of %s", name);
-    HDF5_CHECK(attribute = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT), error,
-               "creating attribute %s", name);
-    HDF5_CHECK(H5Awrite(attribute, type, packed), error, "writing attribute %s", name);
-    H5Aclose(attribute);
-    H5Sclose(space);
-    H5Tclose(type);
-    return CPPARITY_OK;
+    return string_attribute(object, name, width, 1, dims, packed, error);
+}
+
+cpparity_status hdf5_attribute_int64s(hid_t object, const char *name, const int64_t *values,
+                                      int64_t count, cpparity_error *error) {
+    const hsize_t dims[1] = {(hsize_t)count};
+    return write_attribute(object, name, H5T_NATIVE_INT64, 1, dims, values, error);
+}
+
+/* Creates dataset name under parent, stored as file_type in the given shape (a scalar when rank
+ * is 0) with the given creation properties, writes data (memory_type) unless data is NULL (only
+ * for an empty dataset) and attaches the `Description` attribute. */
+static cpparity_status new_dataset(hid_t parent, const char *name, hid_t memory_type,
+                                   hid_t file_type, int rank, const hsize_t *sizes,
+                                   hid_t properties, const void *data, const char *description,
+                                   cpparity_error *error) {
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    hid_t space = H5I_INVALID_HID, dataset = H5I_INVALID_HID;
+    HDF5_CHECK(space = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, sizes, NULL),
+               error, "creating the space of dataset %s", name);
+    HDF5_CHECK(dataset =
+                   H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, properties, H5P_DEFAULT),
+               error, "creating dataset %s", name);
+    if (data != NULL) {
+        HDF5_CHECK(H5Dwrite(dataset, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), error,
+                   "writing dataset %s", name);
+    }
+    status = hdf5_attribute_string(dataset, "Description", description, error);
 fail:
-    if (attribute >= 0) {
-        H5Aclose(attribute);
-    }
-    if (space >= 0) {
-        H5Sclose(space);
-    }
-    if (type >= 0) {
-        H5Tclose(type);
-    }
-    return CPPARITY_ERROR_RUNTIME;
+    status = HDF5_CLOSE(dataset, status, error);
+    status = HDF5_CLOSE(space, status, error);
+    return status;
 }
 
 cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
@@ -126,50 +193,8 @@ cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, i
     for (int d = 0; d < rank; d++) {
         sizes[d] = (hsize_t)dims[d];
     }
-    hid_t space = H5I_INVALID_HID, dataset = H5I_INVALID_HID;
-    HDF5_CHECK(space = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, sizes, NULL),
-               error, "creating the space of dataset %s", name);
-    HDF5_CHECK(dataset =
-                   H5Dcreate2(parent, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-               error, "creating dataset %s", name);
-    HDF5_CHECK(H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), error,
-               "writing dataset %s", name);
-    if (hdf5_attribute_string(dataset, "Description", description, error) != CPPARITY_OK) {
-        goto fail;
-    }
-    H5Dclose(dataset);
-    H5Sclose(space);
-    return CPPARITY_OK;
-fail:
-    if (dataset >= 0) {
-        H5Dclose(dataset);
-    }
-    if (space >= 0) {
-        H5Sclose(space);
-    }
-    return CPPARITY_ERROR_RUNTIME;
-}
-
-cpparity_status hdf5_attribute_int64s(hid_t object, const char *name, const int64_t *values,
-                                      int64_t count, cpparity_error *error) {
-    const hsize_t dims[1] = {(hsize_t)count};
-    hid_t space = H5I_INVALID_HID, attribute = H5I_INVALID_HID;
-    HDF5_CHECK(space = H5Screate_simple(1, dims, NULL), error, "creating the space of %s", name);
-    HDF5_CHECK(attribute =
-                   H5Acreate2(object, name, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT),
-               error, "creating attribute %s", name);
-    HDF5_CHECK(H5Awrite(attribute, H5T_NATIVE_INT64, values), error, "writing attribute %s", name);
-    H5Aclose(attribute);
-    H5Sclose(space);
-    return CPPARITY_OK;
-fail:
-    if (attribute >= 0) {
-        H5Aclose(attribute);
-    }
-    if (space >= 0) {
-        H5Sclose(space);
-    }
-    return CPPARITY_ERROR_RUNTIME;
+    return new_dataset(parent, name, type, type, rank, sizes, H5P_DEFAULT, data, description,
+                       error);
 }
 
 hid_t hdf5_string_type(size_t size) {
@@ -191,7 +216,7 @@ static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memor
                                      cpparity_error *error) {
     enum { CHUNK_BYTES = 1 << 20, DEFLATE_LEVEL = 4 };
     hsize_t sizes[8], chunk[8];
-    hid_t space = H5I_INVALID_HID, properties = H5I_INVALID_HID, dataset = H5I_INVALID_HID;
+    hid_t properties = H5I_INVALID_HID;
     if (rank < 1 || rank > 8) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "dataset %s: cannot chunk a dataset of rank %d", name, rank);
@@ -214,8 +239,7 @@ static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memor
             chunk[d] = halved;
         }
     }
-    HDF5_CHECK(space = H5Screate_simple(rank, sizes, NULL), error,
-               "creating the space of dataset %s", name);
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
     HDF5_CHECK(properties = H5Pcreate(H5P_DATASET_CREATE), error,
                "creating the properties of dataset %s", name);
     HDF5_CHECK(H5Pset_chunk(properties, rank, chunk), error, "chunking dataset %s", name);
@@ -223,29 +247,11 @@ static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memor
     HDF5_CHECK(H5Pset_deflate(properties, DEFLATE_LEVEL), error, "adding the deflate filter to %s",
                name);
     HDF5_CHECK(H5Pset_fletcher32(properties), error, "adding the fletcher32 checksum to %s", name);
-    HDF5_CHECK(dataset =
-                   H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, properties, H5P_DEFAULT),
-               error, "creating dataset %s", name);
-    HDF5_CHECK(H5Dwrite(dataset, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), error,
-               "writing dataset %s", name);
-    if (hdf5_attribute_string(dataset, "Description", description, error) != CPPARITY_OK) {
-        goto fail;
-    }
-    H5Dclose(dataset);
-    H5Pclose(properties);
-    H5Sclose(space);
-    return CPPARITY_OK;
+    status = new_dataset(parent, name, memory_type, file_type, rank, sizes, properties, data,
+                         description, error);
 fail:
-    if (dataset >= 0) {
-        H5Dclose(dataset);
-    }
-    if (properties >= 0) {
-        H5Pclose(properties);
-    }
-    if (space >= 0) {
-        H5Sclose(space);
-    }
-    return CPPARITY_ERROR_RUNTIME;
+    status = HDF5_CLOSE(properties, status, error);
+    return status;
 }
 
 cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hid_t type, int rank,
@@ -266,33 +272,53 @@ cpparity_status hdf5_write_compound(hid_t parent, const char *name, hid_t memory
                                     cpparity_error *error) {
     const int64_t dims[1] = {count};
     const hsize_t sizes[1] = {(hsize_t)count};
-    hid_t file_type = H5I_INVALID_HID, space = H5I_INVALID_HID, dataset = H5I_INVALID_HID;
+    hid_t file_type = H5I_INVALID_HID;
     cpparity_status status = CPPARITY_ERROR_RUNTIME;
     HDF5_CHECK(file_type = H5Tcopy(memory_type), error, "copying the row type of %s", name);
     HDF5_CHECK(H5Tpack(file_type), error, "packing the row type of %s", name);
     if (count > 0) {
         status =
             write_chunked(parent, name, memory_type, file_type, 1, dims, rows, description, error);
-        H5Tclose(file_type);
-        return status;
+    } else {
+        status = new_dataset(parent, name, memory_type, file_type, 1, sizes, H5P_DEFAULT, NULL,
+                             description, error);
     }
-    HDF5_CHECK(space = H5Screate_simple(1, sizes, NULL), error, "creating the space of %s", name);
-    HDF5_CHECK(
-        dataset = H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-        error, "creating dataset %s", name);
-    if (hdf5_attribute_string(dataset, "Description", description, error) != CPPARITY_OK) {
-        goto fail;
-    }
-    status = CPPARITY_OK;
 fail:
-    if (dataset >= 0) {
-        H5Dclose(dataset);
-    }
-    if (space >= 0) {
-        H5Sclose(space);
-    }
-    if (file_type >= 0) {
-        H5Tclose(file_type);
-    }
+    status = HDF5_CLOSE(file_type, status, error);
     return status;
+}
+
+cpparity_status hdf5_write_model_config(hid_t object, const cpparity_model_config *config,
+                                        cpparity_error *error) {
+    const hdf5_named_int64 integers[] = {
+        {"vocab_size", config->vocab_size},
+        {"hidden_size", config->hidden_size},
+        {"num_hidden_layers", config->num_hidden_layers},
+        {"num_attention_heads", config->num_attention_heads},
+        {"num_key_value_heads", config->num_key_value_heads},
+        {"head_dim", config->head_dim},
+        {"intermediate_size", config->intermediate_size},
+        {"sliding_window", config->sliding_window},
+        {"attention_chunk_size", config->attention_chunk_size},
+        {"tie_word_embeddings", config->tie_word_embeddings ? 1 : 0},
+    };
+    const char *layer_types[CPPARITY_MAX_LAYERS];
+    const int64_t layers = config->num_hidden_layers < CPPARITY_MAX_LAYERS
+                               ? config->num_hidden_layers
+                               : CPPARITY_MAX_LAYERS;
+    for (int64_t l = 0; l < layers; l++) {
+        layer_types[l] = cpparity_layer_type_name(config->layer_types[l]);
+    }
+    const char *chunk_origin =
+        config->chunk_origin == CPPARITY_CHUNK_ORIGIN_DOCUMENT ? "document" : "row";
+    if (hdf5_attributes_int64(object, integers, sizeof integers / sizeof *integers, error) !=
+            CPPARITY_OK ||
+        hdf5_attribute_double(object, "rms_norm_eps", config->rms_norm_eps, error) != CPPARITY_OK ||
+        hdf5_attribute_double(object, "rope_theta", config->rope_theta, error) != CPPARITY_OK ||
+        (layers > 0 && hdf5_attribute_strings(object, "layer_types", layer_types, layers, error) !=
+                           CPPARITY_OK) ||
+        hdf5_attribute_string(object, "chunk_origin", chunk_origin, error) != CPPARITY_OK) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    return CPPARITY_OK;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/model_config.h"
 
 /* Records a failed HDF5 call (used by HDF5_CHECK). */
 cpparity_status hdf5_fail(cpparity_error *error, const char *file, int line, const char *format,
@@ -26,8 +27,20 @@ cpparity_status hdf5_fail(cpparity_error *error, const char *file, int line, con
         }                                                                                          \
     } while (0)
 
+/* Closes id (negative ids are ignored) and returns status, or CPPARITY_ERROR_RUNTIME with the
+ * failed close recorded when status was CPPARITY_OK and the close failed. Through HDF5_CLOSE. */
+cpparity_status hdf5_close_checked(hid_t id, cpparity_status status, cpparity_error *error,
+                                   const char *file, int line);
+#define HDF5_CLOSE(id, status, error)                                                              \
+    hdf5_close_checked((id), (status), (error), __FILE__, __LINE__)
+
 /* Turns off HDF5's automatic printing of its error stack (we report errors ourselves). */
 void hdf5_quiet(void);
+
+/* Closes id, whatever it identifies (file, group, dataset, attribute, space, type, property
+ * list); does nothing for a negative id and ignores a failure. For the cleanup after a fail:
+ * label, where the first error is already recorded. */
+void hdf5_close(hid_t id);
 
 /* Scalar attributes on an object (group or dataset). */
 cpparity_status hdf5_attribute_int64(hid_t object, const char *name, int64_t value,
@@ -36,6 +49,18 @@ cpparity_status hdf5_attribute_double(hid_t object, const char *name, double val
                                       cpparity_error *error);
 cpparity_status hdf5_attribute_string(hid_t object, const char *name, const char *value,
                                       cpparity_error *error);
+
+/* A named int64 value, for hdf5_attributes_int64. */
+typedef struct hdf5_named_int64 {
+    const char *name; /* attribute name */
+    int64_t value;    /* its value */
+} hdf5_named_int64;
+
+/* One scalar int64 attribute per entry of values (count entries), in order; stops at the first
+ * failure. */
+cpparity_status hdf5_attributes_int64(hid_t object, const hdf5_named_int64 *values, size_t count,
+                                      cpparity_error *error);
+
 /* A 1-D attribute of count fixed-length strings (h5py reads a numpy bytes array). */
 cpparity_status hdf5_attribute_strings(hid_t object, const char *name, const char *const *values,
                                        int64_t count, cpparity_error *error);
@@ -71,5 +96,15 @@ cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hi
 cpparity_status hdf5_write_compound(hid_t parent, const char *name, hid_t memory_type,
                                     int64_t count, const void *rows, const char *description,
                                     cpparity_error *error);
+
+/* The model configuration as attributes of object (a group), under model.md's (transformers')
+ * names and in this order: vocab_size, hidden_size, num_hidden_layers, num_attention_heads,
+ * num_key_value_heads, head_dim, intermediate_size, sliding_window, attention_chunk_size,
+ * tie_word_embeddings (int64, 0/1); rms_norm_eps, rope_theta (float64); layer_types (string
+ * array, omitted when there are no layers; at most CPPARITY_MAX_LAYERS); chunk_origin ("row" or
+ * "document"). Both `cpparity export`'s /model and the results file's /cases/<case> carry it.
+ * Stops at the first attribute that fails. */
+cpparity_status hdf5_write_model_config(hid_t object, const cpparity_model_config *config,
+                                        cpparity_error *error);
 
 #endif

@@ -105,26 +105,11 @@ static hid_t create_group(hid_t parent, const char *name, cpparity_error *error)
     HDF5_CHECK(group = H5Gcreate2(parent, name, H5P_DEFAULT, properties, H5P_DEFAULT), error,
                "creating group %s", name);
 fail:
-    if (properties >= 0) {
-        H5Pclose(properties);
+    if (HDF5_CLOSE(properties, CPPARITY_OK, error) != CPPARITY_OK) {
+        hdf5_close(group);
+        group = H5I_INVALID_HID;
     }
     return group;
-}
-
-/* Writes a table of named int64 attributes; stops at the first failure. */
-typedef struct named_int64 {
-    const char *name; /* attribute name */
-    int64_t value;    /* its value */
-} named_int64;
-
-static cpparity_status int64_attributes(hid_t object, const named_int64 *values, size_t count,
-                                        cpparity_error *error) {
-    for (size_t i = 0; i < count; i++) {
-        if (hdf5_attribute_int64(object, values[i].name, values[i].value, error) != CPPARITY_OK) {
-            return CPPARITY_ERROR_RUNTIME;
-        }
-    }
-    return CPPARITY_OK;
 }
 
 static cpparity_status write_provenance(hid_t file, const run_provenance *p,
@@ -133,7 +118,7 @@ static cpparity_status write_provenance(hid_t file, const run_provenance *p,
     if (group < 0) {
         return CPPARITY_ERROR_RUNTIME;
     }
-    const named_int64 integers[] = {
+    const hdf5_named_int64 integers[] = {
         {"ranks", p->ranks},
         {"seed", (int64_t)p->seed},
         {"seed_overridden", p->seed_overridden ? 1 : 0},
@@ -151,14 +136,13 @@ static cpparity_status write_provenance(hid_t file, const run_provenance *p,
         FIELD_ATTRIBUTE(group, "store", p->store) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "start_time", p->start_time) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "end_time", p->end_time) != CPPARITY_OK ||
-        int64_attributes(group, integers, sizeof integers / sizeof *integers, error) !=
+        hdf5_attributes_int64(group, integers, sizeof integers / sizeof *integers, error) !=
             CPPARITY_OK) {
         goto done;
     }
     status = CPPARITY_OK;
 done:
-    H5Gclose(group);
-    return status;
+    return HDF5_CLOSE(group, status, error);
 }
 
 static cpparity_status write_summary(hid_t file, const run_results *results,
@@ -167,7 +151,7 @@ static cpparity_status write_summary(hid_t file, const run_results *results,
     if (group < 0) {
         return CPPARITY_ERROR_RUNTIME;
     }
-    const named_int64 counts[] = {
+    const hdf5_named_int64 counts[] = {
         {"passed", results->passed},
         {"failed", results->failed},
         {"refused", results->refused},
@@ -176,43 +160,26 @@ static cpparity_status write_summary(hid_t file, const run_results *results,
         {"items", results->item_count},
         {"discrimination_records", results->discrimination_count},
     };
-    cpparity_status status = int64_attributes(group, counts, sizeof counts / sizeof *counts, error);
-    H5Gclose(group);
-    return status;
+    cpparity_status status =
+        hdf5_attributes_int64(group, counts, sizeof counts / sizeof *counts, error);
+    return HDF5_CLOSE(group, status, error);
 }
 
 /* /cases/<group>: the case's definition (see results_file.h). */
 static cpparity_status write_case(hid_t cases, const char *group_name, const cpparity_case *c,
                                   const char *suite_path, cpparity_error *error) {
-    const cpparity_model_config *m = &c->model;
     cpparity_status status = CPPARITY_ERROR_RUNTIME;
     int64_t *rows = NULL, *lengths = NULL;
     hid_t group = create_group(cases, group_name, error);
     if (group < 0) {
         return CPPARITY_ERROR_RUNTIME;
     }
-    const named_int64 integers[] = {
+    const hdf5_named_int64 integers[] = {
         {"seq_len", c->seq_len},
         {"batch_size", c->batch_size},
         {"seed", (int64_t)c->seed},
         {"expect_refuse", c->expect_refuse ? 1 : 0},
-        {"vocab_size", m->vocab_size},
-        {"hidden_size", m->hidden_size},
-        {"num_hidden_layers", m->num_hidden_layers},
-        {"num_attention_heads", m->num_attention_heads},
-        {"num_key_value_heads", m->num_key_value_heads},
-        {"head_dim", m->head_dim},
-        {"intermediate_size", m->intermediate_size},
-        {"sliding_window", m->sliding_window},
-        {"attention_chunk_size", m->attention_chunk_size},
-        {"tie_word_embeddings", m->tie_word_embeddings ? 1 : 0},
     };
-    const char *layer_types[CPPARITY_MAX_LAYERS];
-    const int64_t layers =
-        m->num_hidden_layers < CPPARITY_MAX_LAYERS ? m->num_hidden_layers : CPPARITY_MAX_LAYERS;
-    for (int64_t l = 0; l < layers; l++) {
-        layer_types[l] = cpparity_layer_type_name(m->layer_types[l]);
-    }
     const char *dtypes[CPPARITY_DTYPE_COUNT];
     const int dtype_count =
         c->dtype_count < CPPARITY_DTYPE_COUNT ? c->dtype_count : CPPARITY_DTYPE_COUNT;
@@ -224,16 +191,9 @@ static cpparity_status write_case(hid_t cases, const char *group_name, const cpp
         bounded_attribute(group, "suite", suite_path, 512, error) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "description", c->description) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "refusal", c->refusal) != CPPARITY_OK ||
-        int64_attributes(group, integers, sizeof integers / sizeof *integers, error) !=
+        hdf5_attributes_int64(group, integers, sizeof integers / sizeof *integers, error) !=
             CPPARITY_OK ||
-        hdf5_attribute_double(group, "rms_norm_eps", m->rms_norm_eps, error) != CPPARITY_OK ||
-        hdf5_attribute_double(group, "rope_theta", m->rope_theta, error) != CPPARITY_OK ||
-        (layers > 0 &&
-         hdf5_attribute_strings(group, "layer_types", layer_types, layers, error) != CPPARITY_OK) ||
-        hdf5_attribute_string(group, "chunk_origin",
-                              m->chunk_origin == CPPARITY_CHUNK_ORIGIN_DOCUMENT ? "document"
-                                                                                : "row",
-                              error) != CPPARITY_OK ||
+        hdf5_write_model_config(group, &c->model, error) != CPPARITY_OK ||
         (cp_count > 0 &&
          hdf5_attribute_int64s(group, "cp_sizes", c->cp_sizes, cp_count, error) != CPPARITY_OK) ||
         (dtype_count > 0 &&
@@ -276,8 +236,7 @@ static cpparity_status write_case(hid_t cases, const char *group_name, const cpp
 done:
     free(lengths);
     free(rows);
-    H5Gclose(group);
-    return status;
+    return HDF5_CLOSE(group, status, error);
 }
 
 /* The compound type of metrics_row (caller closes it), or a negative id with error filled. */
@@ -330,9 +289,12 @@ static hid_t metrics_type(cpparity_error *error) {
         HDF5_CHECK(H5Tinsert(type, members[i].name, members[i].offset, members[i].type), error,
                    "adding field %s to the metrics row type", members[i].name);
     }
-    H5Tclose(s160);
-    H5Tclose(s8);
-    H5Tclose(s112);
+    if (HDF5_CLOSE(s160, CPPARITY_OK, error) != CPPARITY_OK ||
+        HDF5_CLOSE(s8, CPPARITY_OK, error) != CPPARITY_OK ||
+        HDF5_CLOSE(s112, CPPARITY_OK, error) != CPPARITY_OK) {
+        hdf5_close(type);
+        return H5I_INVALID_HID;
+    }
     return type;
 fail:
     if (type >= 0) {
@@ -424,12 +386,8 @@ static cpparity_status write_metrics(hid_t group, const run_item *item, cpparity
 fail:
     status = CPPARITY_ERROR_RUNTIME;
 done:
-    if (dataset >= 0) {
-        H5Dclose(dataset);
-    }
-    if (type >= 0) {
-        H5Tclose(type);
-    }
+    status = HDF5_CLOSE(dataset, status, error);
+    status = HDF5_CLOSE(type, status, error);
     free(rows);
     return status;
 }
@@ -448,10 +406,7 @@ static cpparity_status label_tensor(hid_t group, const char *dataset_name,
         status = CPPARITY_OK;
     }
 fail:
-    if (dataset >= 0) {
-        H5Dclose(dataset);
-    }
-    return status;
+    return HDF5_CLOSE(dataset, status, error);
 }
 
 /* tensors/<name>@rank<r>[.reference] for every record with stored values or reference. */
@@ -516,7 +471,7 @@ static cpparity_status write_tensors(hid_t item_group, const run_item *item,
             }
         }
     }
-    H5Gclose(group);
+    status = HDF5_CLOSE(group, status, error);
     return status == CPPARITY_OK ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME;
 }
 
@@ -544,7 +499,7 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
     if (has_worst) {
         copy_bounded(worst, sizeof worst, item->tensors[item->worst_tensor].name, sizeof worst);
     }
-    const named_int64 integers[] = {
+    const hdf5_named_int64 integers[] = {
         {"cp", item->cp},
         {"is_baseline", item->is_baseline ? 1 : 0},
         {"padded_seq_len", item->padded_seq_len},
@@ -559,7 +514,7 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
             CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "message", item->message) != CPPARITY_OK ||
         hdf5_attribute_string(group, "dtype", dtype, error) != CPPARITY_OK ||
-        int64_attributes(group, integers, sizeof integers / sizeof *integers, error) !=
+        hdf5_attributes_int64(group, integers, sizeof integers / sizeof *integers, error) !=
             CPPARITY_OK ||
         hdf5_attribute_double(group, "worst_ratio", item->worst_ratio, error) != CPPARITY_OK ||
         hdf5_attribute_string(group, "worst_tensor", worst, error) != CPPARITY_OK ||
@@ -572,13 +527,8 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
     }
     status = CPPARITY_OK;
 fail:
-    if (group >= 0) {
-        H5Gclose(group);
-    }
-    if (dtype_group >= 0) {
-        H5Gclose(dtype_group);
-    }
-    return status;
+    status = HDF5_CLOSE(group, status, error);
+    return HDF5_CLOSE(dtype_group, status, error);
 }
 
 /* The /cases group name of item's case, writing the case group the first time it is seen. */
@@ -645,20 +595,19 @@ static cpparity_status write_cases(hid_t file, const run_results *results, cppar
         if (write_item(case_group, item, error) != CPPARITY_OK) {
             goto done;
         }
-        H5Gclose(case_group);
+        const cpparity_status closed = HDF5_CLOSE(case_group, CPPARITY_OK, error);
         case_group = H5I_INVALID_HID;
+        if (closed != CPPARITY_OK) {
+            goto done;
+        }
     }
     status = CPPARITY_OK;
     goto done;
 fail:
     status = CPPARITY_ERROR_RUNTIME;
 done:
-    if (case_group >= 0) {
-        H5Gclose(case_group);
-    }
-    if (cases >= 0) {
-        H5Gclose(cases);
-    }
+    status = HDF5_CLOSE(case_group, status, error);
+    status = HDF5_CLOSE(cases, status, error);
     free(entries);
     return status;
 }
@@ -713,15 +662,9 @@ static cpparity_status write_discrimination(hid_t file, const run_results *resul
 fail:
     status = CPPARITY_ERROR_RUNTIME;
 done:
-    if (type >= 0) {
-        H5Tclose(type);
-    }
-    if (s16 >= 0) {
-        H5Tclose(s16);
-    }
-    if (s128 >= 0) {
-        H5Tclose(s128);
-    }
+    status = HDF5_CLOSE(type, status, error);
+    status = HDF5_CLOSE(s16, status, error);
+    status = HDF5_CLOSE(s128, status, error);
     free(rows);
     return status;
 }
@@ -751,7 +694,10 @@ cpparity_status results_file_write(const run_results *results, const char *path,
     }
     HDF5_CHECK(H5Fclose(file), error, "closing %s", output.temporary);
     file = H5I_INVALID_HID;
-    H5Pclose(access);
+    if (HDF5_CLOSE(access, CPPARITY_OK, error) != CPPARITY_OK) {
+        access = H5I_INVALID_HID;
+        goto fail;
+    }
     return output_file_commit(&output, error);
 fail:
     if (file >= 0) {

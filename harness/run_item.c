@@ -396,14 +396,24 @@ static void keep_failures(run_item *item, const comparison_inputs *in) {
 
 /* ---------------------------------------------------------------------------------------- */
 
-/* Gathers `bytes` from every rank of group into a malloc'd array on rank 0 (NULL elsewhere). */
+/* Gathers `bytes` from every rank of group into a malloc'd array on rank 0 (NULL elsewhere).
+ * On rank 0, *mismatch (when not NULL) is the first rank whose contribution was not `bytes`
+ * long, or −1. */
 static cpparity_status gather(cpparity_comm *group, const void *data, int64_t bytes,
-                              void **received, cpparity_error *error) {
+                              void **received, int *mismatch, cpparity_error *error) {
     int64_t *sizes = calloc((size_t)group->size, sizeof *sizes);
     if (sizes == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
     }
     cpparity_status status = cpparity_gather_bytes(group, data, bytes, received, sizes, 0, error);
+    if (mismatch != NULL) {
+        *mismatch = -1;
+        for (int r = 0; status == CPPARITY_OK && group->rank == 0 && r < group->size; r++) {
+            if (sizes[r] != bytes && *mismatch < 0) {
+                *mismatch = r;
+            }
+        }
+    }
     free(sizes);
     return status;
 }
@@ -458,7 +468,7 @@ cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int
     if (agreed != CPPARITY_OK) {
         /* every rank's message reaches rank 0, which reports the first one */
         status = gather(group, local_error.message, (int64_t)sizeof local_error.message, &messages,
-                        error);
+                        NULL, error);
         if (status == CPPARITY_OK && group->rank == 0) {
             const char *first = "";
             for (int r = 0; r < group->size && first[0] == '\0'; r++) {
@@ -486,17 +496,28 @@ cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int
     const shard_layout layout = shard_layout_make(c->seq_len, group->size, group->rank);
     const int64_t slice = c->batch_size * layout.local_len * c->model.vocab_size;
     void *losses = NULL, *logits = NULL, *gradients = NULL;
-    status = gather(group, &outputs.loss, sizeof(float), &losses, error);
+    int mismatch = -1;
+    status = gather(group, &outputs.loss, sizeof(float), &losses, NULL, error);
     if (status == CPPARITY_OK) {
-        status = gather(group, outputs.logits, slice * (int64_t)sizeof(float), &logits, error);
+        status =
+            gather(group, outputs.logits, slice * (int64_t)sizeof(float), &logits, NULL, error);
     }
     if (status == CPPARITY_OK) {
+        /* every rank must deliver one value per parameter: a missing or extra gradient is a
+         * failure, never silently realigned */
         status = gather(group, outputs.gradients, outputs.parameter_count * (int64_t)sizeof(float),
-                        &gradients, error);
+                        &gradients, &mismatch, error);
     }
     free(outputs.logits);
     free(outputs.gradients);
-    if (status == CPPARITY_OK && group->rank == 0 && !c->expect_refuse) {
+    if (status == CPPARITY_OK && group->rank == 0 && mismatch >= 0) {
+        item->outcome = RUN_FAIL;
+        snprintf(item->message, sizeof item->message,
+                 "rank %d delivered a different number of gradient values than rank 0: a missing "
+                 "or extra parameter gradient",
+                 mismatch);
+    }
+    if (status == CPPARITY_OK && group->rank == 0 && !c->expect_refuse && mismatch < 0) {
         item->seconds = outputs.seconds;
         cpparity_batch batch = {0};
         reference_model reference = {0};
@@ -518,7 +539,15 @@ cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int
             reference_status = reference_model_backward(&reference, &batch, &reference_error);
         }
         item->reference_seconds = monotonic_seconds() - start;
-        if (reference_status != CPPARITY_OK) {
+        if (reference_status == CPPARITY_OK &&
+            outputs.parameter_count != reference.parameter_table.total) {
+            item->outcome = RUN_FAIL;
+            snprintf(item->message, sizeof item->message,
+                     "the implementation has %lld gradient values, the reference %lld: a missing "
+                     "or extra parameter gradient",
+                     (long long)outputs.parameter_count,
+                     (long long)reference.parameter_table.total);
+        } else if (reference_status != CPPARITY_OK) {
             item->outcome = RUN_ERROR;
             item->error_status = (int32_t)reference_status;
             snprintf(item->message, sizeof item->message, "reference: %.1000s",

@@ -2,18 +2,12 @@
 #include "junit.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/output_file.h"
-
-/* A failing tensor and how far past its limit it is, for sorting worst first. */
-typedef struct failing_tensor {
-    double severity; /* error / limit; infinite for non-finite values or a zero limit */
-    int64_t index;   /* into item->tensors */
-} failing_tensor;
+#include "reports/failing_tensors.h"
 
 /* Writes at most capacity bytes of text XML-escaped; in an attribute value line breaks and tabs
  * become character references so parsers keep them. Control characters XML 1.0 cannot carry are
@@ -64,11 +58,6 @@ static void put_attribute(FILE *out, const char *name, const char *value, size_t
     fputc('"', out);
 }
 
-/* The case name of an item, or "(no case)". */
-static const char *case_name(const run_item *item) {
-    return item->source != NULL ? item->source->name : "(no case)";
-}
-
 /* The file name of path without folder and last extension ("cases/ci.yaml" -> "ci"). */
 static void suite_stem(const char *path, size_t capacity, char *stem, size_t stem_size) {
     char copy[512];
@@ -82,87 +71,6 @@ static void suite_stem(const char *path, size_t capacity, char *stem, size_t ste
     }
     if (stem[0] == '\0') {
         snprintf(stem, stem_size, "suite");
-    }
-}
-
-/* How far past its limit a tensor is (see failing_tensor). */
-static double severity(const tensor_record *record) {
-    const double error = record->metrics.relative_l2;
-    if (record->metrics.nonfinite > 0 || isnan(error)) {
-        return INFINITY;
-    }
-    if (record->decision.limit > 0) {
-        return error / record->decision.limit;
-    }
-    return error > 0 ? INFINITY : 0;
-}
-
-/* Worst first; ties in record order. */
-static int by_severity(const void *a, const void *b) {
-    const failing_tensor *x = a, *y = b;
-    if (x->severity != y->severity) {
-        return x->severity > y->severity ? -1 : 1;
-    }
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-/* The failing tensors of item, worst first, in a new array (caller frees) of *count entries;
- * NULL with *count 0 when none fail or memory is short (then *count is -1). */
-static failing_tensor *failing_tensors(const run_item *item, int64_t *count) {
-    *count = 0;
-    for (int64_t i = 0; i < item->tensor_count; i++) {
-        *count += !item->tensors[i].decision.passed;
-    }
-    if (*count == 0) {
-        return NULL;
-    }
-    failing_tensor *failing = malloc((size_t)*count * sizeof *failing);
-    if (failing == NULL) {
-        *count = -1;
-        return NULL;
-    }
-    int64_t next = 0;
-    for (int64_t i = 0; i < item->tensor_count; i++) {
-        if (!item->tensors[i].decision.passed) {
-            failing[next].severity = severity(&item->tensors[i]);
-            failing[next++].index = i;
-        }
-    }
-    qsort(failing, (size_t)next, sizeof *failing, by_severity);
-    return failing;
-}
-
-/* "[b, position, vocab]" for the worst element, "scalar" or "none". */
-static void worst_coordinates(const tensor_record *record, char *text, size_t size) {
-    if (record->metrics.worst_index < 0) {
-        snprintf(text, size, "none");
-        return;
-    }
-    if (record->shape_rank <= 0) {
-        snprintf(text, size, "scalar");
-        return;
-    }
-    size_t used = (size_t)snprintf(text, size, "[");
-    for (int d = 0; d < record->shape_rank && d < 4 && used < size; d++) {
-        used += (size_t)snprintf(text + used, size - used, "%s%lld", d > 0 ? ", " : "",
-                                 (long long)record->worst[d]);
-    }
-    if (used < size) {
-        snprintf(text + used, size - used, "]");
-    }
-}
-
-/* The limit in words: "ceiling 1e-05 (default)" or "ratio 2 (default) x baseline 1e-06 + floor
- * 0 (suite)". */
-static void limit_origin(const tensor_record *record, bool is_baseline, char *text, size_t size) {
-    const cpparity_tolerance *t = &record->tolerance;
-    if (is_baseline) {
-        snprintf(text, size, "ceiling %.3g (%s)", t->ceiling,
-                 cpparity_tolerance_origin_name(t->ceiling_origin));
-    } else {
-        snprintf(text, size, "ratio %.3g (%s) x baseline %.3g + floor %.3g (%s)", t->ratio,
-                 cpparity_tolerance_origin_name(t->ratio_origin), record->baseline_error, t->floor,
-                 cpparity_tolerance_origin_name(t->floor_origin));
     }
 }
 
@@ -184,8 +92,8 @@ static void put_failure_body(FILE *out, const run_item *item) {
     for (int64_t f = 0; f < count && f < JUNIT_FAILING_TENSORS_LISTED; f++) {
         const tensor_record *record = &item->tensors[failing[f].index];
         char worst[96], origin[192];
-        worst_coordinates(record, worst, sizeof worst);
-        limit_origin(record, item->is_baseline, origin, sizeof origin);
+        failing_tensors_worst_coordinates(record, worst, sizeof worst);
+        failing_tensors_limit_origin(record, item->is_baseline, "x", origin, sizeof origin);
         snprintf(line, sizeof line,
                  "%.*s rank %d: error %.4g%s, limit %.4g = %s, non-finite %lld; worst element "
                  "%s: %.6g vs reference %.6g\n    reason: %.*s\n",
@@ -207,7 +115,8 @@ static void put_failure_body(FILE *out, const run_item *item) {
 static void put_testcase(FILE *out, const run_item *item) {
     char stem[512], classname[700], name[64];
     suite_stem(item->suite_path, sizeof item->suite_path, stem, sizeof stem);
-    snprintf(classname, sizeof classname, "%s.%.*s", stem, CPPARITY_CASE_NAME, case_name(item));
+    snprintf(classname, sizeof classname, "%s.%.*s", stem, CPPARITY_CASE_NAME,
+             failing_tensors_case_name(item));
     snprintf(name, sizeof name, "cp%lld-%s", (long long)item->cp, cpparity_dtype_name(item->dtype));
     fputs("  <testcase", out);
     put_attribute(out, "classname", classname, sizeof classname);

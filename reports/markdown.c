@@ -2,18 +2,12 @@
 #include "markdown.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/output_file.h"
-
-/* A failing tensor and how far past its limit it is, for sorting worst first. */
-typedef struct failing_tensor {
-    double severity; /* error / limit; infinite for non-finite values or a zero limit */
-    int64_t index;   /* into item->tensors */
-} failing_tensor;
+#include "reports/failing_tensors.h"
 
 /* Writes at most capacity bytes of text as a table cell's content: '|' as "\|", '<' as "&lt;"
  * (so it is not taken for HTML), line breaks and tabs as spaces, other control characters as
@@ -38,95 +32,10 @@ static void put_text(FILE *out, const char *text) {
     put_cell(out, text, strlen(text));
 }
 
-/* The case name of an item, or "(no case)". */
-static const char *case_name(const run_item *item) {
-    return item->source != NULL ? item->source->name : "(no case)";
-}
-
-/* How far past its limit a tensor is (see failing_tensor). */
-static double severity(const tensor_record *record) {
-    const double error = record->metrics.relative_l2;
-    if (record->metrics.nonfinite > 0 || isnan(error)) {
-        return INFINITY;
-    }
-    if (record->decision.limit > 0) {
-        return error / record->decision.limit;
-    }
-    return error > 0 ? INFINITY : 0;
-}
-
-/* Worst first; ties in record order. */
-static int by_severity(const void *a, const void *b) {
-    const failing_tensor *x = a, *y = b;
-    if (x->severity != y->severity) {
-        return x->severity > y->severity ? -1 : 1;
-    }
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-/* The failing tensors of item, worst first, in a new array (caller frees) of *count entries;
- * NULL with *count 0 when none fail, or with *count -1 when memory is short. */
-static failing_tensor *failing_tensors(const run_item *item, int64_t *count) {
-    *count = 0;
-    for (int64_t i = 0; i < item->tensor_count; i++) {
-        *count += !item->tensors[i].decision.passed;
-    }
-    if (*count == 0) {
-        return NULL;
-    }
-    failing_tensor *failing = malloc((size_t)*count * sizeof *failing);
-    if (failing == NULL) {
-        *count = -1;
-        return NULL;
-    }
-    int64_t next = 0;
-    for (int64_t i = 0; i < item->tensor_count; i++) {
-        if (!item->tensors[i].decision.passed) {
-            failing[next].severity = severity(&item->tensors[i]);
-            failing[next++].index = i;
-        }
-    }
-    qsort(failing, (size_t)next, sizeof *failing, by_severity);
-    return failing;
-}
-
-/* "[b, position, vocab]" for the worst element, "scalar" or "none". */
-static void worst_coordinates(const tensor_record *record, char *text, size_t size) {
-    if (record->metrics.worst_index < 0) {
-        snprintf(text, size, "none");
-        return;
-    }
-    if (record->shape_rank <= 0) {
-        snprintf(text, size, "scalar");
-        return;
-    }
-    size_t used = (size_t)snprintf(text, size, "[");
-    for (int d = 0; d < record->shape_rank && d < 4 && used < size; d++) {
-        used += (size_t)snprintf(text + used, size - used, "%s%lld", d > 0 ? ", " : "",
-                                 (long long)record->worst[d]);
-    }
-    if (used < size) {
-        snprintf(text + used, size - used, "]");
-    }
-}
-
-/* The limit in words with where each part came from. */
-static void limit_origin(const tensor_record *record, bool is_baseline, char *text, size_t size) {
-    const cpparity_tolerance *t = &record->tolerance;
-    if (is_baseline) {
-        snprintf(text, size, "ceiling %.3g (%s)", t->ceiling,
-                 cpparity_tolerance_origin_name(t->ceiling_origin));
-    } else {
-        snprintf(text, size, "ratio %.3g (%s) × baseline %.3g + floor %.3g (%s)", t->ratio,
-                 cpparity_tolerance_origin_name(t->ratio_origin), record->baseline_error, t->floor,
-                 cpparity_tolerance_origin_name(t->floor_origin));
-    }
-}
-
 /* One row of the overview table. */
 static void put_item_row(FILE *out, const run_item *item) {
     fputs("| ", out);
-    put_cell(out, case_name(item), CPPARITY_CASE_NAME);
+    put_cell(out, failing_tensors_case_name(item), CPPARITY_CASE_NAME);
     fprintf(out, " | %lld | %s | ", (long long)item->cp, cpparity_dtype_name(item->dtype));
     const bool bad = item->outcome == RUN_FAIL || item->outcome == RUN_ERROR;
     fprintf(out, bad ? "**%s** | " : "%s | ", run_outcome_name(item->outcome));
@@ -143,7 +52,7 @@ static void put_item_row(FILE *out, const run_item *item) {
 /* The section of a FAIL or ERROR item. */
 static void put_item_section(FILE *out, const run_item *item) {
     fprintf(out, "\n### %s: ", run_outcome_name(item->outcome));
-    put_cell(out, case_name(item), CPPARITY_CASE_NAME);
+    put_cell(out, failing_tensors_case_name(item), CPPARITY_CASE_NAME);
     fprintf(out, ", cp %lld, %s\n\n", (long long)item->cp, cpparity_dtype_name(item->dtype));
     put_cell(out, item->message, sizeof item->message);
     fputs("\n", out);
@@ -169,8 +78,8 @@ static void put_item_section(FILE *out, const run_item *item) {
     for (int64_t f = 0; f < count && f < MARKDOWN_FAILING_TENSORS_LISTED; f++) {
         const tensor_record *record = &item->tensors[failing[f].index];
         char worst[96], origin[192];
-        worst_coordinates(record, worst, sizeof worst);
-        limit_origin(record, item->is_baseline, origin, sizeof origin);
+        failing_tensors_worst_coordinates(record, worst, sizeof worst);
+        failing_tensors_limit_origin(record, item->is_baseline, "×", origin, sizeof origin);
         fputs("| ", out);
         put_cell(out, record->name, sizeof record->name);
         fprintf(out, " | %d | %.4g%s | %.4g | ", record->rank, record->metrics.relative_l2,
@@ -229,7 +138,7 @@ static void put_summary(FILE *out, const run_results *results) {
             const run_item *item = &results->items[i];
             if (item->outcome == RUN_NOT_RUN) {
                 fputs("- ", out);
-                put_cell(out, case_name(item), CPPARITY_CASE_NAME);
+                put_cell(out, failing_tensors_case_name(item), CPPARITY_CASE_NAME);
                 fprintf(out, ", cp %lld, %s: ", (long long)item->cp,
                         cpparity_dtype_name(item->dtype));
                 put_cell(out, item->message, sizeof item->message);
