@@ -12,6 +12,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" { /* C linkage for CUDA (C++) translation units */
+#endif
+
 typedef enum cpparity_status {
     CPPARITY_OK = 0,            /* success */
     CPPARITY_ERROR_INPUT = 2,   /* bad input: case file, flag, refused configuration */
@@ -30,5 +34,9 @@ cpparity_status cpparity_error_set(cpparity_error *error, cpparity_status status
 
 /* Clears error to CPPARITY_OK with an empty message. error may be NULL. */
 void cpparity_error_clear(cpparity_error *error);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

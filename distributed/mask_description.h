@@ -12,6 +12,10 @@
 #include "common/error.h"
 #include "distributed/kernel.h"
 
+#ifdef __cplusplus
+extern "C" { /* C linkage for CUDA (C++) translation units */
+#endif
+
 typedef struct mask_storage {
     int64_t batch;           /* B */
     int64_t seq_len;         /* S (padded) */
@@ -32,5 +36,9 @@ cpparity_mask_description mask_storage_describe(const mask_storage *storage,
 
 /* Releases the storage; safe on a zeroed one. */
 void mask_storage_free(mask_storage *storage);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
