@@ -12,23 +12,7 @@
 #include <unistd.h>
 
 #include "harness/output_file.h"
-
-/* A fresh empty folder under /tmp for one test. */
-static void make_folder(char *folder, size_t size) {
-    snprintf(folder, size, "/tmp/cpparity-output-XXXXXX");
-    cr_assert_not_null(mkdtemp(folder));
-}
-
-static int count_entries(const char *folder) {
-    DIR *directory = opendir(folder);
-    cr_assert_not_null(directory);
-    int count = 0;
-    for (struct dirent *entry; (entry = readdir(directory)) != NULL;) {
-        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
-    }
-    closedir(directory);
-    return count;
-}
+#include "tests/support/test_files.h"
 
 static void write_text(const char *path, const char *text) {
     FILE *stream = fopen(path, "w");
@@ -47,7 +31,7 @@ static void read_text(const char *path, char *text, size_t size) {
 
 Test(output_file, existing_destination__refused_as_bad_input_and_left_untouched) {
     char folder[64], path[128], text[32];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/results.h5", folder);
     write_text(path, "precious");
     output_file file;
@@ -57,14 +41,14 @@ Test(output_file, existing_destination__refused_as_bad_input_and_left_untouched)
               error.message);
     read_text(path, text, sizeof text);
     cr_expect_str_eq(text, "precious");
-    cr_expect_eq(count_entries(folder), 1, "no temporary file may be left behind");
+    cr_expect_eq(test_count_entries(folder), 1, "no temporary file may be left behind");
     unlink(path);
     rmdir(folder);
 }
 
 Test(output_file, commit__publishes_the_written_file) {
     char folder[64], path[128], text[32];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/out.h5", folder);
     output_file file;
     cr_assert_eq(output_file_begin(&file, path, "-o", NULL), CPPARITY_OK);
@@ -74,14 +58,14 @@ Test(output_file, commit__publishes_the_written_file) {
     cr_assert_eq(output_file_commit(&file, NULL), CPPARITY_OK);
     read_text(path, text, sizeof text);
     cr_expect_str_eq(text, "complete");
-    cr_expect_eq(count_entries(folder), 1, "the temporary file must be gone");
+    cr_expect_eq(test_count_entries(folder), 1, "the temporary file must be gone");
     unlink(path);
     rmdir(folder);
 }
 
 Test(output_file, destination_appearing_before_commit__is_not_overwritten) {
     char folder[64], path[128], text[32];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/race.h5", folder);
     output_file file;
     cr_assert_eq(output_file_begin(&file, path, "--out", NULL), CPPARITY_OK);
@@ -91,14 +75,14 @@ Test(output_file, destination_appearing_before_commit__is_not_overwritten) {
     cr_expect_eq(output_file_commit(&file, &error), CPPARITY_ERROR_INPUT);
     read_text(path, text, sizeof text);
     cr_expect_str_eq(text, "theirs");
-    cr_expect_eq(count_entries(folder), 1);
+    cr_expect_eq(test_count_entries(folder), 1);
     unlink(path);
     rmdir(folder);
 }
 
 Test(output_file, crash_before_commit__leaves_no_destination) {
     char folder[64], path[128];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/crash.h5", folder);
     pid_t child = fork();
     cr_assert_neq(child, -1);
@@ -123,6 +107,6 @@ Test(output_file, crash_before_commit__leaves_no_destination) {
         }
     }
     closedir(directory);
-    cr_expect_eq(count_entries(folder), 0);
+    cr_expect_eq(test_count_entries(folder), 0);
     rmdir(folder);
 }

@@ -17,6 +17,7 @@
 
 #include "reports/junit.h"
 #include "reports/markdown.h"
+#include "tests/support/test_files.h"
 
 static int64_t tiny_document_lengths[1] = {8};
 static cpparity_row_layout tiny_row = {.left_padding = 0,
@@ -129,22 +130,6 @@ static void make_results(run_results *results, const cpparity_case *c) {
     results->errors = 1;
 }
 
-static void make_folder(char *folder, size_t size) {
-    snprintf(folder, size, "/tmp/cpparity-reports-XXXXXX");
-    cr_assert_not_null(mkdtemp(folder));
-}
-
-static int count_entries(const char *folder) {
-    DIR *directory = opendir(folder);
-    cr_assert_not_null(directory);
-    int count = 0;
-    for (struct dirent *entry; (entry = readdir(directory)) != NULL;) {
-        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
-    }
-    closedir(directory);
-    return count;
-}
-
 /* The whole file at path, NUL-terminated (caller frees). */
 static char *read_all(const char *path) {
     FILE *stream = fopen(path, "r");
@@ -182,11 +167,11 @@ static char *write_text(writer write, const char *file_name) {
     make_case(&source);
     make_results(&results, &source);
     char folder[64], path[160];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/%s", folder, file_name);
     cpparity_error error = {0};
     cr_assert_eq(write(&results, path, &error), CPPARITY_OK, "%s", error.message);
-    cr_expect_eq(count_entries(folder), 1, "no temporary file may be left behind");
+    cr_expect_eq(test_count_entries(folder), 1, "no temporary file may be left behind");
     char *text = read_all(path);
     unlink(path);
     rmdir(folder);
@@ -244,7 +229,7 @@ Test(junit, existing_destination__refused_and_left_untouched) {
     make_case(&source);
     make_results(&results, &source);
     char folder[64], path[160];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/report.xml", folder);
     FILE *stream = fopen(path, "w");
     cr_assert_not_null(stream);
@@ -258,7 +243,7 @@ Test(junit, existing_destination__refused_and_left_untouched) {
     char *text = read_all(path);
     cr_expect_str_eq(text, "precious");
     free(text);
-    cr_expect_eq(count_entries(folder), 1);
+    cr_expect_eq(test_count_entries(folder), 1);
     unlink(path);
     rmdir(folder);
     run_results_free(&results);

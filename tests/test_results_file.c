@@ -19,6 +19,7 @@
 
 #include "harness/results_file.h"
 #include "harness/run_results.h"
+#include "tests/support/test_files.h"
 
 static int64_t tiny_document_lengths[2] = {5, 3};
 static cpparity_row_layout tiny_row = {.left_padding = 0,
@@ -206,23 +207,6 @@ static void make_results(run_results *results, const cpparity_case *c) {
                                                          .discriminating = false};
 }
 
-/* A fresh empty folder under /tmp. */
-static void make_folder(char *folder, size_t size) {
-    snprintf(folder, size, "/tmp/cpparity-results-XXXXXX");
-    cr_assert_not_null(mkdtemp(folder));
-}
-
-static int count_entries(const char *folder) {
-    DIR *directory = opendir(folder);
-    cr_assert_not_null(directory);
-    int count = 0;
-    for (struct dirent *entry; (entry = readdir(directory)) != NULL;) {
-        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
-    }
-    closedir(directory);
-    return count;
-}
-
 /* Everything a test needs: the case, the results, a folder and the written file, open. */
 typedef struct written {
     cpparity_case source; /* the tiny case */
@@ -235,7 +219,7 @@ typedef struct written {
 static void write_and_open(written *w) {
     make_case(&w->source);
     make_results(&w->results, &w->source);
-    make_folder(w->folder, sizeof w->folder);
+    test_make_folder(w->folder, sizeof w->folder);
     snprintf(w->path, sizeof w->path, "%s/results.h5", w->folder);
     cpparity_error error = {0};
     cr_assert_eq(results_file_write(&w->results, w->path, &error), CPPARITY_OK, "%s",
@@ -581,7 +565,7 @@ Test(results_file, no_discrimination_records__no_dataset) {
     results.discrimination = NULL;
     results.discrimination_count = 0;
     char folder[64], path[128];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/results.h5", folder);
     cr_assert_eq(results_file_write(&results, path, NULL), CPPARITY_OK);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -596,7 +580,7 @@ Test(results_file, no_discrimination_records__no_dataset) {
 Test(results_file, success__leaves_only_the_file_in_the_folder) {
     written w;
     write_and_open(&w);
-    cr_expect_eq(count_entries(w.folder), 1, "no temporary file may be left behind");
+    cr_expect_eq(test_count_entries(w.folder), 1, "no temporary file may be left behind");
     close_and_remove(&w);
 }
 
@@ -606,7 +590,7 @@ Test(results_file, existing_destination__refused_as_bad_input_and_left_untouched
     make_case(&source);
     make_results(&results, &source);
     char folder[64], path[128], text[32] = "";
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/results.h5", folder);
     FILE *stream = fopen(path, "w");
     cr_assert_not_null(stream);
@@ -620,7 +604,7 @@ Test(results_file, existing_destination__refused_as_bad_input_and_left_untouched
     cr_assert_not_null(fgets(text, sizeof text, stream));
     fclose(stream);
     cr_expect_str_eq(text, "precious");
-    cr_expect_eq(count_entries(folder), 1, "no temporary file may be left behind");
+    cr_expect_eq(test_count_entries(folder), 1, "no temporary file may be left behind");
     unlink(path);
     rmdir(folder);
     run_results_free(&results);
@@ -633,13 +617,13 @@ Test(results_file, failure_while_writing__leaves_nothing_behind) {
     make_results(&results, &source);
     results.items[2].cp = 2; /* two items for the same case, dtype and cp: HDF5 refuses */
     char folder[64], path[128];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/results.h5", folder);
     cpparity_error error = {0};
     cr_expect_eq(results_file_write(&results, path, &error), CPPARITY_ERROR_RUNTIME);
     cr_expect(strstr(error.message, "HDF5") != NULL && strstr(error.message, "cp_2") != NULL,
               "the failing object is named: %s", error.message);
-    cr_expect_eq(count_entries(folder), 0, "neither the file nor a temporary file may remain");
+    cr_expect_eq(test_count_entries(folder), 0, "neither the file nor a temporary file may remain");
     rmdir(folder);
     run_results_free(&results);
 }
@@ -651,12 +635,12 @@ Test(results_file, shape_not_matching_count__runtime_error_and_nothing_behind) {
     make_results(&results, &source);
     results.items[1].tensors[1].shape[2] = 12;
     char folder[64], path[128];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/results.h5", folder);
     cpparity_error error = {0};
     cr_expect_eq(results_file_write(&results, path, &error), CPPARITY_ERROR_RUNTIME);
     cr_expect(strstr(error.message, "logits") != NULL, "%s", error.message);
-    cr_expect_eq(count_entries(folder), 0);
+    cr_expect_eq(test_count_entries(folder), 0);
     rmdir(folder);
     run_results_free(&results);
 }
@@ -671,7 +655,7 @@ Test(results_file, same_case_name_from_two_suites__second_group_gets_a_suffix) {
     results.items[2].source = &other;
     snprintf(results.items[2].suite_path, sizeof results.items[2].suite_path, "cases/other.yaml");
     char folder[64], path[128];
-    make_folder(folder, sizeof folder);
+    test_make_folder(folder, sizeof folder);
     snprintf(path, sizeof path, "%s/results.h5", folder);
     cr_assert_eq(results_file_write(&results, path, NULL), CPPARITY_OK);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
