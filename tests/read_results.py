@@ -1,38 +1,54 @@
 #!/usr/bin/env python3
 """Reads a `cpparity run` results file with h5py, the way docs/results-file.md tells users to,
-and checks that what a reader needs is there: provenance, the summary, every case and run with
-its metrics table (tolerance, origin, verdict per tensor and rank). Exit 0 when readable."""
+and checks what a reader needs: provenance, the summary, every case and run with its metrics
+table (tolerance, origin, verdict per tensor and rank), and the tensors --store kept.
+
+usage: read_results.py RESULTS.h5 --stored none|all
+  none: passing runs keep no tensors (--store failures or metrics)
+  all:  every compared tensor is stored with its float64 reference (--store all)
+Exit 0 when everything checks out."""
+import argparse
 import sys
 
 import h5py
 
 
-def main(path):
-    with h5py.File(path, "r") as results:
-        assert results.attrs["format"] in (b"cpparity-results", "cpparity-results")
+def text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results")
+    parser.add_argument("--stored", choices=("none", "all"), required=True)
+    arguments = parser.parse_args()
+    runs = 0
+    with h5py.File(arguments.results, "r") as results:
+        assert text(results.attrs["format"]) == "cpparity-results"
         provenance = results["provenance"].attrs
         for key in ("version", "git_commit", "command_line", "comm", "start_time", "end_time"):
             assert key in provenance, f"provenance lacks {key}"
         summary = results["summary"].attrs
         assert int(summary["failed"]) == 0 and int(summary["passed"]) > 0
-        runs = 0
         for case_name, case in results["cases"].items():
-            dtypes = [group for group in case.values() if isinstance(group, h5py.Group)]
-            for dtype in dtypes:
+            for dtype in (group for group in case.values() if isinstance(group, h5py.Group)):
                 for run_name, run in dtype.items():
+                    if text(run.attrs["outcome"]) != "PASS":
+                        continue
+                    where = f"{case_name}/{run_name}"
                     metrics = run["metrics"][()]
-                    outcome = run.attrs["outcome"]
-                    outcome = outcome.decode() if isinstance(outcome, bytes) else outcome
-                    if outcome == "PASS":
-                        assert len(metrics) == int(run.attrs["tensors_expected"]), (
-                            case_name, run_name)
-                        assert all(metrics["passed"]), (case_name, run_name)
-                        assert set(metrics["ratio_origin"]) <= {b"default", b"suite", b"case"}
-                        runs += 1
-        assert runs > 0, "no passing run found"
-    print(f"read_results: {path}: {runs} passing runs with complete metrics")
+                    assert len(metrics) == int(run.attrs["tensors_expected"]), where
+                    assert all(metrics["passed"]), where
+                    assert set(metrics["ratio_origin"]) <= {b"default", b"suite", b"case"}
+                    stored = len(run["tensors"])
+                    expected = 2 * len(metrics) if arguments.stored == "all" else 0
+                    assert stored == expected, f"{where}: {stored} stored, expected {expected}"
+                    runs += 1
+    assert runs > 0, "no passing run found"
+    print(f"read_results: {arguments.results}: {runs} passing runs with complete metrics, "
+          f"stored tensors as --store {arguments.stored} says")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main())
