@@ -33,11 +33,13 @@ static void free_item_tensors(run_item *item) {
     item->tensor_count = 0;
 }
 
-/* Unpacked items land at their plan index in the results (rank 0). */
+/* Unpacked items land at their plan index in the results (rank 0) and are printed as they
+ * arrive. */
 static void store_item(int64_t plan_index, run_item *item, void *context) {
     run_results *results = context;
     free_item_tensors(&results->items[plan_index]);
     results->items[plan_index] = *item;
+    console_item(stdout, &results->items[plan_index]);
 }
 
 static int compare_sizes(const void *a, const void *b) {
@@ -65,66 +67,74 @@ static cpparity_status share_baselines(cpparity_comm *world, baseline_table *tab
                               CPPARITY_INT8, 0, NULL, error);
 }
 
-/* Runs every runnable item of one cp size; finished items reach rank 0's results. */
-static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run_options *options,
-                                 int64_t cp, const baseline_table *baselines, run_results *results,
-                                 cpparity_error *error) {
-    const int groups = (int)(world->size / cp);
-    const int color = (int)(world->rank / cp);
-    cpparity_comm *group = NULL;
-    cpparity_status status = cpparity_comm_split(world, color, world->rank, &group, error);
-    if (status != CPPARITY_OK) {
-        return status;
-    }
-    byte_buffer packed = {0};
-    int64_t assigned = 0;
-    for (int64_t i = 0; i < plan->item_count && status == CPPARITY_OK; i++) {
-        const run_plan_item *planned = &plan->items[i];
-        if (!planned->runnable || planned->cp != cp) {
-            continue;
-        }
-        if (assigned++ % groups != color) {
-            continue;
-        }
-        if (group->rank == 0) {
-            console_progress(plan->cases[planned->case_index]->name, cp,
-                             cpparity_dtype_name(planned->dtype));
-        }
-        run_item item;
-        status = run_item_execute(group, plan, i, options, cpparity_cpu_f32_kernel(), baselines,
-                                  &item, error);
-        if (status == CPPARITY_OK && group->rank == 0) {
-            status = run_exchange_pack(&packed, i, &item, error);
-        }
-        free_item_tensors(&item);
-    }
-    if (status != CPPARITY_OK) {
-        byte_buffer_free(&packed);
-        cpparity_comm_free(group);
-        return status;
-    }
+/* Sends what the group leaders packed to rank 0, which stores and prints those items. */
+static cpparity_status collect(cpparity_comm *world, run_plan *plan, const byte_buffer *packed,
+                               run_results *results, cpparity_error *error) {
     void *received = NULL;
     int64_t *sizes = calloc((size_t)world->size, sizeof *sizes);
-    status = sizes == NULL ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
-                           : cpparity_gather_bytes(world, packed.data, packed.size, &received,
-                                                   sizes, 0, error);
+    cpparity_status status =
+        sizes == NULL
+            ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
+            : cpparity_gather_bytes(world, packed->data, packed->size, &received, sizes, 0, error);
     if (status == CPPARITY_OK && world->rank == 0) {
         int64_t total = 0;
         for (int r = 0; r < world->size; r++) {
             total += sizes[r];
         }
-        status = run_exchange_unpack(received, total, plan, store_item, results, error);
         console_progress_clear();
-        for (int64_t i = 0; i < plan->item_count && status == CPPARITY_OK; i++) {
-            if (plan->items[i].runnable && plan->items[i].cp == cp) {
-                console_item(stdout, &results->items[i]);
-            }
-        }
+        status = run_exchange_unpack(received, total, plan, store_item, results, error);
     }
     free(received);
     free(sizes);
-    byte_buffer_free(&packed);
+    return status;
+}
+
+/* Runs every runnable item of one cp size on N/cp groups, in rounds: in round r, group g runs
+ * the (r·groups + g)-th item, then every rank meets to send finished items to rank 0. An idle
+ * group therefore waits at most one item's time, never a whole phase, before its next
+ * collective (which has a deadline). */
+static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run_options *options,
+                                 int64_t cp, const baseline_table *baselines, run_results *results,
+                                 cpparity_error *error) {
+    const int groups = (int)(world->size / cp);
+    const int color = (int)(world->rank / cp);
+    int64_t *phase_items = malloc((size_t)(plan->item_count + 1) * sizeof *phase_items);
+    if (phase_items == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    int64_t count = 0;
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        if (plan->items[i].runnable && plan->items[i].cp == cp) {
+            phase_items[count++] = i;
+        }
+    }
+    cpparity_comm *group = NULL;
+    cpparity_status status = cpparity_comm_split(world, color, world->rank, &group, error);
+    for (int64_t round = 0; status == CPPARITY_OK && round * groups < count; round++) {
+        byte_buffer packed = {0};
+        const int64_t position = round * groups + color;
+        if (position < count) {
+            const int64_t i = phase_items[position];
+            const run_plan_item *planned = &plan->items[i];
+            if (group->rank == 0) {
+                console_progress(plan->cases[planned->case_index]->name, cp,
+                                 cpparity_dtype_name(planned->dtype));
+            }
+            run_item item;
+            status = run_item_execute(group, plan, i, options, cpparity_cpu_f32_kernel(), baselines,
+                                      &item, error);
+            if (status == CPPARITY_OK && group->rank == 0) {
+                status = run_exchange_pack(&packed, i, &item, error);
+            }
+            free_item_tensors(&item);
+        }
+        if (status == CPPARITY_OK) {
+            status = collect(world, plan, &packed, results, error);
+        }
+        byte_buffer_free(&packed);
+    }
     cpparity_comm_free(group);
+    free(phase_items);
     return status;
 }
 
