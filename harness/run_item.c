@@ -189,6 +189,29 @@ static bool fully_masked(const reference_model *reference, int64_t b, int64_t t)
     return false;
 }
 
+/* The reference logits of the slice [offset, offset + L) of every row, [B, L, V]; positions
+ * past S (automatic padding) are 0. When include is not NULL it marks the compared elements:
+ * real positions whose query row is not fully masked. */
+static void reference_logits_slice(double *slice, uint8_t *include, const reference_model *ref,
+                                   int64_t local_len, int64_t offset) {
+    const int64_t B = ref->batch, S = ref->seq_len, V = ref->config.vocab_size;
+    const double *logits = reference_model_logits(ref);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t t = 0; t < local_len; t++) {
+            const int64_t position = offset + t;
+            const bool real = position < S;
+            const bool compared = real && !fully_masked(ref, b, position);
+            for (int64_t v = 0; v < V; v++) {
+                const int64_t i = (b * local_len + t) * V + v;
+                slice[i] = real ? logits[(b * S + position) * V + v] : 0.0;
+                if (include != NULL) {
+                    include[i] = compared ? 1 : 0;
+                }
+            }
+        }
+    }
+}
+
 typedef struct comparison_inputs {
     const reference_model *reference;
     const float *losses;    /* [cp] */
@@ -224,22 +247,9 @@ static cpparity_status compare_all(run_item *item, const comparison_inputs *in,
             keep_values(record, &in->losses[r], &ref->loss, 1);
         }
     }
-    const double *reference_logits = reference_model_logits(ref);
     for (int64_t r = 0; r < cp; r++) {
         const int64_t offset = r * L;
-        for (int64_t b = 0; b < B; b++) {
-            for (int64_t t = 0; t < L; t++) {
-                const int64_t position = offset + t;
-                const bool real = position < c->seq_len;
-                const bool compared = real && !fully_masked(ref, b, position);
-                for (int64_t v = 0; v < V; v++) {
-                    const int64_t i = (b * L + t) * V + v;
-                    reference_slice[i] =
-                        real ? reference_logits[(b * c->seq_len + position) * V + v] : 0.0;
-                    include[i] = compared ? 1 : 0;
-                }
-            }
-        }
+        reference_logits_slice(reference_slice, include, ref, L, offset);
         tensor_record *record =
             add_record(item, "logits", CPPARITY_KIND_LOGITS, (int)r, 3, (int64_t[]){B, L, V});
         record->position_offset = offset;
@@ -374,17 +384,9 @@ static void keep_failures(run_item *item, const comparison_inputs *in) {
             }
         } else if (record->kind == CPPARITY_KIND_LOGITS) {
             const int64_t slice = B * L * V;
-            double *reference = calloc((size_t)slice, sizeof(double));
-            const double *logits = reference_model_logits(in->reference);
-            for (int64_t b = 0; reference != NULL && b < B; b++) {
-                for (int64_t t = 0; t < L; t++) {
-                    const int64_t position = record->position_offset + t;
-                    if (position < item->source->seq_len) {
-                        memcpy(reference + (b * L + t) * V,
-                               logits + (b * item->source->seq_len + position) * V,
-                               (size_t)V * sizeof(double));
-                    }
-                }
+            double *reference = malloc((size_t)slice * sizeof(double));
+            if (reference != NULL) {
+                reference_logits_slice(reference, NULL, in->reference, L, record->position_offset);
             }
             if (reference != NULL) {
                 keep_values(record, in->logits + record->rank * slice, reference, slice);
