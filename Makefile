@@ -35,20 +35,25 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The CI suite on 2 ranks (COMM=local threads by default, COMM=mpi through mpirun), into a new
-# dated results file; results/latest.h5 then points at it (replaced atomically).
+# dated results file and Markdown report; results/latest.h5 and results/latest.md then point at
+# them (replaced atomically).
 COMM ?= local
 RANKS ?= 2
 MPIRUN_FLAGS ?= --oversubscribe $(shell [ "$$(id -u)" = 0 ] && echo --allow-run-as-root)
 run: build
 	@mkdir -p results
-	@stamp=$$(date -u +%Y%m%dT%H%M%SZ); out=results/$$stamp.h5; \
+	@stamp=$$(date -u +%Y%m%dT%H%M%SZ); out=results/$$stamp.h5; report=results/$$stamp.md; \
 	if [ "$(COMM)" = mpi ]; then \
-	  mpirun -np $(RANKS) $(MPIRUN_FLAGS) $(BUILD_DIR)/cpparity run cases/ci.yaml --out $$out; \
+	  mpirun -np $(RANKS) $(MPIRUN_FLAGS) $(BUILD_DIR)/cpparity run cases/ci.yaml \
+	    --out $$out --markdown $$report; \
 	else \
-	  $(BUILD_DIR)/cpparity run cases/ci.yaml --comm local --ranks $(RANKS) --out $$out; \
+	  $(BUILD_DIR)/cpparity run cases/ci.yaml --comm local --ranks $(RANKS) \
+	    --out $$out --markdown $$report; \
 	fi; code=$$?; \
-	if [ -f $$out ]; then ln -sfn $$stamp.h5 results/.latest.h5.tmp && \
-	  mv -Tf results/.latest.h5.tmp results/latest.h5 && echo "results/latest.h5 -> $$out"; fi; \
+	for file in $$out $$report; do \
+	  if [ -f $$file ]; then name=$$(basename $$file); link=results/latest.$${name##*.}; \
+	    ln -sfn $$name $$link.tmp && mv -Tf $$link.tmp $$link && echo "$$link -> $$file"; fi; \
+	done; \
 	exit $$code
 
 format:
