@@ -13,12 +13,15 @@
 
 #include "common/error.h"
 #include "harness/case.h"
+#include "harness/reference_cache.h"
 #include "harness/run_results.h"
 
-/* Appends to results->discrimination one record per feature the case uses. threshold_limit is
- * the tightest limit applied to the case's tensors (the threshold is 10× it); seed the fixture
- * seed the case ran with. */
+/* Appends to results->discrimination one record per feature the case uses. normal is the
+ * case's reference run with every feature (reference_cache.h); threshold_limit is the tightest
+ * limit applied to the case's tensors (the threshold is 10× it); seed the fixture seed the case
+ * ran with. */
 cpparity_status discrimination_check(run_results *results, const cpparity_case *checked,
-                                     uint64_t seed, double threshold_limit, cpparity_error *error);
+                                     const reference_outputs *normal, uint64_t seed,
+                                     double threshold_limit, cpparity_error *error);
 
 #endif

@@ -89,41 +89,55 @@ static cpparity_status collect(cpparity_comm *world, run_plan *plan, const byte_
     return status;
 }
 
-/* Runs every runnable item of one cp size on N/cp groups, in rounds: in round r, group g runs
- * the (r·groups + g)-th item, then every rank meets to send finished items to rank 0. An idle
- * group therefore waits at most one item's time, never a whole phase, before its next
- * collective (which has a deadline). */
+/* Runs every runnable item of one cp size on N/cp groups. Each case has a home rank (its index
+ * modulo N): the group holding that rank runs the case's items, and the home rank computes the
+ * case's float64 reference once (reference_cache) and compares every cp size and dtype of it.
+ * Items run in rounds: in round r every group runs the r-th item of its queue, then every rank
+ * meets to send finished items to rank 0, so an idle group waits at most one item, never a whole
+ * phase, before its next (deadline-bound) collective. */
 static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run_options *options,
-                                 int64_t cp, const baseline_table *baselines, run_results *results,
+                                 int64_t cp, const baseline_table *baselines,
+                                 reference_cache *cache, run_results *results,
                                  cpparity_error *error) {
     const int groups = (int)(world->size / cp);
     const int color = (int)(world->rank / cp);
-    int64_t *phase_items = malloc((size_t)(plan->item_count + 1) * sizeof *phase_items);
-    if (phase_items == NULL) {
+    /* this group's queue, in plan order */
+    int64_t *queue = malloc((size_t)(plan->item_count + 1) * sizeof *queue);
+    int64_t *queue_lengths = calloc((size_t)groups, sizeof *queue_lengths);
+    if (queue == NULL || queue_lengths == NULL) {
+        free(queue);
+        free(queue_lengths);
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
     }
-    int64_t count = 0;
+    int64_t mine = 0, rounds = 0;
     for (int64_t i = 0; i < plan->item_count; i++) {
-        if (plan->items[i].runnable && plan->items[i].cp == cp) {
-            phase_items[count++] = i;
+        if (!plan->items[i].runnable || plan->items[i].cp != cp) {
+            continue;
+        }
+        const int home = (int)(plan->items[i].case_index % world->size);
+        const int group_of_item = (int)(home / cp);
+        queue_lengths[group_of_item]++;
+        rounds = queue_lengths[group_of_item] > rounds ? queue_lengths[group_of_item] : rounds;
+        if (group_of_item == color) {
+            queue[mine++] = i;
         }
     }
     cpparity_comm *group = NULL;
     cpparity_status status = cpparity_comm_split(world, color, world->rank, &group, error);
-    for (int64_t round = 0; status == CPPARITY_OK && round * groups < count; round++) {
+    for (int64_t round = 0; status == CPPARITY_OK && round < rounds; round++) {
         byte_buffer packed = {0};
-        const int64_t position = round * groups + color;
-        if (position < count) {
-            const int64_t i = phase_items[position];
+        if (round < mine) {
+            const int64_t i = queue[round];
             const run_plan_item *planned = &plan->items[i];
-            if (group->rank == 0) {
+            const int root = (int)(planned->case_index % world->size % cp);
+            if (group->rank == root) {
                 console_progress(plan->cases[planned->case_index]->name, cp,
                                  cpparity_dtype_name(planned->dtype));
             }
             run_item item;
-            status = run_item_execute(group, plan, i, options, cpparity_cpu_f32_kernel(), baselines,
-                                      &item, error);
-            if (status == CPPARITY_OK && group->rank == 0) {
+            status = run_item_execute(group, root, plan, i, options, cpparity_cpu_f32_kernel(),
+                                      baselines, cache, &item, error);
+            if (status == CPPARITY_OK && group->rank == root) {
                 status = run_exchange_pack(&packed, i, &item, error);
             }
             free_item_tensors(&item);
@@ -134,7 +148,8 @@ static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run
         byte_buffer_free(&packed);
     }
     cpparity_comm_free(group);
-    free(phase_items);
+    free(queue);
+    free(queue_lengths);
     return status;
 }
 
@@ -154,6 +169,89 @@ static double tightest_limit(const run_results *results, const cpparity_case *c)
         }
     }
     return isfinite(tightest[0]) ? tightest[0] : tightest[1];
+}
+
+/* The discrimination check (discrimination.h): each case's home rank reruns its reference with
+ * one mask feature off at a time, against the cached full reference; the records reach rank 0,
+ * which keeps them in case order. Rank 0 first sends every rank each case's tightest limit. */
+static cpparity_status run_discrimination(cpparity_comm *world, run_plan *plan,
+                                          const run_options *options, reference_cache *cache,
+                                          run_results *results, cpparity_error *error) {
+    const int64_t cases = plan->case_count;
+    double *limits = malloc((size_t)(cases + 1) * sizeof *limits);
+    if (limits == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    for (int64_t c = 0; world->rank == 0 && c < cases; c++) {
+        limits[c] = tightest_limit(results, plan->cases[c]);
+    }
+    cpparity_status status =
+        cpparity_broadcast(world, limits, cases, CPPARITY_FLOAT64, 0, NULL, error);
+    run_results local;
+    memset(&local, 0, sizeof local);
+    byte_buffer packed = {0};
+    for (int64_t c = world->rank; status == CPPARITY_OK && c < cases; c += world->size) {
+        if (!isfinite(limits[c])) {
+            continue; /* nothing of this case was compared */
+        }
+        const cpparity_case *checked = plan->cases[c];
+        const uint64_t seed = options->seed_set ? options->seed : checked->seed;
+        const reference_outputs *normal = NULL;
+        int computed_now = 0;
+        const int64_t first = local.discrimination_count;
+        status = reference_cache_get(cache, c, checked, seed, &normal, &computed_now, error);
+        if (status == CPPARITY_OK) {
+            status = discrimination_check(&local, checked, normal, seed, limits[c], error);
+        }
+        for (int64_t r = first; status == CPPARITY_OK && r < local.discrimination_count; r++) {
+            status = run_exchange_append(&packed, &c, sizeof c, error);
+            if (status == CPPARITY_OK) {
+                status = run_exchange_append(&packed, &local.discrimination[r],
+                                             sizeof local.discrimination[r], error);
+            }
+        }
+    }
+    free(local.discrimination);
+    free(limits);
+    void *received = NULL;
+    int64_t *sizes = calloc((size_t)world->size, sizeof *sizes);
+    if (status == CPPARITY_OK && sizes == NULL) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    if (status == CPPARITY_OK) {
+        status = cpparity_gather_bytes(world, packed.data, packed.size, &received, sizes, 0, error);
+    }
+    if (status == CPPARITY_OK && world->rank == 0) {
+        int64_t total = 0;
+        for (int r = 0; r < world->size; r++) {
+            total += sizes[r];
+        }
+        const int64_t entry = (int64_t)(sizeof(int64_t) + sizeof(discrimination_record));
+        const int64_t count = total / entry;
+        results->discrimination = calloc((size_t)count + 1, sizeof *results->discrimination);
+        if (results->discrimination == NULL) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        }
+        /* case order; within a case, the order its home rank checked the features in */
+        for (int64_t c = 0; status == CPPARITY_OK && c < cases; c++) {
+            for (int64_t e = 0; e < count; e++) {
+                int64_t index;
+                memcpy(&index, (const uint8_t *)received + e * entry, sizeof index);
+                if (index != c) {
+                    continue;
+                }
+                discrimination_record *record =
+                    &results->discrimination[results->discrimination_count++];
+                memcpy(record, (const uint8_t *)received + e * entry + sizeof index,
+                       sizeof *record);
+                record->source = plan->cases[c];
+            }
+        }
+    }
+    free(received);
+    free(sizes);
+    byte_buffer_free(&packed);
+    return status;
 }
 
 static int exit_code(const run_results *results) {
@@ -198,16 +296,6 @@ static int finish(run_results *results, run_plan *plan, const run_options *optio
     }
     cpparity_error error;
     int code = exit_code(results);
-    for (int64_t c = 0; c < plan->case_count; c++) {
-        const double limit = tightest_limit(results, plan->cases[c]);
-        uint64_t seed = options->seed_set ? options->seed : plan->cases[c]->seed;
-        if (isfinite(limit) &&
-            discrimination_check(results, plan->cases[c], seed, limit, &error) != CPPARITY_OK) {
-            fprintf(stderr, "cpparity run: discrimination check of %s: %s\n", plan->cases[c]->name,
-                    error.message);
-            code = code > 3 ? code : 3;
-        }
-    }
     console_discrimination(stdout, results);
     utc_now(results->provenance.end_time, sizeof results->provenance.end_time);
     const struct {
@@ -292,8 +380,9 @@ int run_job(cpparity_comm *world, run_plan *plan, const run_options *options,
     }
     qsort(sizes, (size_t)size_count, sizeof *sizes, compare_sizes);
     baseline_table baselines = {0};
+    reference_cache cache = {0};
     for (int s = 0; s < size_count && status == CPPARITY_OK; s++) {
-        status = run_phase(world, plan, options, sizes[s], &baselines, &results, &error);
+        status = run_phase(world, plan, options, sizes[s], &baselines, &cache, &results, &error);
         if (status == CPPARITY_OK && sizes[s] == 1) {
             for (int64_t i = 0; world->rank == 0 && i < plan->item_count && status == CPPARITY_OK;
                  i++) {
@@ -307,7 +396,11 @@ int run_job(cpparity_comm *world, run_plan *plan, const run_options *options,
             }
         }
     }
+    if (status == CPPARITY_OK) {
+        status = run_discrimination(world, plan, options, &cache, &results, &error);
+    }
     baseline_table_free(&baselines);
+    reference_cache_free(&cache);
     int64_t code = 0;
     if (status != CPPARITY_OK) {
         fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, error.message);

@@ -9,8 +9,8 @@ void byte_buffer_free(byte_buffer *buffer) {
     memset(buffer, 0, sizeof *buffer);
 }
 
-static cpparity_status append(byte_buffer *buffer, const void *data, int64_t size,
-                              cpparity_error *error) {
+cpparity_status run_exchange_append(byte_buffer *buffer, const void *data, int64_t size,
+                                    cpparity_error *error) {
     if (buffer->size + size > buffer->capacity) {
         int64_t capacity = buffer->capacity * 2 + size + 4096;
         uint8_t *grown = realloc(buffer->data, (size_t)capacity);
@@ -41,22 +41,24 @@ static int64_t stored_count(const tensor_record *record) {
 
 cpparity_status run_exchange_pack(byte_buffer *buffer, int64_t plan_index, const run_item *item,
                                   cpparity_error *error) {
-    cpparity_status status = append(buffer, &plan_index, sizeof plan_index, error);
+    cpparity_status status = run_exchange_append(buffer, &plan_index, sizeof plan_index, error);
     if (status == CPPARITY_OK) {
-        status = append(buffer, item, sizeof *item, error);
+        status = run_exchange_append(buffer, item, sizeof *item, error);
     }
     for (int64_t i = 0; i < item->tensor_count && status == CPPARITY_OK; i++) {
         const tensor_record *record = &item->tensors[i];
         const int64_t count = stored_count(record);
-        status = append(buffer, record, sizeof *record, error);
+        status = run_exchange_append(buffer, record, sizeof *record, error);
         if (status == CPPARITY_OK) {
-            status = append(buffer, &count, sizeof count, error);
+            status = run_exchange_append(buffer, &count, sizeof count, error);
         }
         if (status == CPPARITY_OK && count > 0) {
-            status = append(buffer, record->values, count * (int64_t)sizeof(float), error);
+            status =
+                run_exchange_append(buffer, record->values, count * (int64_t)sizeof(float), error);
         }
         if (status == CPPARITY_OK && count > 0) {
-            status = append(buffer, record->reference, count * (int64_t)sizeof(double), error);
+            status = run_exchange_append(buffer, record->reference, count * (int64_t)sizeof(double),
+                                         error);
         }
     }
     return status;

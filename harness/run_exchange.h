@@ -20,6 +20,10 @@ typedef struct byte_buffer {
 
 void byte_buffer_free(byte_buffer *buffer);
 
+/* Appends size bytes of data to buffer. CPPARITY_ERROR_RUNTIME when out of memory. */
+cpparity_status run_exchange_append(byte_buffer *buffer, const void *data, int64_t size,
+                                    cpparity_error *error);
+
 /* Appends item (which ran plan item plan_index) with its tensors and stored values. */
 cpparity_status run_exchange_pack(byte_buffer *buffer, int64_t plan_index, const run_item *item,
                                   cpparity_error *error);

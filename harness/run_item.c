@@ -11,7 +11,7 @@
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "harness/monotonic_clock.h"
-#include "reference/model.h"
+#include "harness/reference_cache.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* baseline table                                                                           */
@@ -176,31 +176,19 @@ static void keep_values(tensor_record *record, const float *values, const double
     }
 }
 
-/* Is query row (b, t) fully masked in some layer of the reference (lse = −∞)? Its logits are
- * "don't care" (masks.md) and excluded from comparison. */
-static bool fully_masked(const reference_model *reference, int64_t b, int64_t t) {
-    const int64_t S = reference->seq_len, H = reference->config.num_attention_heads;
-    for (int64_t l = 0; l < reference->config.num_hidden_layers; l++) {
-        const double lse = reference->activations[reference->layer[l].lse + (b * H) * S + t];
-        if (lse == -INFINITY) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* The reference logits of the slice [offset, offset + L) of every row, [B, L, V]; positions
  * past S (automatic padding) are 0. When include is not NULL it marks the compared elements:
  * real positions whose query row is not fully masked. */
-static void reference_logits_slice(double *slice, uint8_t *include, const reference_model *ref,
+static void reference_logits_slice(double *slice, uint8_t *include, const reference_outputs *ref,
                                    int64_t local_len, int64_t offset) {
-    const int64_t B = ref->batch, S = ref->seq_len, V = ref->config.vocab_size;
-    const double *logits = reference_model_logits(ref);
+    const int64_t B = ref->batch, S = ref->seq_len, V = ref->vocab;
+    const double *logits = ref->logits;
     for (int64_t b = 0; b < B; b++) {
         for (int64_t t = 0; t < local_len; t++) {
             const int64_t position = offset + t;
             const bool real = position < S;
-            const bool compared = real && !fully_masked(ref, b, position);
+            /* fully masked query rows: logits are "don't care" (masks.md), not compared */
+            const bool compared = real && !ref->fully_masked[b * S + position];
             for (int64_t v = 0; v < V; v++) {
                 const int64_t i = (b * local_len + t) * V + v;
                 slice[i] = real ? logits[(b * S + position) * V + v] : 0.0;
@@ -213,7 +201,7 @@ static void reference_logits_slice(double *slice, uint8_t *include, const refere
 }
 
 typedef struct comparison_inputs {
-    const reference_model *reference;
+    const reference_outputs *reference;
     const float *losses;    /* [cp] */
     const float *logits;    /* [cp][B, L, V] */
     const float *gradients; /* [cp][P] */
@@ -223,7 +211,7 @@ typedef struct comparison_inputs {
 
 static cpparity_status compare_all(run_item *item, const comparison_inputs *in,
                                    cpparity_error *error) {
-    const reference_model *ref = in->reference;
+    const reference_outputs *ref = in->reference;
     const cpparity_case *c = item->source;
     const int64_t cp = item->cp, B = c->batch_size, L = in->layout.local_len;
     const int64_t V = c->model.vocab_size, P = ref->parameter_table.total;
@@ -398,19 +386,20 @@ static void keep_failures(run_item *item, const comparison_inputs *in) {
 
 /* ---------------------------------------------------------------------------------------- */
 
-/* Gathers `bytes` from every rank of group into a malloc'd array on rank 0 (NULL elsewhere).
- * On rank 0, *mismatch (when not NULL) is the first rank whose contribution was not `bytes`
+/* Gathers `bytes` from every rank of group into a malloc'd array on root (NULL elsewhere).
+ * On root, *mismatch (when not NULL) is the first rank whose contribution was not `bytes`
  * long, or −1. */
-static cpparity_status gather(cpparity_comm *group, const void *data, int64_t bytes,
+static cpparity_status gather(cpparity_comm *group, int root, const void *data, int64_t bytes,
                               void **received, int *mismatch, cpparity_error *error) {
     int64_t *sizes = calloc((size_t)group->size, sizeof *sizes);
     if (sizes == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
     }
-    cpparity_status status = cpparity_gather_bytes(group, data, bytes, received, sizes, 0, error);
+    cpparity_status status =
+        cpparity_gather_bytes(group, data, bytes, received, sizes, root, error);
     if (mismatch != NULL) {
         *mismatch = -1;
-        for (int r = 0; status == CPPARITY_OK && group->rank == 0 && r < group->size; r++) {
+        for (int r = 0; status == CPPARITY_OK && group->rank == root && r < group->size; r++) {
             if (sizes[r] != bytes && *mismatch < 0) {
                 *mismatch = r;
             }
@@ -420,11 +409,11 @@ static cpparity_status gather(cpparity_comm *group, const void *data, int64_t by
     return status;
 }
 
-cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int64_t index,
-                                 const run_options *options,
+cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan *plan,
+                                 int64_t index, const run_options *options,
                                  const cpparity_attention_kernel *kernel,
-                                 const baseline_table *baselines, run_item *item,
-                                 cpparity_error *error) {
+                                 const baseline_table *baselines, reference_cache *cache,
+                                 run_item *item, cpparity_error *error) {
     const run_plan_item *planned = &plan->items[index];
     const cpparity_case *c = plan->cases[planned->case_index];
     memset(item, 0, sizeof *item);
@@ -440,7 +429,7 @@ cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int
     /* refusals come before any compute, identically on every rank */
     cpparity_error refusal;
     if (f32_model_check_parallelism(&c->model, planned->cp, &refusal) != CPPARITY_OK) {
-        if (group->rank == 0) {
+        if (group->rank == root) {
             const bool expected = c->expect_refuse && strstr(refusal.message, c->refusal) != NULL;
             item->outcome = expected ? RUN_REFUSED : c->expect_refuse ? RUN_FAIL : RUN_ERROR;
             item->error_status = CPPARITY_ERROR_INPUT; /* refused unexpectedly: bad input */
@@ -469,9 +458,9 @@ cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int
     void *messages = NULL;
     if (agreed != CPPARITY_OK) {
         /* every rank's message reaches rank 0, which reports the first one */
-        status = gather(group, local_error.message, (int64_t)sizeof local_error.message, &messages,
-                        NULL, error);
-        if (status == CPPARITY_OK && group->rank == 0) {
+        status = gather(group, root, local_error.message, (int64_t)sizeof local_error.message,
+                        &messages, NULL, error);
+        if (status == CPPARITY_OK && group->rank == root) {
             const char *first = "";
             for (int r = 0; r < group->size && first[0] == '\0'; r++) {
                 first = (const char *)messages + (size_t)r * sizeof local_error.message;
@@ -483,12 +472,12 @@ cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int
         free(messages);
         free(outputs.logits);
         free(outputs.gradients);
-        if (group->rank != 0) {
+        if (group->rank != root) {
             memset(item, 0, sizeof *item);
         }
         return status;
     }
-    if (c->expect_refuse && group->rank == 0) {
+    if (c->expect_refuse && group->rank == root) {
         item->outcome = RUN_FAIL;
         snprintf(item->message, sizeof item->message,
                  "expected a refusal containing '%s', but cp %lld ran", c->refusal,
@@ -499,64 +488,53 @@ cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int
     const int64_t slice = c->batch_size * layout.local_len * c->model.vocab_size;
     void *losses = NULL, *logits = NULL, *gradients = NULL;
     int mismatch = -1;
-    status = gather(group, &outputs.loss, sizeof(float), &losses, NULL, error);
+    status = gather(group, root, &outputs.loss, sizeof(float), &losses, NULL, error);
     if (status == CPPARITY_OK) {
-        status =
-            gather(group, outputs.logits, slice * (int64_t)sizeof(float), &logits, NULL, error);
+        status = gather(group, root, outputs.logits, slice * (int64_t)sizeof(float), &logits, NULL,
+                        error);
     }
     if (status == CPPARITY_OK) {
         /* every rank must deliver one value per parameter: a missing or extra gradient is a
          * failure, never silently realigned */
-        status = gather(group, outputs.gradients, outputs.parameter_count * (int64_t)sizeof(float),
-                        &gradients, &mismatch, error);
+        status =
+            gather(group, root, outputs.gradients, outputs.parameter_count * (int64_t)sizeof(float),
+                   &gradients, &mismatch, error);
     }
     free(outputs.logits);
     free(outputs.gradients);
-    if (status == CPPARITY_OK && group->rank == 0 && mismatch >= 0) {
+    if (status == CPPARITY_OK && group->rank == root && mismatch >= 0) {
         item->outcome = RUN_FAIL;
         snprintf(item->message, sizeof item->message,
-                 "rank %d delivered a different number of gradient values than rank 0: a missing "
-                 "or extra parameter gradient",
-                 mismatch);
+                 "rank %d delivered a different number of gradient values than rank %d: a "
+                 "missing or extra parameter gradient",
+                 mismatch, root);
     }
-    if (status == CPPARITY_OK && group->rank == 0 && !c->expect_refuse && mismatch < 0) {
+    if (status == CPPARITY_OK && group->rank == root && !c->expect_refuse && mismatch < 0) {
         item->seconds = outputs.seconds;
-        cpparity_batch batch = {0};
-        reference_model reference = {0};
-        const double start = monotonic_seconds();
+        const reference_outputs *reference = NULL;
+        int computed_now = 0;
         cpparity_error reference_error;
-        cpparity_status reference_status =
-            fixture_batch_build(&batch, c->rows, c->batch_size, c->seq_len, c->model.vocab_size,
-                                planned->seed, &reference_error);
-        if (reference_status == CPPARITY_OK) {
-            reference_status = reference_model_init(&reference, &c->model, c->batch_size,
-                                                    c->seq_len, &reference_error);
-        }
-        if (reference_status == CPPARITY_OK) {
-            fixture_fill_parameters(reference.parameters, &reference.parameter_table,
-                                    planned->seed);
-            reference_status = reference_model_forward(&reference, &batch, &reference_error);
-        }
-        if (reference_status == CPPARITY_OK) {
-            reference_status = reference_model_backward(&reference, &batch, &reference_error);
-        }
-        item->reference_seconds = monotonic_seconds() - start;
-        if (reference_status == CPPARITY_OK &&
-            outputs.parameter_count != reference.parameter_table.total) {
+        const cpparity_status reference_status =
+            reference_cache_get(cache, planned->case_index, c, planned->seed, &reference,
+                                &computed_now, &reference_error);
+        /* the reference's time is counted once, for the item that computed it */
+        item->reference_seconds =
+            reference_status == CPPARITY_OK && computed_now ? reference->seconds : 0.0;
+        if (reference_status != CPPARITY_OK) {
+            item->outcome = RUN_ERROR;
+            item->error_status = (int32_t)reference_status;
+            snprintf(item->message, sizeof item->message, "reference: %.1000s",
+                     reference_error.message);
+        } else if (outputs.parameter_count != reference->parameter_table.total) {
             item->outcome = RUN_FAIL;
             snprintf(item->message, sizeof item->message,
                      "the implementation has %lld gradient values, the reference %lld: a missing "
                      "or extra parameter gradient",
                      (long long)outputs.parameter_count,
-                     (long long)reference.parameter_table.total);
-        } else if (reference_status != CPPARITY_OK) {
-            item->outcome = RUN_ERROR;
-            item->error_status = (int32_t)reference_status;
-            snprintf(item->message, sizeof item->message, "reference: %.1000s",
-                     reference_error.message);
+                     (long long)reference->parameter_table.total);
         } else {
-            const comparison_inputs in = {&reference, losses, logits,
-                                          gradients,  layout, options->store};
+            const comparison_inputs in = {reference, losses, logits,
+                                          gradients, layout, options->store};
             status = compare_all(item, &in, error);
             if (status == CPPARITY_OK) {
                 run_item_decide(item, planned->case_index, baselines);
@@ -564,13 +542,11 @@ cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int
                 trim_stored(item, options->store);
             }
         }
-        reference_model_free(&reference);
-        fixture_batch_free(&batch);
     }
     free(losses);
     free(logits);
     free(gradients);
-    if (group->rank != 0) {
+    if (group->rank != root) {
         memset(item, 0, sizeof *item);
     }
     return status;

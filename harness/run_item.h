@@ -13,6 +13,7 @@
 #include "distributed/comm.h"
 #include "distributed/kernel.h"
 #include "harness/run_options.h"
+#include "harness/reference_cache.h"
 #include "harness/run_plan.h"
 #include "harness/run_results.h"
 
@@ -38,15 +39,16 @@ const baseline_entry *baseline_table_find(const baseline_table *table, int64_t c
                                           cpparity_dtype dtype, const char *name);
 void baseline_table_free(baseline_table *table);
 
-/* Runs plan item `index` on every rank of group (all must call it). On the group's rank 0,
- * fills *item (zeroed first; tensors owned by it), other ranks leave it zeroed. Item-level
- * problems (refusals, bad input, a failed kernel) become the item's outcome and message; only
- * a broken communicator returns an error. baselines is NULL for cp = 1 items. */
-cpparity_status run_item_execute(cpparity_comm *group, const run_plan *plan, int64_t index,
-                                 const run_options *options,
+/* Runs plan item `index` on every rank of group (all must call it with the same root). On
+ * group rank `root`, which computes (or finds in its cache) the float64 reference and compares,
+ * fills *item (zeroed first; tensors owned by it); other ranks leave it zeroed. Item-level
+ * problems (refusals, bad input, a failed kernel) become the item's outcome and message; only a
+ * broken communicator returns an error. baselines holds the cp = 1 errors (empty for cp = 1). */
+cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan *plan,
+                                 int64_t index, const run_options *options,
                                  const cpparity_attention_kernel *kernel,
-                                 const baseline_table *baselines, run_item *item,
-                                 cpparity_error *error);
+                                 const baseline_table *baselines, reference_cache *cache,
+                                 run_item *item, cpparity_error *error);
 
 /* Decides every tensor of a finished cp > 1 item against baselines, and its outcome (used by
  * run_item_execute; exposed for tests). */
