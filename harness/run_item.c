@@ -9,7 +9,6 @@
 #include "distributed/model_f32.h"
 #include "distributed/shard.h"
 #include "fixtures/batch_fixture.h"
-#include "fixtures/parameter_fixture.h"
 #include "harness/monotonic_clock.h"
 #include "harness/reference_cache.h"
 

@@ -21,6 +21,7 @@
 
 #include "distributed/comm.h"
 #include "distributed/comm_mpi.h"
+#include "tests/support/comm_hash.h"
 
 #define MAX_COUNT 64
 
@@ -43,29 +44,6 @@
 
 static const cpparity_element_type all_types[] = {CPPARITY_FLOAT32, CPPARITY_FLOAT64,
                                                   CPPARITY_INT64, CPPARITY_INT8, CPPARITY_BFLOAT16};
-
-/* Writes f(source, destination, index) of type to out (distinct for ranks < 4, index < 16). */
-static void hash_element(cpparity_element_type type, int source, int destination, int64_t index,
-                         void *out) {
-    int code = 64 * source + 16 * destination + (int)index;
-    switch (type) {
-    case CPPARITY_FLOAT32:
-        *(float *)out = (float)code + 0.25f;
-        break;
-    case CPPARITY_FLOAT64:
-        *(double *)out = (double)code + 0.125;
-        break;
-    case CPPARITY_INT64:
-        *(int64_t *)out = (int64_t)code * 1000000007LL - 5;
-        break;
-    case CPPARITY_INT8:
-        *(int8_t *)out = (int8_t)(uint8_t)code;
-        break;
-    case CPPARITY_BFLOAT16:
-        *(uint16_t *)out = (uint16_t)(code * 251 + 3);
-        break;
-    }
-}
 
 /* all_to_all: block j of rank r holds f(r, j, i); block i received must be f(i, rank, ·). */
 static cpparity_status check_all_to_all(cpparity_comm *comm, cpparity_error *error) {

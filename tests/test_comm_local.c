@@ -18,6 +18,7 @@
 
 #include "distributed/comm.h"
 #include "distributed/comm_local.h"
+#include "tests/support/comm_hash.h"
 
 #define MAX_RANKS 8
 #define LONG_TIMEOUT 30.0 /* seconds: never reached by a passing test */
@@ -47,31 +48,6 @@ static double now_seconds(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
-
-/* Writes the element f(source, destination, index) of type to out: distinct for source and
- * destination < 4 and index < 16 in every type (the code 64·source + 16·destination + index fits
- * in one byte). */
-static void hash_element(cpparity_element_type type, int source, int destination, int64_t index,
-                         void *out) {
-    int code = 64 * source + 16 * destination + (int)index;
-    switch (type) {
-    case CPPARITY_FLOAT32:
-        *(float *)out = (float)code + 0.25f;
-        break;
-    case CPPARITY_FLOAT64:
-        *(double *)out = (double)code + 0.125;
-        break;
-    case CPPARITY_INT64:
-        *(int64_t *)out = (int64_t)code * 1000000007LL - 5;
-        break;
-    case CPPARITY_INT8:
-        *(int8_t *)out = (int8_t)(uint8_t)code;
-        break;
-    case CPPARITY_BFLOAT16:
-        *(uint16_t *)out = (uint16_t)(code * 251 + 3);
-        break;
-    }
 }
 
 /* Runs body on `ranks` ranks and asserts that the run itself started. */
