@@ -44,6 +44,15 @@ def main():
                     expected = 2 * len(metrics) if arguments.stored == "all" else 0
                     assert stored == expected, f"{where}: {stored} stored, expected {expected}"
                     runs += 1
+        if "discrimination" in results and "sliding-w16-equals-s" in results["cases"]:
+            # the CI suite: a case with W = S cannot tell its window being dropped, while the
+            # case whose padding shares documents can tell padding being dropped
+            records = {(text(r["case"]), text(r["feature"])): r
+                       for r in results["discrimination"][()]}
+            assert not records[("sliding-w16-equals-s", "window")]["discriminating"]
+            padding = records[("padding-positions-continue-left-and-right", "padding")]
+            assert padding["discriminating"] and padding["change"] > padding["threshold"]
+            assert records[("sliding-w5-odd-crossing-shards", "window")]["discriminating"]
     assert runs > 0, "no passing run found"
     print(f"read_results: {arguments.results}: {runs} passing runs with complete metrics, "
           f"stored tensors as --store {arguments.stored} says")
