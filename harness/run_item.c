@@ -32,7 +32,6 @@ cpparity_status baseline_table_add(baseline_table *table, int64_t case_index, co
         memset(entry, 0, sizeof *entry);
         entry->case_index = case_index;
         entry->dtype = (int32_t)item->dtype;
-        entry->passed = record->decision.passed;
         snprintf(entry->name, sizeof entry->name, "%s", record->name);
         entry->error = record->metrics.relative_l2;
     }
@@ -282,7 +281,9 @@ static cpparity_status compare_all(run_item *item, const comparison_inputs *in,
     return CPPARITY_OK;
 }
 
-void run_item_decide(run_item *item, int64_t case_index, const baseline_table *baselines) {
+/* Decides every tensor of a finished item (the ceiling for cp = 1, ratio × baseline + floor
+ * otherwise) and the item's outcome. */
+static void run_item_decide(run_item *item, int64_t case_index, const baseline_table *baselines) {
     item->worst_ratio = 0.0;
     item->worst_tensor = -1;
     int64_t failures = 0, first_failure = -1;

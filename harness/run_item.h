@@ -21,7 +21,6 @@
 typedef struct baseline_entry {
     int64_t case_index; /* into the plan */
     int32_t dtype;      /* cpparity_dtype */
-    int32_t passed;     /* the baseline tensor passed its ceiling */
     char name[112];     /* tensor record name */
     double error;       /* its error */
 } baseline_entry;
@@ -49,10 +48,6 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
                                  const cpparity_attention_kernel *kernel,
                                  const baseline_table *baselines, reference_cache *cache,
                                  run_item *item, cpparity_error *error);
-
-/* Decides every tensor of a finished cp > 1 item against baselines, and its outcome (used by
- * run_item_execute; exposed for tests). */
-void run_item_decide(run_item *item, int64_t case_index, const baseline_table *baselines);
 
 /* "grads/model.layers.0.self_attn.q_proj.weight rank 1 row 5 col 3 (head 1)": where a
  * tensor's worst element is, in words. */

@@ -137,15 +137,3 @@ void run_plan_set_ranks(run_plan *plan, int ranks, const char *device) {
         }
     }
 }
-
-int64_t run_plan_baseline_of(const run_plan *plan, int64_t item) {
-    const run_plan_item *target = &plan->items[item];
-    for (int64_t i = 0; i < plan->item_count; i++) {
-        const run_plan_item *candidate = &plan->items[i];
-        if (candidate->case_index == target->case_index && candidate->dtype == target->dtype &&
-            candidate->cp == 1) {
-            return i;
-        }
-    }
-    return -1;
-}

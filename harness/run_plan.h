@@ -43,9 +43,6 @@ cpparity_status run_plan_build(run_plan *plan, const run_options *options, cppar
  * cuda). */
 void run_plan_set_ranks(run_plan *plan, int ranks, const char *device);
 
-/* Index of the baseline item (cp 1) of the same case and dtype, or −1. */
-int64_t run_plan_baseline_of(const run_plan *plan, int64_t item);
-
 void run_plan_free(run_plan *plan);
 
 #endif
