@@ -28,17 +28,23 @@ typedef struct cpparity_attention_layer {
     cpparity_chunk_origin chunk_origin; /* read only when type is chunked */
 } cpparity_attention_layer;
 
-/* The transformers spelling of a layer type ("full_attention", ...); "unknown" otherwise. */
-static inline const char *cpparity_layer_type_name(cpparity_layer_type type) {
-    switch (type) {
-    case CPPARITY_LAYER_FULL:
-        return "full_attention";
-    case CPPARITY_LAYER_SLIDING:
-        return "sliding_attention";
-    case CPPARITY_LAYER_CHUNKED:
-        return "chunked_attention";
-    }
-    return "unknown";
+#ifdef __cplusplus
+extern "C" { /* C linkage for CUDA (C++) translation units */
+#endif
+
+#define CPPARITY_LAYER_TYPE_COUNT 3
+#define CPPARITY_CHUNK_ORIGIN_COUNT 2
+
+/* "full_attention", "sliding_attention", "chunked_attention" (transformers' spelling), indexed by
+ * cpparity_layer_type; "row", "document", indexed by cpparity_chunk_origin (common/names.h). */
+extern const char *const cpparity_layer_type_names[CPPARITY_LAYER_TYPE_COUNT];
+extern const char *const cpparity_chunk_origin_names[CPPARITY_CHUNK_ORIGIN_COUNT];
+
+/* The name of a layer type, or "unknown". */
+const char *cpparity_layer_type_name(cpparity_layer_type type);
+
+#ifdef __cplusplus
 }
+#endif
 
 #endif

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "common/error.h"
+
 #define CPPARITY_IGNORE_INDEX (-100)
 
 typedef struct cpparity_batch {
@@ -17,5 +19,14 @@ typedef struct cpparity_batch {
     int8_t *attention_mask; /* (B, S) 1 = real token, 0 = padding */
     int64_t *position_ids;  /* (B, S) position inside the document, 0 on padding */
 } cpparity_batch;
+
+/* Allocates a zeroed batch of B × S tokens (the caller fills it). CPPARITY_ERROR_RUNTIME when
+ * out of memory (nothing is left allocated). */
+cpparity_status cpparity_batch_allocate(cpparity_batch *batch, int64_t batch_size, int64_t seq_len,
+                                        cpparity_error *error);
+
+/* Releases what cpparity_batch_allocate (or a fixture builder) allocated; safe on a zeroed
+ * batch. */
+void cpparity_batch_free(cpparity_batch *batch);
 
 #endif

@@ -1,5 +1,5 @@
 /* error.c — recording errors for the caller to report (see error.h). */
-#include "error.h"
+#include "common/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* model_parameters.c — model.md's parameter names and shapes (see model_parameters.h). */
-#include "model_parameters.h"
+#include "common/model_parameters.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* tensor_table.c — named tensors in one allocation (see tensor_table.h). */
-#include "tensor_table.h"
+#include "common/tensor_table.h"
 
 #include <stdarg.h>
 #include <stdio.h>

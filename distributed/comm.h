@@ -1,21 +1,31 @@
 /*
  * comm.h — the communicator the implementation under test runs on: one small interface with
- * three implementations, `mpi` (Open MPI, one process per rank), `local` (N ranks as threads of
- * one process: machines without MPI, several ranks on one GPU) and `nccl` (GPU issue).
+ * two implementations in this build, `mpi` (Open MPI, one process per rank, comm_mpi.h) and
+ * `local` (N ranks as threads of one process, comm_local.h: machines without MPI, several ranks
+ * on one device). distributed/comm_launch.h starts a job on either by name.
  *
  * Buffers are passed through untouched as `void *` with an element type and count, and every
- * data-moving call takes an opaque `stream` (NULL on the CPU; a cudaStream_t for nccl), so device
- * pointers and streams pass through this interface unchanged.
+ * data-moving call takes an opaque `stream` (NULL for the CPU communicators, which refuse any
+ * other value), so that a communicator moving device memory on a stream fits the same
+ * interface.
  *
- * Every collective has a deadline (comm->timeout_seconds): instead of hanging it fails with
- * CPPARITY_ERROR_RUNTIME and a message naming the collective, the rank and the timeout, and the
- * communicator is then unusable (every later call fails at once on every rank). A rank that
- * fails for another reason calls cpparity_comm_abort, which stops the whole job with a message:
- * MPI_Abort for mpi; for local, every other rank's pending and later calls fail promptly.
+ * Every call goes through the functions below (comm.c), which check what every implementation
+ * would have to check — a known element type, counts that are not negative and whose byte size
+ * fits int64, buffers present when there is data, a root that is a rank of the communicator,
+ * result pointers — and fail with CPPARITY_ERROR_INPUT naming the collective and the rank
+ * before the implementation is called. Implementations check only what is theirs (MPI's int
+ * counts, the stream, which sums they support).
  *
- * Ownership: a cpparity_comm is created by its implementation's constructor (comm_mpi.h,
- * comm_local.h) and released with cpparity_comm_free; communicators made by split are released
- * the same way, before their parent.
+ * Every collective has a deadline (comm->timeout_seconds, measured on a monotonic clock):
+ * instead of hanging it fails with CPPARITY_ERROR_RUNTIME and a message naming the collective,
+ * the rank and the timeout, and the communicator is then unusable (every later call fails at
+ * once on every rank; mpi stops the job with MPI_Abort). A rank that fails for another reason
+ * calls cpparity_comm_abort, which stops the whole job with a message: MPI_Abort for mpi; for
+ * local, every other rank's pending and later calls fail promptly.
+ *
+ * Ownership: a job's world communicator is made and released by its launcher
+ * (comm_launch.h); communicators made by split are released with cpparity_comm_free, before
+ * their parent.
  */
 #ifndef CPPARITY_DISTRIBUTED_COMM_H
 #define CPPARITY_DISTRIBUTED_COMM_H
@@ -56,7 +66,8 @@ typedef struct cpparity_comm_operations {
     cpparity_status (*broadcast)(cpparity_comm *comm, void *buffer, int64_t count,
                                  cpparity_element_type type, int root, void *stream,
                                  cpparity_error *error);
-    /* Host bytes of any length from every rank to root. On root, *received is a malloc'd
+    /* Host bytes of any length (send_bytes >= 0, may differ between ranks) from every rank to
+     * root. On root, *received is a malloc'd
      * concatenation in rank order (the caller frees it) and sizes[r] (caller-provided, size
      * entries) the length from rank r; elsewhere *received is NULL. */
     cpparity_status (*gather_bytes)(cpparity_comm *comm, const void *send, int64_t send_bytes,
@@ -78,7 +89,7 @@ typedef struct cpparity_comm_operations {
 
 struct cpparity_comm {
     const cpparity_comm_operations *operations; /* the implementation */
-    const char *kind;                           /* "mpi", "local" or "nccl" */
+    const char *kind;                           /* "mpi" or "local" */
     int rank;                                   /* 0 .. size − 1 */
     int size;                                   /* number of ranks */
     int world_rank;                             /* rank in the job, for messages */
@@ -86,52 +97,34 @@ struct cpparity_comm {
     void *implementation;                       /* owned by the implementation */
 };
 
-/* Convenience wrappers: comm->operations->X(comm, ...). */
-static inline cpparity_status cpparity_all_to_all(cpparity_comm *comm, const void *send,
-                                                  void *receive, int64_t count_per_rank,
-                                                  cpparity_element_type type, void *stream,
-                                                  cpparity_error *error) {
-    return comm->operations->all_to_all(comm, send, receive, count_per_rank, type, stream, error);
-}
-static inline cpparity_status cpparity_all_reduce_sum(cpparity_comm *comm, const void *send,
-                                                      void *receive, int64_t count,
-                                                      cpparity_element_type type, void *stream,
-                                                      cpparity_error *error) {
-    return comm->operations->all_reduce_sum(comm, send, receive, count, type, stream, error);
-}
-static inline cpparity_status cpparity_all_gather(cpparity_comm *comm, const void *send,
-                                                  void *receive, int64_t count_per_rank,
-                                                  cpparity_element_type type, void *stream,
-                                                  cpparity_error *error) {
-    return comm->operations->all_gather(comm, send, receive, count_per_rank, type, stream, error);
-}
-static inline cpparity_status cpparity_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
-                                                 cpparity_element_type type, int root, void *stream,
-                                                 cpparity_error *error) {
-    return comm->operations->broadcast(comm, buffer, count, type, root, stream, error);
-}
-static inline cpparity_status cpparity_gather_bytes(cpparity_comm *comm, const void *send,
-                                                    int64_t send_bytes, void **received,
-                                                    int64_t *sizes, int root,
-                                                    cpparity_error *error) {
-    return comm->operations->gather_bytes(comm, send, send_bytes, received, sizes, root, error);
-}
-static inline cpparity_status cpparity_agree_status(cpparity_comm *comm, cpparity_status local,
-                                                    cpparity_status *agreed,
-                                                    cpparity_error *error) {
-    return comm->operations->agree_status(comm, local, agreed, error);
-}
-static inline cpparity_status cpparity_comm_split(cpparity_comm *comm, int color, int key,
-                                                  cpparity_comm **result, cpparity_error *error) {
-    return comm->operations->split(comm, color, key, result, error);
-}
-static inline void cpparity_comm_abort(cpparity_comm *comm, int code, const char *message) {
-    comm->operations->abort(comm, code, message);
-}
-static inline void cpparity_comm_free(cpparity_comm *comm) {
-    if (comm != NULL) {
-        comm->operations->free(comm);
-    }
-}
+/* The body of a job (comm_launch.h): runs on every rank with the job's world communicator and
+ * returns that rank's process exit code (0 passed, 1 parity failure, 2 bad input, 3 runtime). */
+typedef int (*cpparity_job_main)(cpparity_comm *world, void *argument);
+
+/* The collectives, each checked (see the top of this file) and then passed to
+ * comm->operations. Same semantics as the operations above. */
+cpparity_status cpparity_all_to_all(cpparity_comm *comm, const void *send, void *receive,
+                                    int64_t count_per_rank, cpparity_element_type type,
+                                    void *stream, cpparity_error *error);
+cpparity_status cpparity_all_reduce_sum(cpparity_comm *comm, const void *send, void *receive,
+                                        int64_t count, cpparity_element_type type, void *stream,
+                                        cpparity_error *error);
+cpparity_status cpparity_all_gather(cpparity_comm *comm, const void *send, void *receive,
+                                    int64_t count_per_rank, cpparity_element_type type,
+                                    void *stream, cpparity_error *error);
+cpparity_status cpparity_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
+                                   cpparity_element_type type, int root, void *stream,
+                                   cpparity_error *error);
+cpparity_status cpparity_gather_bytes(cpparity_comm *comm, const void *send, int64_t send_bytes,
+                                      void **received, int64_t *sizes, int root,
+                                      cpparity_error *error);
+cpparity_status cpparity_agree_status(cpparity_comm *comm, cpparity_status local,
+                                      cpparity_status *agreed, cpparity_error *error);
+cpparity_status cpparity_comm_split(cpparity_comm *comm, int color, int key, cpparity_comm **result,
+                                    cpparity_error *error);
+/* Stops the whole job (see abort above); comm may not be NULL. */
+void cpparity_comm_abort(cpparity_comm *comm, int code, const char *message);
+/* Releases a communicator made by split; safe on NULL. */
+void cpparity_comm_free(cpparity_comm *comm);
 
 #endif

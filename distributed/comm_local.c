@@ -10,7 +10,7 @@
  * advances the generation counter and wakes the others. So each rank returns with its data in
  * place, and all_reduce_sum computes every element once, in rank order, for all ranks.
  *
- * Failure: a rank whose deadline (CLOCK_REALTIME, comm->timeout_seconds after it arrived) passes
+ * Failure: a rank whose deadline (CLOCK_MONOTONIC, comm->timeout_seconds after it arrived) passes
  * before the rendezvous completes marks the context failed; the copy then never runs, so no
  * buffer of a departed rank is touched, and every pending and later call on that communicator
  * fails at once. abort marks the whole job failed, which fails every communicator of the job.
@@ -124,10 +124,11 @@ static cpparity_comm *local_comm_create(local_context *context, int rank, int wo
     return comm;
 }
 
-/* The CLOCK_REALTIME instant `seconds` from now (clamped to [0, 10^7] s). */
+/* The CLOCK_MONOTONIC instant `seconds` from now (clamped to [0, 10^7] s); the job's condition
+ * variable waits on that clock, so changes of the wall clock never move a deadline. */
 static struct timespec local_deadline(double seconds) {
     struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
     if (!(seconds > 0.0)) {
         seconds = 0.0;
     }
@@ -144,47 +145,15 @@ static struct timespec local_deadline(double seconds) {
     return deadline;
 }
 
-/* Checks the arguments every data-moving collective shares: stream NULL, a known type, a
- * non-negative count whose `blocks` blocks fit in int64 bytes, buffers present when needed. */
-static cpparity_status local_check_buffers(const cpparity_comm *comm, local_collective collective,
-                                           const void *send, const void *receive, int64_t count,
-                                           int64_t blocks, cpparity_element_type type,
-                                           const void *stream, cpparity_error *error) {
-    const char *name = local_collective_names[collective];
-    int64_t element_size = cpparity_element_size(type);
+/* What only the local communicator checks (comm.c has checked the rest): the stream must be
+ * NULL, since local ranks move host memory. */
+static cpparity_status local_check_stream(const cpparity_comm *comm, local_collective collective,
+                                          const void *stream, cpparity_error *error) {
     if (stream != NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "local communicator: %s on rank %d: stream must be NULL (the "
                                   "local communicator runs on the CPU)",
-                                  name, comm->rank);
-    }
-    if (element_size == 0) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "local communicator: %s on rank %d: unknown element type %d",
-                                  name, comm->rank, (int)type);
-    }
-    if (count < 0 || count > INT64_MAX / element_size / blocks) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "local communicator: %s on rank %d: count %lld out of range",
-                                  name, comm->rank, (long long)count);
-    }
-    if (count > 0 && (send == NULL || receive == NULL)) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "local communicator: %s on rank %d: NULL buffer for %lld "
-                                  "elements",
-                                  name, comm->rank, (long long)count);
-    }
-    return CPPARITY_OK;
-}
-
-/* Checks that root names a rank of comm. */
-static cpparity_status local_check_root(const cpparity_comm *comm, local_collective collective,
-                                        int root, cpparity_error *error) {
-    if (root < 0 || root >= comm->size) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "local communicator: %s on rank %d: root %d is not a rank of a "
-                                  "communicator of %d ranks",
-                                  local_collective_names[collective], comm->rank, root, comm->size);
+                                  local_collective_names[collective], comm->rank);
     }
     return CPPARITY_OK;
 }
@@ -529,8 +498,7 @@ static cpparity_status local_rendezvous(cpparity_comm *comm, local_slot *slot,
 static cpparity_status local_all_to_all(cpparity_comm *comm, const void *send, void *receive,
                                         int64_t count_per_rank, cpparity_element_type type,
                                         void *stream, cpparity_error *error) {
-    cpparity_status status = local_check_buffers(comm, LOCAL_ALL_TO_ALL, send, receive,
-                                                 count_per_rank, comm->size, type, stream, error);
+    cpparity_status status = local_check_stream(comm, LOCAL_ALL_TO_ALL, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -546,8 +514,7 @@ static cpparity_status local_all_to_all(cpparity_comm *comm, const void *send, v
 static cpparity_status local_all_reduce_sum(cpparity_comm *comm, const void *send, void *receive,
                                             int64_t count, cpparity_element_type type, void *stream,
                                             cpparity_error *error) {
-    cpparity_status status = local_check_buffers(comm, LOCAL_ALL_REDUCE_SUM, send, receive, count,
-                                                 1, type, stream, error);
+    cpparity_status status = local_check_stream(comm, LOCAL_ALL_REDUCE_SUM, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -569,8 +536,7 @@ static cpparity_status local_all_reduce_sum(cpparity_comm *comm, const void *sen
 static cpparity_status local_all_gather(cpparity_comm *comm, const void *send, void *receive,
                                         int64_t count_per_rank, cpparity_element_type type,
                                         void *stream, cpparity_error *error) {
-    cpparity_status status = local_check_buffers(comm, LOCAL_ALL_GATHER, send, receive,
-                                                 count_per_rank, comm->size, type, stream, error);
+    cpparity_status status = local_check_stream(comm, LOCAL_ALL_GATHER, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -586,11 +552,7 @@ static cpparity_status local_all_gather(cpparity_comm *comm, const void *send, v
 static cpparity_status local_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
                                        cpparity_element_type type, int root, void *stream,
                                        cpparity_error *error) {
-    cpparity_status status =
-        local_check_buffers(comm, LOCAL_BROADCAST, buffer, buffer, count, 1, type, stream, error);
-    if (status == CPPARITY_OK) {
-        status = local_check_root(comm, LOCAL_BROADCAST, root, error);
-    }
+    cpparity_status status = local_check_stream(comm, LOCAL_BROADCAST, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -607,30 +569,13 @@ static cpparity_status local_broadcast(cpparity_comm *comm, void *buffer, int64_
 static cpparity_status local_gather_bytes(cpparity_comm *comm, const void *send, int64_t send_bytes,
                                           void **received, int64_t *sizes, int root,
                                           cpparity_error *error) {
-    cpparity_status status = local_check_root(comm, LOCAL_GATHER_BYTES, root, error);
-    if (status != CPPARITY_OK) {
-        return status;
-    }
-    if (received == NULL || (comm->rank == root && sizes == NULL)) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "local communicator: gather_bytes on rank %d: NULL received "
-                                  "or (on the root) sizes",
-                                  comm->rank);
-    }
-    *received = NULL;
-    if (send_bytes < 0 || send_bytes > INT64_MAX / comm->size || (send_bytes > 0 && send == NULL)) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "local communicator: gather_bytes on rank %d: bad send buffer "
-                                  "(%lld bytes)",
-                                  comm->rank, (long long)send_bytes);
-    }
     local_slot deposit = {.collective = LOCAL_GATHER_BYTES,
                           .send = send,
                           .count = send_bytes,
                           .type = CPPARITY_INT8,
                           .root = root,
                           .sizes = sizes};
-    status = local_rendezvous(comm, &deposit, error);
+    cpparity_status status = local_rendezvous(comm, &deposit, error);
     if (status == CPPARITY_OK && comm->rank == root) {
         *received = deposit.received;
     }
@@ -640,11 +585,6 @@ static cpparity_status local_gather_bytes(cpparity_comm *comm, const void *send,
 /* agree_status (see comm.h). */
 static cpparity_status local_agree_status(cpparity_comm *comm, cpparity_status local,
                                           cpparity_status *agreed, cpparity_error *error) {
-    if (agreed == NULL) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "local communicator: agree_status on rank %d: NULL agreed",
-                                  comm->rank);
-    }
     local_slot deposit = {.collective = LOCAL_AGREE_STATUS, .local = local};
     cpparity_status status = local_rendezvous(comm, &deposit, error);
     if (status == CPPARITY_OK) {
@@ -656,11 +596,6 @@ static cpparity_status local_agree_status(cpparity_comm *comm, cpparity_status l
 /* split (see comm.h); a negative color gives *result = NULL (no new communicator). */
 static cpparity_status local_split_call(cpparity_comm *comm, int color, int key,
                                         cpparity_comm **result, cpparity_error *error) {
-    if (result == NULL) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "local communicator: split on rank %d: NULL result", comm->rank);
-    }
-    *result = NULL;
     local_slot deposit = {.collective = LOCAL_SPLIT, .color = color, .key = key};
     cpparity_status status = local_rendezvous(comm, &deposit, error);
     if (status == CPPARITY_OK && deposit.split_result != NULL) {
@@ -762,7 +697,12 @@ cpparity_status comm_local_run(int ranks, double timeout_seconds, comm_local_bod
         goto done;
     }
     mutex_made = pthread_mutex_init(&job.mutex, NULL) == 0;
-    condition_made = mutex_made && pthread_cond_init(&job.condition, NULL) == 0;
+    pthread_condattr_t attributes;
+    if (mutex_made && pthread_condattr_init(&attributes) == 0) {
+        condition_made = pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC) == 0 &&
+                         pthread_cond_init(&job.condition, &attributes) == 0;
+        pthread_condattr_destroy(&attributes);
+    }
     context = condition_made ? local_context_create(&job, ranks) : NULL;
     if (context == NULL) {
         status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
@@ -824,5 +764,53 @@ done:
         pthread_mutex_destroy(&job.mutex);
     }
     free(threads);
+    return status;
+}
+
+/* What comm_local_launch's ranks run: main, with its exit code kept per rank. */
+typedef struct local_launch {
+    cpparity_job_main main; /* the job */
+    void *argument;         /* passed to main */
+    int *codes;             /* (ranks) exit code of each rank */
+} local_launch;
+
+/* comm_local_body of a launched job. */
+static cpparity_status local_launch_body(cpparity_comm *comm, void *argument,
+                                         cpparity_error *error) {
+    (void)error;
+    local_launch *launch = argument;
+    launch->codes[comm->rank] = launch->main(comm, launch->argument);
+    return CPPARITY_OK;
+}
+
+cpparity_status comm_local_launch(int ranks, double timeout_seconds, cpparity_job_main main,
+                                  void *argument, int *exit_code, cpparity_error *error) {
+    *exit_code = 3;
+    if (ranks < 1 || main == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "comm_local_launch: need ranks >= 1 (got %d) and a job", ranks);
+    }
+    int *codes = calloc((size_t)ranks, sizeof *codes);
+    cpparity_status *statuses = calloc((size_t)ranks, sizeof *statuses);
+    if (codes == NULL || statuses == NULL) {
+        free(codes);
+        free(statuses);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "comm_local_launch: out of memory for %d ranks", ranks);
+    }
+    for (int rank = 0; rank < ranks; rank++) {
+        codes[rank] = 3; /* a rank that never ran */
+    }
+    local_launch launch = {main, argument, codes};
+    cpparity_status status =
+        comm_local_run(ranks, timeout_seconds, local_launch_body, &launch, statuses, NULL, error);
+    if (status == CPPARITY_OK) {
+        *exit_code = 0;
+        for (int rank = 0; rank < ranks; rank++) {
+            *exit_code = codes[rank] > *exit_code ? codes[rank] : *exit_code;
+        }
+    }
+    free(codes);
+    free(statuses);
     return status;
 }

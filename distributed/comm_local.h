@@ -22,4 +22,10 @@ cpparity_status comm_local_run(int ranks, double timeout_seconds, comm_local_bod
                                void *argument, cpparity_status *statuses, cpparity_error *errors,
                                cpparity_error *error);
 
+/* comm_local_run for a job: runs main on `ranks` threads (ranks >= 1) and sets *exit_code to the
+ * largest exit code any rank returned (3 for a rank that could not run). CPPARITY_ERROR_RUNTIME
+ * when the threads could not be started. */
+cpparity_status comm_local_launch(int ranks, double timeout_seconds, cpparity_job_main main,
+                                  void *argument, int *exit_code, cpparity_error *error);
+
 #endif

@@ -16,6 +16,8 @@
 #include "distributed/comm_mpi.h"
 #include "distributed/mpi_check.h"
 
+#include "common/monotonic_clock.h"
+
 #include <limits.h>
 #include <mpi.h>
 #include <stdbool.h>
@@ -73,19 +75,12 @@ static MPI_Comm mpi_handle(const cpparity_comm *comm) {
     return ((const mpi_state *)comm->implementation)->communicator;
 }
 
-/* Seconds on a monotonic clock. */
-static double mpi_now(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
-
 /* Completes request by polling MPI_Test until it is done or comm's deadline has passed; on
  * timeout prints "cpparity: rank R: MPI <collective> timed out after T s" and stops the job with
  * MPI_Abort(comm, 3) (returning CPPARITY_ERROR_RUNTIME only should MPI_Abort return). */
 static cpparity_status mpi_wait(const cpparity_comm *comm, MPI_Request *request,
                                 const char *collective, cpparity_error *error) {
-    double deadline = mpi_now() + comm->timeout_seconds;
+    double deadline = monotonic_seconds() + comm->timeout_seconds;
     const struct timespec pause = {0, 50000L};
     for (int spins = 0;; spins++) {
         int done = 0;
@@ -93,7 +88,7 @@ static cpparity_status mpi_wait(const cpparity_comm *comm, MPI_Request *request,
         if (done) {
             return CPPARITY_OK;
         }
-        if (mpi_now() > deadline) {
+        if (monotonic_seconds() > deadline) {
             fprintf(stderr, "cpparity: rank %d: MPI %s timed out after %g s\n", comm->world_rank,
                     collective, comm->timeout_seconds);
             fflush(stderr);
@@ -109,46 +104,22 @@ static cpparity_status mpi_wait(const cpparity_comm *comm, MPI_Request *request,
     }
 }
 
-/* Checks the arguments the data-moving collectives share: stream NULL, a known type, a count in
- * [0, INT_MAX] (MPI counts are int) whose `blocks` blocks also fit in an int, buffers present
- * when needed. */
+/* What only the mpi communicator checks (comm.c has checked the rest): the stream must be NULL
+ * (MPI moves host memory here) and `blocks` blocks of count elements must fit MPI's int counts. */
 static cpparity_status mpi_check_buffers(const cpparity_comm *comm, const char *collective,
-                                         const void *send, const void *receive, int64_t count,
-                                         int64_t blocks, cpparity_element_type type,
-                                         const void *stream, cpparity_error *error) {
+                                         int64_t count, int64_t blocks, const void *stream,
+                                         cpparity_error *error) {
     if (stream != NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "mpi communicator: %s on rank %d: stream must be NULL (the mpi "
                                   "communicator moves host memory)",
                                   collective, comm->world_rank);
     }
-    if (mpi_datatype(type) == MPI_DATATYPE_NULL) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "mpi communicator: %s on rank %d: unknown element type %d",
-                                  collective, comm->world_rank, (int)type);
-    }
-    if (count < 0 || count > INT_MAX / blocks) {
+    if (count > INT_MAX / blocks) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "mpi communicator: %s on rank %d: count %lld out of range (MPI "
                                   "counts are int)",
                                   collective, comm->world_rank, (long long)count);
-    }
-    if (count > 0 && (send == NULL || receive == NULL)) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "mpi communicator: %s on rank %d: NULL buffer for %lld elements",
-                                  collective, comm->world_rank, (long long)count);
-    }
-    return CPPARITY_OK;
-}
-
-/* Checks that root names a rank of comm. */
-static cpparity_status mpi_check_root(const cpparity_comm *comm, const char *collective, int root,
-                                      cpparity_error *error) {
-    if (root < 0 || root >= comm->size) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "mpi communicator: %s on rank %d: root %d is not a rank of a "
-                                  "communicator of %d ranks",
-                                  collective, comm->world_rank, root, comm->size);
     }
     return CPPARITY_OK;
 }
@@ -157,8 +128,8 @@ static cpparity_status mpi_check_root(const cpparity_comm *comm, const char *col
 static cpparity_status mpi_all_to_all(cpparity_comm *comm, const void *send, void *receive,
                                       int64_t count_per_rank, cpparity_element_type type,
                                       void *stream, cpparity_error *error) {
-    cpparity_status status = mpi_check_buffers(comm, "all_to_all", send, receive, count_per_rank,
-                                               comm->size, type, stream, error);
+    cpparity_status status =
+        mpi_check_buffers(comm, "all_to_all", count_per_rank, comm->size, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -211,8 +182,8 @@ static cpparity_status mpi_all_reduce_sum(cpparity_comm *comm, const void *send,
                                           int64_t count, cpparity_element_type type, void *stream,
                                           cpparity_error *error) {
     cpparity_status status = mpi_check_buffers(
-        comm, "all_reduce_sum", send, receive, count,
-        type == CPPARITY_FLOAT32 || type == CPPARITY_FLOAT64 ? comm->size : 1, type, stream, error);
+        comm, "all_reduce_sum", count,
+        type == CPPARITY_FLOAT32 || type == CPPARITY_FLOAT64 ? comm->size : 1, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -249,8 +220,8 @@ static cpparity_status mpi_all_reduce_sum(cpparity_comm *comm, const void *send,
 static cpparity_status mpi_all_gather(cpparity_comm *comm, const void *send, void *receive,
                                       int64_t count_per_rank, cpparity_element_type type,
                                       void *stream, cpparity_error *error) {
-    cpparity_status status = mpi_check_buffers(comm, "all_gather", send, receive, count_per_rank,
-                                               comm->size, type, stream, error);
+    cpparity_status status =
+        mpi_check_buffers(comm, "all_gather", count_per_rank, comm->size, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -261,11 +232,7 @@ static cpparity_status mpi_all_gather(cpparity_comm *comm, const void *send, voi
 static cpparity_status mpi_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
                                      cpparity_element_type type, int root, void *stream,
                                      cpparity_error *error) {
-    cpparity_status status =
-        mpi_check_buffers(comm, "broadcast", buffer, buffer, count, 1, type, stream, error);
-    if (status == CPPARITY_OK) {
-        status = mpi_check_root(comm, "broadcast", root, error);
-    }
+    cpparity_status status = mpi_check_buffers(comm, "broadcast", count, 1, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -294,22 +261,12 @@ static cpparity_status mpi_gather_bytes_data(const cpparity_comm *comm, const vo
 static cpparity_status mpi_gather_bytes(cpparity_comm *comm, const void *send, int64_t send_bytes,
                                         void **received, int64_t *sizes, int root,
                                         cpparity_error *error) {
-    cpparity_status status = mpi_check_root(comm, "gather_bytes", root, error);
-    if (status != CPPARITY_OK) {
-        return status;
-    }
-    bool is_root = comm->rank == root;
-    if (received == NULL || (is_root && sizes == NULL)) {
+    cpparity_status status = CPPARITY_OK;
+    const bool is_root = comm->rank == root;
+    if (send_bytes > INT_MAX) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "mpi communicator: gather_bytes on rank %d: NULL received or "
-                                  "(on the root) sizes",
-                                  comm->world_rank);
-    }
-    *received = NULL;
-    if (send_bytes < 0 || send_bytes > INT_MAX || (send_bytes > 0 && send == NULL)) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "mpi communicator: gather_bytes on rank %d: bad send buffer "
-                                  "(%lld bytes)",
+                                  "mpi communicator: gather_bytes on rank %d: %lld bytes, over "
+                                  "MPI's limit of INT_MAX",
                                   comm->world_rank, (long long)send_bytes);
     }
     MPI_Request request;
@@ -364,11 +321,6 @@ static cpparity_status mpi_gather_bytes(cpparity_comm *comm, const void *send, i
 /* agree_status (see comm.h): MPI_MAX over the ranks' statuses. */
 static cpparity_status mpi_agree_status(cpparity_comm *comm, cpparity_status local,
                                         cpparity_status *agreed, cpparity_error *error) {
-    if (agreed == NULL) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "mpi communicator: agree_status on rank %d: NULL agreed",
-                                  comm->world_rank);
-    }
     int mine = (int)local, largest = 0;
     MPI_Request request;
     MPI_CHECK(MPI_Iallreduce(&mine, &largest, 1, MPI_INT, MPI_MAX, mpi_handle(comm), &request),
@@ -434,12 +386,6 @@ static cpparity_status mpi_adopt(MPI_Comm handle, int world_rank, double timeout
  * gives *result = NULL. The new communicator keeps the world rank and the timeout. */
 static cpparity_status mpi_split(cpparity_comm *comm, int color, int key, cpparity_comm **result,
                                  cpparity_error *error) {
-    if (result == NULL) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "mpi communicator: split on rank %d: NULL result",
-                                  comm->world_rank);
-    }
-    *result = NULL;
     cpparity_status status = mpi_split_barrier(comm, error);
     if (status != CPPARITY_OK) {
         return status;
@@ -486,6 +432,73 @@ static const cpparity_comm_operations mpi_operations = {
     .abort = mpi_abort,
     .free = mpi_free,
 };
+
+bool comm_mpi_detected(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+           getenv("PMIX_RANK") != NULL;
+}
+
+void comm_mpi_library_version(char *text, size_t size) {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int length = 0;
+    if (MPI_Get_library_version(version, &length) != MPI_SUCCESS) {
+        snprintf(version, sizeof version, "MPI (version unavailable)");
+    }
+    version[strcspn(version, ",\n")] = '\0';
+    snprintf(text, size, "%s", version);
+}
+
+/* MPI_Init_thread with errors returned on MPI_COMM_WORLD; *initialised_here says whether this
+ * call started MPI (and so must finalise it). */
+static cpparity_status mpi_start(bool *initialised_here, cpparity_error *error) {
+    int initialized = 0, finalized = 0, provided = 0;
+    *initialised_here = false;
+    MPI_CHECK(MPI_Initialized(&initialized), error, "starting MPI");
+    MPI_CHECK(MPI_Finalized(&finalized), error, "starting MPI");
+    if (finalized) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "mpi communicator: MPI was already finalised in this process");
+    }
+    if (!initialized) {
+        MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided), error, "starting MPI");
+        *initialised_here = true;
+    }
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), error, "starting MPI");
+    return CPPARITY_OK;
+}
+
+cpparity_status comm_mpi_launch(int ranks, double timeout_seconds, cpparity_job_main main,
+                                void *argument, int *exit_code, cpparity_error *error) {
+    *exit_code = 3;
+    if (main == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "comm_mpi_launch: no job to run");
+    }
+    bool initialised_here = false;
+    cpparity_status status = mpi_start(&initialised_here, error);
+    cpparity_comm *world = NULL;
+    if (status == CPPARITY_OK) {
+        status = comm_mpi_create_world(&world, timeout_seconds, error);
+    }
+    if (status == CPPARITY_OK && ranks != 0 && ranks != world->size) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "mpi communicator: asked for %d ranks, the MPI job has %d (the "
+                                    "launcher sets them: mpirun -np %d)",
+                                    ranks, world->size, ranks);
+    }
+    if (status == CPPARITY_OK) {
+        *exit_code = main(world, argument);
+    }
+    cpparity_comm_free(world);
+    if (initialised_here) {
+        const int code = MPI_Finalize();
+        if (code != MPI_SUCCESS && status == CPPARITY_OK) {
+            status =
+                mpi_failure(code, error, "finalising MPI", "MPI_Finalize()", __FILE__, __LINE__);
+            *exit_code = *exit_code > 3 ? *exit_code : 3;
+        }
+    }
+    return status;
+}
 
 cpparity_status comm_mpi_create_world(cpparity_comm **comm, double timeout_seconds,
                                       cpparity_error *error) {

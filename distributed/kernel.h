@@ -1,24 +1,26 @@
 /*
- * kernel.h — the attention kernel interface of cpparity (plugin ABI, version 1).
+ * kernel.h — the attention kernel interface of cpparity (ABI version 1).
  *
  * A kernel computes attention for the heads a rank holds after the Ulysses all-to-all, over the
  * whole sequence, under a compact mask description (never an S×S array). It is a plain C struct
- * of function pointers so that it can be loaded from a shared object: a plugin exports
+ * of function pointers with only fixed-width C types, nothing of cpparity's internals, so that a
+ * kernel built apart from cpparity can implement it. Kernels are found by name in the kernel
+ * registry (distributed/kernel_registry.h); the built-in ones are listed there. (Loading a
+ * kernel from a shared object is not part of this version; the registry is where such a loader
+ * will add what it loads.)
  *
- *     const cpparity_attention_kernel *cpparity_attention_kernel_v1(void);
- *
- * Only fixed-width C types appear here; nothing of cpparity's internals. Tensor pointers are
- * passed through untouched: host memory for a CPU kernel, device memory for a CUDA kernel, with
- * the caller's stream. A kernel must not keep any pointer after a call returns.
+ * Tensor pointers are passed through untouched: host memory for a CPU kernel; device memory for
+ * a CUDA kernel, with the caller's stream. A kernel must not keep any pointer after a call
+ * returns.
  *
  * Layouts (row-major):  q, out, dq, dout  [B, S, H, Dh]     k, v, dk, dv  [B, S, Hkv, Dh]
  *                       lse               [B, H, S] float32, natural log
  * where H and Hkv are the heads of this call (local heads). Query head j reads key/value head
  * j / (H / Hkv). Element type: float32, or bfloat16 (uint16_t bits) when dtype says so.
  *
- * Semantics (../shared/spec/masks.md): scores = scale · q·k over allowed keys; a query row with
- * no allowed key has out = 0 and lse = −∞. Backward OVERWRITES dq, dk and dv with the gradients
- * of Σ dout ⊙ out (every query head of a local kv head is local, so they are complete).
+ * Semantics (docs/masks.md): scores = scale · q·k over allowed keys; a query row with no allowed
+ * key has out = 0 and lse = −∞. Backward OVERWRITES dq, dk and dv with the gradients of
+ * Σ dout ⊙ out (every query head of a local kv head is local, so they are complete).
  */
 #ifndef CPPARITY_DISTRIBUTED_KERNEL_H
 #define CPPARITY_DISTRIBUTED_KERNEL_H
@@ -27,6 +29,12 @@
 #include <stdint.h>
 
 #define CPPARITY_KERNEL_ABI_VERSION 1u
+
+/* Values of cpparity_attention_kernel.device and .dtype. */
+#define CPPARITY_KERNEL_DEVICE_CPU 0     /* host pointers */
+#define CPPARITY_KERNEL_DEVICE_CUDA 1    /* device pointers and a cudaStream_t */
+#define CPPARITY_KERNEL_DTYPE_FLOAT32 0  /* float */
+#define CPPARITY_KERNEL_DTYPE_BFLOAT16 1 /* uint16_t holding bfloat16 bits */
 
 /* Mask of one layer over the whole (padded) sequence, per batch row. */
 typedef struct cpparity_mask_description {
@@ -71,11 +79,5 @@ typedef struct cpparity_attention_kernel {
                     const cpparity_mask_description *mask, const cpparity_attention_dims *dims,
                     float scale, void *stream, char *error, size_t capacity);
 } cpparity_attention_kernel;
-
-/* The symbol a plugin exports. */
-typedef const cpparity_attention_kernel *(*cpparity_attention_kernel_entry)(void);
-
-/* The built-in CPU float32 kernel. */
-const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * kernel_cpu.c — the built-in CPU float32 attention kernel ("cpu-f32"), behind kernel.h.
+ * kernel_cpu.c — the built-in CPU float32 attention kernel ("cpu-f32"), behind kernel.h (see
+ * kernel_cpu.h).
  *
  * Tiled like FlashAttention: for each tile of queries, key tiles are classified by
  * mask_classify_tile (empty tiles skipped, the predicate evaluated only in partial tiles), and
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "distributed/kernel.h"
+#include "distributed/kernel_cpu.h"
 #include "distributed/mask_predicate.h"
 #include "distributed/online_softmax.h"
 
@@ -191,8 +192,8 @@ static const cpparity_attention_kernel cpu_f32_kernel = {
     .struct_size = sizeof(cpparity_attention_kernel),
     .name = "cpu-f32",
     .version = "1",
-    .device = 0,
-    .dtype = 0,
+    .device = CPPARITY_KERNEL_DEVICE_CPU,
+    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
     .deterministic = 1,
     .context = NULL,
     .forward = cpu_forward,

@@ -1,10 +1,9 @@
 /* model_f32.c — storage and set-up of the float32 context-parallel model (see model_f32.h). */
 #include "model_f32.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "fixtures/parameter_fixture.h"
 
 cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
                                             cpparity_error *error) {
@@ -89,7 +88,7 @@ static cpparity_status build_activations(f32_model *model, cpparity_error *error
 }
 
 cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
-                               int64_t seq_len, uint64_t seed, cpparity_comm *comm,
+                               int64_t seq_len, cpparity_comm *comm,
                                const cpparity_attention_kernel *kernel, cpparity_error *error) {
     memset(model, 0, sizeof *model);
     cpparity_status status = cpparity_model_config_validate(config, error);
@@ -116,7 +115,7 @@ cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *co
         status = build_activations(model, error);
     }
     if (status == CPPARITY_OK) {
-        model->parameters = malloc((size_t)model->parameter_table.total * sizeof(float));
+        model->parameters = calloc((size_t)model->parameter_table.total, sizeof(float));
         model->gradients = calloc((size_t)model->parameter_table.total, sizeof(float));
         model->activations = calloc((size_t)model->activation_table.total, sizeof(float));
         if (!model->parameters || !model->gradients || !model->activations) {
@@ -128,10 +127,32 @@ cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *co
         f32_model_free(model);
         return status;
     }
+    return CPPARITY_OK;
+}
+
+cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tensor_table *table,
+                                          const double *values, cpparity_error *error) {
     for (int64_t e = 0; e < model->parameter_table.count; e++) {
         const cpparity_tensor_entry *entry = &model->parameter_table.entries[e];
+        const cpparity_tensor_entry *given = cpparity_tensor_table_find(table, entry->name);
+        if (given == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "rank %d: no weights given for parameter %s",
+                                      model->comm->rank, entry->name);
+        }
+        bool same_shape = given->rank == entry->rank && given->count == entry->count;
+        for (int d = 0; same_shape && d < entry->rank; d++) {
+            same_shape = given->shape[d] == entry->shape[d];
+        }
+        if (!same_shape || given->offset + given->count > table->total) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "rank %d: the weights given for %s have %lld elements in "
+                                      "%d dimensions, the model holds %lld",
+                                      model->comm->rank, entry->name, (long long)given->count,
+                                      given->rank, (long long)entry->count);
+        }
         for (int64_t i = 0; i < entry->count; i++) {
-            model->parameters[entry->offset + i] = (float)fixture_parameter_value(seed, entry, i);
+            model->parameters[entry->offset + i] = (float)values[given->offset + i];
         }
     }
     return CPPARITY_OK;

@@ -8,8 +8,9 @@
  * losses by the global label count; parameter gradients are all-reduced over the group so that
  * every rank ends with identical bits.
  *
- * It shares definitions with the reference (model config, parameter table, fixtures) and none of
- * its math.
+ * It shares definitions with the reference (model config, parameter table) and none of its math.
+ * The harness reaches it only through distributed/implementation.h (implementation_cpu.c); its
+ * weights come from the harness (f32_model_load_parameters), never from fixtures.
  */
 #ifndef CPPARITY_DISTRIBUTED_MODEL_F32_H
 #define CPPARITY_DISTRIBUTED_MODEL_F32_H
@@ -67,11 +68,17 @@ typedef struct f32_model {
 cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
                                             cpparity_error *error);
 
-/* Allocates the model for batches of B rows of seq_len tokens sharded over comm. Parameters
- * are filled from fixtures/parameter_fixture.h with seed (rounded to float32). */
+/* Allocates the model for batches of B rows of seq_len tokens sharded over comm; parameters
+ * are zero until f32_model_load_parameters. */
 cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
-                               int64_t seq_len, uint64_t seed, cpparity_comm *comm,
+                               int64_t seq_len, cpparity_comm *comm,
                                const cpparity_attention_kernel *kernel, cpparity_error *error);
+
+/* Rounds to float32 every parameter of the model from values (table->total float64 elements,
+ * described by table): each tensor is found by its model.md name and must have the same shape.
+ * CPPARITY_ERROR_INPUT naming the parameter when one is missing or misshapen. */
+cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tensor_table *table,
+                                          const double *values, cpparity_error *error);
 
 /* Forward on this rank's slice (B × L tokens, distributed/shard.h): logits of the slice, loss. */
 cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,

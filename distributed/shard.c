@@ -1,8 +1,6 @@
 /* shard.c — contiguous sequence shards with automatic padding (see shard.h). */
 #include "shard.h"
 
-#include "fixtures/batch_fixture.h"
-
 shard_layout shard_layout_make(int64_t seq_len, int64_t cp, int64_t rank) {
     shard_layout layout;
     layout.seq_len = seq_len;
@@ -16,7 +14,7 @@ shard_layout shard_layout_make(int64_t seq_len, int64_t cp, int64_t rank) {
 
 cpparity_status shard_slice_batch(cpparity_batch *local, const cpparity_batch *full,
                                   const shard_layout *layout, cpparity_error *error) {
-    cpparity_status status = fixture_batch_allocate(local, full->batch, layout->local_len, error);
+    cpparity_status status = cpparity_batch_allocate(local, full->batch, layout->local_len, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -25,7 +23,7 @@ cpparity_status shard_slice_batch(cpparity_batch *local, const cpparity_batch *f
             const int64_t global = layout->offset + t;
             const int64_t i = b * layout->local_len + t;
             if (global >= layout->seq_len) { /* automatic padding */
-                local->input_ids[i] = FIXTURE_PAD_TOKEN;
+                local->input_ids[i] = SHARD_PAD_TOKEN;
                 local->labels[i] = CPPARITY_IGNORE_INDEX;
                 local->attention_mask[i] = 0;
                 local->position_ids[i] = 0;

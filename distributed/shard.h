@@ -12,6 +12,9 @@
 #include "common/batch.h"
 #include "common/error.h"
 
+/* The token id of automatic padding (never compared: its labels are ignored). */
+#define SHARD_PAD_TOKEN 0
+
 typedef struct shard_layout {
     int64_t seq_len;        /* S of the case */
     int64_t padded_seq_len; /* cp · local_len >= S */

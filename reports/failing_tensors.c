@@ -1,6 +1,6 @@
 /* failing_tensors.c — failing tensors worst first, and their words, for the reports (see
  * failing_tensors.h). */
-#include "failing_tensors.h"
+#include "reports/failing_tensors.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,12 +1,12 @@
 /* junit.c — a run's results as JUnit XML (see junit.h). */
-#include "junit.h"
+#include "reports/junit.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/output_file.h"
+#include "common/output_file.h"
 #include "reports/failing_tensors.h"
 
 /* Writes at most capacity bytes of text XML-escaped; in an attribute value line breaks and tabs

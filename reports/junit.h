@@ -16,7 +16,7 @@
 #define CPPARITY_REPORTS_JUNIT_H
 
 #include "common/error.h"
-#include "harness/run_results.h"
+#include "common/results.h"
 
 /* The most failing tensors listed in one <failure> body (the rest are counted). */
 #define JUNIT_FAILING_TENSORS_LISTED 20

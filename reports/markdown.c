@@ -1,12 +1,12 @@
 /* markdown.c — a run's results as a Markdown summary for CI job summaries (see markdown.h). */
-#include "markdown.h"
+#include "reports/markdown.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/output_file.h"
+#include "common/output_file.h"
 #include "reports/failing_tensors.h"
 
 /* Writes at most capacity bytes of text as a table cell's content: '|' as "\|", '<' as "&lt;"

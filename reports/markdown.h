@@ -14,7 +14,7 @@
 #define CPPARITY_REPORTS_MARKDOWN_H
 
 #include "common/error.h"
-#include "harness/run_results.h"
+#include "common/results.h"
 
 /* The most failing tensors listed for one item (the rest are counted). */
 #define MARKDOWN_FAILING_TENSORS_LISTED 50

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/case.h"
+#include "common/case.h"
+#include "harness/judging/tolerance.h"
+#include "harness/suite/case_file.h"
 
 /* Lines 1-6 of most error tests: a complete model, seq_len 16, one row and cp sizes. */
 #define DEFAULTS                                                                                   \

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "harness/compare.h"
+#include "harness/judging/compare.h"
 
 /* The worked example: x − r = {0, 0, 1.5, −2}, so max |x − r| = 2 at index 3;
  * ‖x − r‖ = sqrt(1.5² + 2²) = sqrt(6.25) = 2.5 and ‖r‖ = sqrt(3² + 4²) = 5, so relative L2 =

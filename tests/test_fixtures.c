@@ -34,7 +34,7 @@ Test(fixtures, packed_row_with_padding__positions_restart_and_labels_stay_in_doc
             cr_expect_eq(batch.labels[t], CPPARITY_IGNORE_INDEX, "labels[%d] must be ignored", t);
         }
     }
-    fixture_batch_free(&batch);
+    cpparity_batch_free(&batch);
 }
 
 Test(fixtures, padding_positions_continue__padding_counts_through_the_neighbouring_documents) {
@@ -49,7 +49,7 @@ Test(fixtures, padding_positions_continue__padding_counts_through_the_neighbouri
     }
     cr_expect_eq(batch.labels[1], CPPARITY_IGNORE_INDEX, "padding never has a label");
     cr_expect_eq(batch.labels[6], CPPARITY_IGNORE_INDEX, "the token before padding has none");
-    fixture_batch_free(&batch);
+    cpparity_batch_free(&batch);
 }
 
 Test(fixtures, input_ids__depend_only_on_seed_and_global_index) {
@@ -64,9 +64,9 @@ Test(fixtures, input_ids__depend_only_on_seed_and_global_index) {
               "token ids must not depend on the document layout");
     cr_expect(memcmp(a.input_ids, other_seed.input_ids, 12 * sizeof(int64_t)) != 0,
               "another seed must give other tokens");
-    fixture_batch_free(&a);
-    fixture_batch_free(&b);
-    fixture_batch_free(&other_seed);
+    cpparity_batch_free(&a);
+    cpparity_batch_free(&b);
+    cpparity_batch_free(&other_seed);
 }
 
 Test(fixtures, row_not_adding_up__is_an_input_error) {

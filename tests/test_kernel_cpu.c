@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "distributed/kernel.h"
+#include "distributed/kernel_cpu.h"
 #include "distributed/mask_description.h"
 #include "tests/support/attention_fixture.h"
 

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/output_file.h"
+#include "common/output_file.h"
 #include "tests/support/test_files.h"
 
 static void write_text(const char *path, const char *text) {

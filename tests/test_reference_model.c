@@ -98,7 +98,7 @@ static void expect_finite_differences(const cpparity_model_config *config, uint6
                       SAMPLES);
     }
     reference_model_free(&model);
-    fixture_batch_free(&batch);
+    cpparity_batch_free(&batch);
 }
 
 Test(reference_model, full_attention__gradients_match_central_differences) {
@@ -138,7 +138,7 @@ Test(reference_model, batch_without_valid_label__is_an_input_error) {
     cr_expect_eq(reference_model_forward(&model, &batch, &error), CPPARITY_ERROR_INPUT);
     cr_expect(strstr(error.message, "no valid label") != NULL, "%s", error.message);
     reference_model_free(&model);
-    fixture_batch_free(&batch);
+    cpparity_batch_free(&batch);
 }
 
 /* Copies tokens [from, from + count) of row source_row of source into row target_row of target
@@ -174,7 +174,7 @@ Test(reference_model, packed_row__summed_loss_equals_documents_run_as_separate_r
     cr_assert_eq(reference_model_init(&separate, &config, 4, 13, NULL), CPPARITY_OK);
     memcpy(separate.parameters, packed.parameters,
            (size_t)packed.parameter_table.total * sizeof(double));
-    cr_assert_eq(fixture_batch_allocate(&separate_batch, 4, 13, NULL), CPPARITY_OK);
+    cr_assert_eq(cpparity_batch_allocate(&separate_batch, 4, 13, NULL), CPPARITY_OK);
     int64_t start = 0;
     for (int64_t d = 0; d < 4; d++) {
         copy_tokens(&separate_batch, d, 0, &packed_batch, 0, start, lengths[d]);
@@ -187,8 +187,8 @@ Test(reference_model, packed_row__summed_loss_equals_documents_run_as_separate_r
               "packed %.17g, separate %.17g", packed.loss_sum, separate.loss_sum);
     reference_model_free(&packed);
     reference_model_free(&separate);
-    fixture_batch_free(&packed_batch);
-    fixture_batch_free(&separate_batch);
+    cpparity_batch_free(&packed_batch);
+    cpparity_batch_free(&separate_batch);
 }
 
 /* Runs the same tokens with `left` and `right` padding added around them and compares loss,
@@ -205,7 +205,7 @@ static void expect_padding_changes_nothing(const cpparity_model_config *config, 
     cr_assert_eq(reference_model_init(&padded, config, 1, S, NULL), CPPARITY_OK);
     memcpy(padded.parameters, plain.parameters,
            (size_t)plain.parameter_table.total * sizeof(double));
-    cr_assert_eq(fixture_batch_allocate(&padded_batch, 1, S, NULL), CPPARITY_OK);
+    cr_assert_eq(cpparity_batch_allocate(&padded_batch, 1, S, NULL), CPPARITY_OK);
     copy_tokens(&padded_batch, 0, left, &plain_batch, 0, 0, 10);
     fixture_batch_shift_labels(&padded_batch);
     run(&padded, &padded_batch);
@@ -229,8 +229,8 @@ static void expect_padding_changes_nothing(const cpparity_model_config *config, 
     }
     reference_model_free(&plain);
     reference_model_free(&padded);
-    fixture_batch_free(&plain_batch);
-    fixture_batch_free(&padded_batch);
+    cpparity_batch_free(&plain_batch);
+    cpparity_batch_free(&padded_batch);
 }
 
 Test(reference_model, right_padding__changes_nothing) {
@@ -266,7 +266,7 @@ static void expect_same_model(const cpparity_model_config *config,
               "%s: gradients differ", what);
     reference_model_free(&first);
     reference_model_free(&second);
-    fixture_batch_free(&batch);
+    cpparity_batch_free(&batch);
 }
 
 Test(reference_model, window_at_least_s__equals_full_attention) {
@@ -319,7 +319,7 @@ Test(reference_model, tied_and_untied_heads_with_equal_weights__gradients_agree)
     }
     reference_model_free(&tied_model);
     reference_model_free(&untied_model);
-    fixture_batch_free(&batch);
+    cpparity_batch_free(&batch);
 }
 
 Test(reference_model, rope__rotates_halves_by_position_times_inverse_frequency) {

@@ -17,8 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/results_file.h"
-#include "harness/run_results.h"
+#include "harness/storage/results_file.h"
+#include "common/results.h"
+#include "harness/judging/tolerance.h"
 #include "tests/support/test_files.h"
 
 static int64_t tiny_document_lengths[2] = {5, 3};

@@ -38,8 +38,8 @@ Test(shard, last_rank__holds_real_tokens_then_masked_padding) {
         cr_expect_eq(local.labels[t], CPPARITY_IGNORE_INDEX);
         cr_expect_eq(local.position_ids[t], 0);
     }
-    fixture_batch_free(&full);
-    fixture_batch_free(&local);
+    cpparity_batch_free(&full);
+    cpparity_batch_free(&local);
 }
 
 Test(shard, label_crossing_a_shard_boundary__is_kept) {
@@ -51,6 +51,6 @@ Test(shard, label_crossing_a_shard_boundary__is_kept) {
     cr_assert_eq(shard_slice_batch(&local, &full, &layout, NULL), CPPARITY_OK);
     /* the last token of rank 0 predicts the first token of rank 1 */
     cr_expect_eq(local.labels[7], full.input_ids[8]);
-    fixture_batch_free(&full);
-    fixture_batch_free(&local);
+    cpparity_batch_free(&full);
+    cpparity_batch_free(&local);
 }

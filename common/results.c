@@ -1,0 +1,71 @@
+/* results.c — outcome names and releasing a run's results (see results.h). */
+#include "common/results.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/names.h"
+
+const char *const run_outcome_names[RUN_OUTCOME_COUNT] = {"PASS", "FAIL", "REFUSED", "NOT RUN",
+                                                          "ERROR"};
+
+const char *const run_store_names[RUN_STORE_COUNT] = {"metrics", "failures", "all"};
+
+const char *run_store_name(run_store store) {
+    return cpparity_name_of(run_store_names, RUN_STORE_COUNT, (int)store);
+}
+
+const char *run_outcome_name(run_outcome outcome) {
+    return cpparity_name_of(run_outcome_names, RUN_OUTCOME_COUNT, (int)outcome);
+}
+
+/* Frees every item's stored tensors and record arrays, the items and the discrimination records,
+ * and leaves those pointers NULL and their counts 0 (provenance and outcome counts are kept), so
+ * a second call does nothing. */
+void run_results_free(run_results *results) {
+    if (results == NULL) {
+        return;
+    }
+    for (int64_t i = 0; results->items != NULL && i < results->item_count; i++) {
+        run_item *item = &results->items[i];
+        for (int64_t t = 0; item->tensors != NULL && t < item->tensor_count; t++) {
+            free(item->tensors[t].values);
+            free(item->tensors[t].reference);
+        }
+        free(item->tensors);
+        item->tensors = NULL;
+        item->tensor_count = 0;
+    }
+    free(results->items);
+    results->items = NULL;
+    results->item_count = 0;
+    free(results->discrimination);
+    results->discrimination = NULL;
+    results->discrimination_count = 0;
+}
+
+void run_item_describe_worst(const run_item *item, const tensor_record *record, char *text,
+                             size_t size) {
+    const int64_t head_dim = item->source->model.head_dim;
+    if (record->kind == CPPARITY_KIND_LOSS) {
+        snprintf(text, size, "%s rank %d", record->name, record->rank);
+    } else if (record->kind == CPPARITY_KIND_LOGITS) {
+        snprintf(text, size, "%s rank %d batch row %lld position %lld vocab %lld", record->name,
+                 record->rank, (long long)record->worst[0], (long long)record->worst[1],
+                 (long long)record->worst[2]);
+    } else if (record->shape_rank == 2) {
+        char head[48] = "";
+        if (strstr(record->name, "q_proj") || strstr(record->name, "k_proj") ||
+            strstr(record->name, "v_proj")) {
+            snprintf(head, sizeof head, " (head %lld)", (long long)(record->worst[0] / head_dim));
+        } else if (strstr(record->name, "o_proj")) {
+            snprintf(head, sizeof head, " (head %lld)", (long long)(record->worst[1] / head_dim));
+        }
+        snprintf(text, size, "%s rank %d row %lld column %lld%s", record->name, record->rank,
+                 (long long)record->worst[0], (long long)record->worst[1], head);
+    } else {
+        snprintf(text, size, "%s rank %d feature %lld", record->name, record->rank,
+                 (long long)record->worst[0]);
+    }
+}

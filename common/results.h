@@ -1,0 +1,156 @@
+/*
+ * results.h — the results model: everything one `cpparity run` found, as the results file, the
+ * console, JUnit and Markdown writers (reports/) and the run itself share it. It holds data
+ * only; the comparisons that fill it are in harness/judging/, the writers in reports/ and
+ * harness/storage/.
+ *
+ * One item is one (case, cp size, dtype) run. Each item holds one tensor record per compared
+ * tensor and rank: "loss", "logits" (the rank's slice of the sequence) and every parameter
+ * gradient by model.md's name ("grads/<name>").
+ */
+#ifndef CPPARITY_COMMON_RESULTS_H
+#define CPPARITY_COMMON_RESULTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/case.h"
+
+#define CPPARITY_RECORD_NAME 112   /* bytes of a tensor record name, NUL included */
+#define CPPARITY_REASON_TEXT 160   /* bytes of a pass/fail reason, NUL included */
+#define CPPARITY_MESSAGE_TEXT 1024 /* bytes of an item's message, NUL included */
+#define CPPARITY_FEATURE_NAME 16   /* bytes of a mask feature name, NUL included */
+#define CPPARITY_COMMAND_LINE 2048 /* bytes of the recorded command line, NUL included */
+
+/* Metrics of one compared tensor against the float64 reference (docs/tolerances.md, item 1). */
+typedef struct compare_metrics {
+    int64_t count;           /* elements in the tensor */
+    int64_t compared;        /* elements included in the error */
+    int64_t excluded;        /* elements excluded by the include mask */
+    int64_t nonfinite;       /* x or r non-finite (included or not) */
+    int64_t first_nonfinite; /* flat index of the first such element, −1 if none */
+    double max_abs;          /* max |x − r| over compared elements (0 when none) */
+    double error_norm;       /* ‖x − r‖₂ over compared elements */
+    double reference_norm;   /* ‖r‖₂ over compared elements */
+    double relative_l2;      /* error_norm / reference_norm; error_norm when reference_norm == 0 */
+    bool absolute;           /* true when relative_l2 holds an absolute norm (zero reference) */
+    int64_t worst_index;     /* flat index of the max |x − r| compared element, −1 if none */
+    double worst_value;      /* x at worst_index */
+    double worst_reference;  /* r at worst_index */
+} compare_metrics;
+
+typedef struct compare_decision {
+    bool passed;                       /* the tensor passes */
+    double limit;                      /* the error it had to stay under (ceiling for a baseline) */
+    char reason[CPPARITY_REASON_TEXT]; /* why, in words: "non-finite values", "error 3e-5 > limit
+                                          2e-6 = ..." */
+} compare_decision;
+
+typedef enum run_outcome {
+    RUN_PASS = 0,    /* every tensor within tolerance */
+    RUN_FAIL = 1,    /* a parity failure (or an expected refusal that did not happen) */
+    RUN_REFUSED = 2, /* refused as the case expected, with the expected text */
+    RUN_NOT_RUN = 3, /* not run: the reason is in message (e.g. cp does not divide ranks) */
+    RUN_ERROR = 4,   /* bad input or runtime failure while running this item */
+} run_outcome;
+
+#define RUN_OUTCOME_COUNT 5
+/* "PASS", "FAIL", "REFUSED", "NOT RUN", "ERROR", indexed by run_outcome. */
+extern const char *const run_outcome_names[RUN_OUTCOME_COUNT];
+const char *run_outcome_name(run_outcome outcome);
+
+/* Which compared tensors a results file keeps (--store). */
+typedef enum run_store {
+    RUN_STORE_METRICS = 0,  /* "metrics": none, only their metrics */
+    RUN_STORE_FAILURES = 1, /* "failures": values and reference of failing tensors */
+    RUN_STORE_ALL = 2,      /* "all": every compared tensor */
+} run_store;
+#define RUN_STORE_COUNT 3
+extern const char *const run_store_names[RUN_STORE_COUNT];
+const char *run_store_name(run_store store);
+
+typedef struct tensor_record {
+    char name[CPPARITY_RECORD_NAME]; /* "loss", "logits" or "grads/<parameter name>" */
+    cpparity_tensor_kind kind;       /* loss, logits or grads */
+    int rank;                        /* rank of the CP group that produced it */
+    compare_metrics metrics;         /* against the float64 reference */
+    int shape_rank;                  /* dimensions of the compared tensor */
+    int64_t shape[4];             /* its shape: loss (), logits [B, S/cp, V], grads as model.md */
+    int64_t position_offset;      /* first global position of this rank's slice (logits) */
+    int64_t worst[4];             /* coordinates of metrics.worst_index (logits: b, global
+                                     position, vocab; grads: row, column) */
+    double baseline_error;        /* the same tensor's error at cp = 1 (rank 0) */
+    cpparity_tolerance tolerance; /* applied, with origins */
+    compare_decision decision;    /* pass or fail, limit, reason */
+    float *values;                /* stored values (per --store) or NULL; owned */
+    double *reference;            /* stored float64 reference or NULL; owned */
+} tensor_record;
+
+typedef struct run_item {
+    const cpparity_case *source;         /* the case (owned by the suite) */
+    char suite_path[CPPARITY_PATH];      /* the file the case came from */
+    int64_t cp;                          /* cp size */
+    cpparity_dtype dtype;                /* dtype of the implementation under test */
+    bool is_baseline;                    /* cp = 1: judged against the ceiling */
+    run_outcome outcome;                 /* verdict */
+    char message[CPPARITY_MESSAGE_TEXT]; /* refusal text, not-run reason, error, or worst failure */
+    int64_t padded_seq_len;              /* S after automatic padding to a multiple of cp */
+    int64_t tensors_expected;            /* (1 + 1 + parameters) × cp records expected */
+    int64_t tensor_count;                /* records present */
+    tensor_record *tensors;              /* (tensor_count) owned */
+    int64_t logits_excluded;             /* logits excluded (fully masked rows, autopad), summed */
+    bool gradients_identical;            /* gradients bit-identical on every rank */
+    double worst_ratio;                  /* max over tensors of error / limit */
+    int64_t worst_tensor;                /* index of that tensor, −1 if none */
+    double seconds;                      /* wall time of the implementation under test */
+    double reference_seconds;            /* wall time of the float64 reference for this item */
+    int32_t error_status;                /* RUN_ERROR only: 2 bad input / refusal, 3 runtime */
+} run_item;
+
+typedef struct discrimination_record {
+    const cpparity_case *source;         /* the case */
+    char feature[CPPARITY_FEATURE_NAME]; /* "window", "chunks", "documents", "padding" */
+    double change;                       /* largest relative change of loss/logits/grads when off */
+    double threshold;                    /* 10 × the tightest tolerance limit applied */
+    bool discriminating;                 /* change >= threshold */
+} discrimination_record;
+
+typedef struct run_provenance {
+    char version[32];    /* cpparity version */
+    char git_commit[48]; /* commit built */
+    char compiler[128];  /* compiler and version */
+    char libraries[512]; /* "HDF5 1.10.8; Open MPI 4.1.4; OpenBLAS 0.3.21; ..." */
+    char host[128];      /* host name */
+    char command_line[CPPARITY_COMMAND_LINE]; /* argv joined with spaces */
+    char comm[16];                            /* "mpi", "local" or "nccl" */
+    char device[16];                          /* "cpu" or "cuda" */
+    char implementation[64]; /* the implementation under test (distributed/implementation.h) */
+    char kernel[256];        /* attention kernel name and version */
+    int ranks;               /* ranks of the job */
+    uint64_t seed;           /* --seed, or 0 when the cases' own seeds were used */
+    bool seed_overridden;    /* --seed given */
+    char store[16];          /* "metrics", "failures" or "all" */
+    char start_time[32];     /* UTC, ISO 8601 */
+    char end_time[32];       /* UTC, ISO 8601 */
+} run_provenance;
+
+typedef struct run_results {
+    run_provenance provenance; /* where and how */
+    run_item *items;           /* (item_count) in suite order, then cp, then dtype */
+    int64_t item_count;
+    discrimination_record *discrimination; /* (discrimination_count) */
+    int64_t discrimination_count;
+    int64_t passed, failed, refused, not_run, errors; /* counts of item outcomes */
+} run_results;
+
+/* "grads/model.layers.0.self_attn.q_proj.weight rank 1 row 5 column 3 (head 1)": where a
+ * tensor's worst element is, in words (logits: batch row, global position, vocab entry; q/k/v/o
+ * projections: the head), written into text (truncated to size). */
+void run_item_describe_worst(const run_item *item, const tensor_record *record, char *text,
+                             size_t size);
+
+/* Releases every item's tensors and the arrays; safe on a zeroed struct. */
+void run_results_free(run_results *results);
+
+#endif

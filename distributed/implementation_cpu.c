@@ -1,0 +1,183 @@
+/*
+ * implementation_cpu.c — the float32 context-parallel model on CPU ranks (distributed/model_f32.h)
+ * behind the implementation interface (distributed/implementation.h): one instance holds the
+ * model, this rank's slice of the last batch (for backward) and nothing else.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "distributed/implementation.h"
+#include "distributed/model_f32.h"
+#include "distributed/shard.h"
+
+/* One instance: the model and the slice of the batch forward was given. */
+typedef struct cpu_instance {
+    f32_model model;      /* parameters, gradients, activations */
+    cpparity_batch local; /* this rank's B × L tokens of the last forward */
+    bool forward_done;    /* forward ran (backward needs it) */
+    bool backward_done;   /* backward ran (gradients are complete) */
+} cpu_instance;
+
+static cpparity_status cpu_check(const cpparity_model_config *config, int64_t cp,
+                                 cpparity_dtype dtype, const cpparity_attention_kernel *kernel,
+                                 cpparity_error *error) {
+    if (dtype != CPPARITY_DTYPE_F32) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: the cpu implementation computes in float32 only, not "
+                                  "%s",
+                                  cpparity_dtype_name(dtype));
+    }
+    if (kernel == NULL || kernel->device != CPPARITY_KERNEL_DEVICE_CPU ||
+        kernel->dtype != CPPARITY_KERNEL_DTYPE_FLOAT32) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: the cpu implementation needs a CPU float32 attention "
+                                  "kernel, got %s",
+                                  kernel != NULL && kernel->name != NULL ? kernel->name : "none");
+    }
+    return f32_model_check_parallelism(config, cp, error);
+}
+
+static cpparity_status cpu_create(const cpparity_implementation_setup *setup, void **instance,
+                                  cpparity_error *error) {
+    *instance = NULL;
+    cpparity_status status =
+        cpu_check(setup->config, setup->comm->size, setup->dtype, setup->kernel, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    cpu_instance *made = calloc(1, sizeof *made);
+    if (made == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (cpu implementation)", setup->comm->rank);
+    }
+    status = f32_model_init(&made->model, setup->config, setup->batch, setup->seq_len, setup->comm,
+                            setup->kernel, error);
+    if (status != CPPARITY_OK) {
+        free(made);
+        return status;
+    }
+    *instance = made;
+    return CPPARITY_OK;
+}
+
+static cpparity_status cpu_load_parameters(void *instance, const cpparity_tensor_table *table,
+                                           const double *values, cpparity_error *error) {
+    cpu_instance *self = instance;
+    return f32_model_load_parameters(&self->model, table, values, error);
+}
+
+static cpparity_status cpu_forward(void *instance, const cpparity_batch *batch,
+                                   cpparity_error *error) {
+    cpu_instance *self = instance;
+    f32_model *model = &self->model;
+    if (batch->batch != model->batch || batch->seq_len != model->shard.seq_len) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "rank %d: forward got a batch of %lld x %lld tokens, the "
+                                  "instance was created for %lld x %lld",
+                                  model->comm->rank, (long long)batch->batch,
+                                  (long long)batch->seq_len, (long long)model->batch,
+                                  (long long)model->shard.seq_len);
+    }
+    cpparity_batch_free(&self->local);
+    self->forward_done = false;
+    self->backward_done = false;
+    cpparity_status status = shard_slice_batch(&self->local, batch, &model->shard, error);
+    if (status == CPPARITY_OK) {
+        status = f32_model_forward(model, &self->local, error);
+    }
+    self->forward_done = status == CPPARITY_OK;
+    return status;
+}
+
+static cpparity_status cpu_backward(void *instance, cpparity_error *error) {
+    cpu_instance *self = instance;
+    if (!self->forward_done) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "rank %d: backward called before forward",
+                                  self->model.comm->rank);
+    }
+    cpparity_status status = f32_model_backward(&self->model, &self->local, error);
+    self->backward_done = status == CPPARITY_OK;
+    return status;
+}
+
+static cpparity_status cpu_read_loss(void *instance, float *loss, cpparity_error *error) {
+    cpu_instance *self = instance;
+    if (!self->forward_done) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "rank %d: no loss before forward",
+                                  self->model.comm->rank);
+    }
+    *loss = self->model.loss;
+    return CPPARITY_OK;
+}
+
+static cpparity_status cpu_read_logits(void *instance, float *logits, int64_t count,
+                                       cpparity_error *error) {
+    cpu_instance *self = instance;
+    const f32_model *model = &self->model;
+    const int64_t held = model->batch * model->shard.local_len * model->config.vocab_size;
+    if (!self->forward_done || count != held) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "rank %d: asked for %lld logits, this rank holds %lld%s",
+                                  model->comm->rank, (long long)count, (long long)held,
+                                  self->forward_done ? "" : " (no forward yet)");
+    }
+    memcpy(logits, f32_model_logits(model), (size_t)held * sizeof(float));
+    return CPPARITY_OK;
+}
+
+static int64_t cpu_gradient_count(void *instance) {
+    const cpu_instance *self = instance;
+    return self->model.parameter_table.count;
+}
+
+static const char *cpu_gradient_name(void *instance, int64_t index) {
+    const cpu_instance *self = instance;
+    const cpparity_tensor_table *table = &self->model.parameter_table;
+    return index >= 0 && index < table->count ? table->entries[index].name : NULL;
+}
+
+static cpparity_status cpu_read_gradient(void *instance, const char *name, float *values,
+                                         int64_t count, cpparity_error *error) {
+    cpu_instance *self = instance;
+    const f32_model *model = &self->model;
+    const cpparity_tensor_entry *entry = cpparity_tensor_table_find(&model->parameter_table, name);
+    if (entry == NULL || entry->count != count || !self->backward_done) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "rank %d: gradient %s: %s",
+                                  model->comm->rank, name,
+                                  entry == NULL          ? "no such parameter"
+                                  : !self->backward_done ? "no backward yet"
+                                                         : "asked for a different element count");
+    }
+    memcpy(values, model->gradients + entry->offset, (size_t)count * sizeof(float));
+    return CPPARITY_OK;
+}
+
+static void cpu_destroy(void *instance) {
+    cpu_instance *self = instance;
+    if (self == NULL) {
+        return;
+    }
+    f32_model_free(&self->model);
+    cpparity_batch_free(&self->local);
+    free(self);
+}
+
+const cpparity_implementation cpparity_cpu_implementation = {
+    .name = "cpu-f32-model",
+    .device = "cpu",
+    .description = "the float32 model with Ulysses context parallelism on CPU ranks",
+    .dtypes = {[CPPARITY_DTYPE_F32] = true, [CPPARITY_DTYPE_BF16] = false},
+    .default_kernel = "cpu-f32",
+    .check = cpu_check,
+    .create = cpu_create,
+    .load_parameters = cpu_load_parameters,
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+    .read_loss = cpu_read_loss,
+    .read_logits = cpu_read_logits,
+    .gradient_count = cpu_gradient_count,
+    .gradient_name = cpu_gradient_name,
+    .read_gradient = cpu_read_gradient,
+    .destroy = cpu_destroy,
+};

@@ -1,0 +1,13 @@
+/*
+ * bench_model.h — `cpparity bench model`: the float64 reference model's forward and backward
+ * wall time per case of a suite.
+ */
+#ifndef CPPARITY_HARNESS_BENCH_BENCH_MODEL_H
+#define CPPARITY_HARNESS_BENCH_BENCH_MODEL_H
+
+#include <stdio.h>
+
+/* Runs with argv after "model"; returns the process exit code. */
+int bench_model_main(int argc, char **argv, FILE *out, FILE *err);
+
+#endif

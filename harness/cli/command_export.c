@@ -1,0 +1,76 @@
+/* command_export.c — `cpparity export SUITE.yaml --case NAME -o FILE.h5` (see export.h). */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "common/case.h"
+#include "harness/cli/commands.h"
+#include "harness/storage/export.h"
+#include "harness/suite/case_file.h"
+
+static void usage(FILE *stream) {
+    fprintf(stream,
+            "usage: cpparity export SUITE.yaml --case NAME -o FILE.h5\n"
+            "  Writes the case's inputs, weights, per-layer dense masks (S <= %d) and float64\n"
+            "  reference loss, logits and gradients. Never overwrites FILE.h5.\n",
+            EXPORT_DENSE_MASK_LIMIT);
+}
+
+int command_export(int argc, char **argv) {
+    static const struct option options[] = {
+        {"case", required_argument, NULL, 'c'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *case_name = NULL, *output = NULL;
+    int option;
+    optind = 1;
+    opterr = 0;
+    while ((option = getopt_long(argc, argv, "o:", options, NULL)) != -1) {
+        switch (option) {
+        case 'c':
+            case_name = optarg;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            fprintf(stderr, "cpparity export: unknown option or missing value '%s'\n",
+                    argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc - 1 || case_name == NULL || output == NULL) {
+        fprintf(stderr, "cpparity export: %s\n",
+                optind > argc - 1   ? "missing SUITE.yaml"
+                : optind < argc - 1 ? "exactly one SUITE.yaml is expected"
+                : case_name == NULL ? "missing --case NAME"
+                                    : "missing -o FILE.h5");
+        usage(stderr);
+        return 2;
+    }
+    cpparity_suite suite;
+    cpparity_error error;
+    cpparity_status status = cpparity_suite_load(argv[optind], &suite, &error);
+    if (status != CPPARITY_OK) {
+        fprintf(stderr, "cpparity export: %s\n", error.message);
+        return (int)status;
+    }
+    const cpparity_case *exported = cpparity_suite_find(&suite, case_name);
+    if (exported == NULL) {
+        fprintf(stderr, "cpparity export: --case %s: no such case in %s (cpparity list %s)\n",
+                case_name, argv[optind], argv[optind]);
+        cpparity_suite_free(&suite);
+        return 2;
+    }
+    status = export_case(exported, output, &error);
+    if (status != CPPARITY_OK) {
+        fprintf(stderr, "cpparity export: case %s: %s\n", case_name, error.message);
+    }
+    cpparity_suite_free(&suite);
+    return (int)status;
+}

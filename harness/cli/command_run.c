@@ -1,0 +1,233 @@
+/*
+ * command_run.c — `cpparity run`: the options, what is under test (the implementation for
+ * --device, the kernel for --kernel), the plan, and run_job on every rank of a job started by
+ * the communicator backend (comm_launch.h: threads for local, the MPI job for mpi). The exit
+ * code is identical on every rank.
+ */
+#include <cblas.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "distributed/comm_launch.h"
+#include "distributed/implementation_registry.h"
+#include "distributed/kernel_registry.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/run_arguments.h"
+#include "harness/running/run.h"
+#include "harness/running/run_plan.h"
+#include "harness/version.h"
+
+/* The compiler that built this file (and so cpparity), for provenance. */
+#if defined(__clang__)
+#define BUILT_WITH "clang " __clang_version__
+#elif defined(__GNUC__)
+#define BUILT_WITH "gcc " __VERSION__
+#else
+#define BUILT_WITH "an unknown C compiler"
+#endif
+
+/* Everything a rank of the job needs, shared read-only by local ranks. */
+typedef struct run_command {
+    run_plan *plan;                     /* built before the job started */
+    cpparity_status plan_status;        /* how building it went */
+    cpparity_error plan_error;          /* why it failed */
+    const run_options *options;         /* parsed flags */
+    const run_target *target;           /* implementation and kernel */
+    const run_environment *environment; /* provenance and the results path */
+} run_command;
+
+/* "HDF5 1.10.8; OpenBLAS ...; Open MPI ..." */
+static void library_versions(char *text, size_t size, const cpparity_comm_backend *backend) {
+    unsigned major = 0, minor = 0, release = 0;
+    if (H5get_libversion(&major, &minor, &release) < 0) {
+        major = minor = release = 0; /* reported as HDF5 0.0.0: unknown */
+    }
+    int used = snprintf(text, size, "HDF5 %u.%u.%u; OpenBLAS %s", major, minor, release,
+                        openblas_get_config());
+    char communicator[256];
+    backend->library_version(communicator, sizeof communicator);
+    if (communicator[0] != '\0' && used > 0 && (size_t)used < size) {
+        snprintf(text + used, size - (size_t)used, "; %s", communicator);
+    }
+}
+
+/* results/<UTC timestamp>.h5, creating results/ when needed. */
+static void default_out_path(char *path, size_t size) {
+    mkdir("results", 0775);
+    time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    snprintf(path, size, "results/%s.h5", stamp);
+}
+
+/* Output paths that exist are refused before anything runs (nothing is ever overwritten). */
+static cpparity_status check_outputs(const run_options *options, const char *out_path,
+                                     cpparity_error *error) {
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        const char *path = o == RUN_OUTPUT_RESULTS ? out_path : options->outputs[o];
+        if (path != NULL && access(path, F_OK) == 0) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "%s %s: the file exists; cpparity never overwrites a file",
+                                      run_output_writers[o].flag, path);
+        }
+    }
+    return CPPARITY_OK;
+}
+
+/* Every rank agrees on local (the worst status wins); a rank that failed prints why, unless
+ * rank 0 failed too (then rank 0 alone speaks). Returns the agreed status (3 when the
+ * communicator itself failed). */
+static cpparity_status agree_and_report(cpparity_comm *world, cpparity_status local,
+                                        const cpparity_error *local_error) {
+    cpparity_error error;
+    int64_t first = local;
+    cpparity_status agreed = CPPARITY_OK;
+    if (cpparity_broadcast(world, &first, 1, CPPARITY_INT64, 0, NULL, &error) != CPPARITY_OK ||
+        cpparity_agree_status(world, local, &agreed, &error) != CPPARITY_OK) {
+        fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, error.message);
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    if (local != CPPARITY_OK && (world->rank == 0 || first == CPPARITY_OK)) {
+        if (world->rank == 0) {
+            fprintf(stderr, "cpparity run: %s\n", local_error->message);
+        } else {
+            fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, local_error->message);
+        }
+    }
+    return agreed;
+}
+
+/* What every rank of the job runs: agree on the plan and the outputs, then run. */
+static int run_main(cpparity_comm *world, void *argument) {
+    const run_command *command = argument;
+    cpparity_status status = agree_and_report(world, command->plan_status, &command->plan_error);
+    if (status != CPPARITY_OK) {
+        return (int)status;
+    }
+    cpparity_error error;
+    cpparity_error_clear(&error);
+    cpparity_status outputs = CPPARITY_OK;
+    if (world->rank == 0) {
+        outputs = check_outputs(command->options, command->environment->out_path, &error);
+    }
+    status = agree_and_report(world, outputs, &error);
+    if (status != CPPARITY_OK) {
+        return (int)status;
+    }
+    return run_job(world, command->plan, command->options, command->target, command->environment);
+}
+
+static void join_arguments(char *text, size_t size, int argc, char **argv) {
+    size_t used = (size_t)snprintf(text, size, "cpparity");
+    for (int i = 0; i < argc && used < size; i++) {
+        used += (size_t)snprintf(text + used, size - used, " %s", argv[i]);
+    }
+}
+
+/* The kernel for --kernel (or the implementation's default), or an input error. */
+static const cpparity_attention_kernel *choose_kernel(const run_options *options,
+                                                      const cpparity_implementation *implementation,
+                                                      cpparity_error *error) {
+    const char *name = options->kernel != NULL ? options->kernel : implementation->default_kernel;
+    const cpparity_attention_kernel *kernel = kernel_registry_find(name);
+    if (kernel == NULL) {
+        char available[512] = "";
+        size_t used = 0;
+        for (int i = 0; i < kernel_registry_count() && used < sizeof available; i++) {
+            used += (size_t)snprintf(available + used, sizeof available - used, "%s%s",
+                                     i > 0 ? ", " : "", kernel_registry_at(i)->name);
+        }
+        cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                           "--kernel %s: unknown kernel (available: %s)", name, available);
+        return NULL;
+    }
+    if (strcmp(kernel_device_name(kernel), implementation->device) != 0) {
+        cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                           "--kernel %s: a %s kernel cannot run in the %s implementation (--device "
+                           "%s)",
+                           name, kernel_device_name(kernel), implementation->name,
+                           implementation->device);
+        return NULL;
+    }
+    return kernel;
+}
+
+int command_run(int argc, char **argv) {
+    run_options options;
+    cpparity_error error;
+    if (run_arguments_parse(&options, argc, argv, &error) != CPPARITY_OK) {
+        fprintf(stderr, "cpparity run: %s\n", error.message);
+        run_arguments_usage(stderr);
+        return 2;
+    }
+    if (options.help) {
+        run_arguments_usage(stdout);
+        return 0;
+    }
+    const cpparity_comm_backend *backend =
+        options.comm != NULL ? comm_backend_find(options.comm) : comm_backend_detect();
+    if (backend == NULL) {
+        fprintf(stderr,
+                "cpparity run: --comm %s: this cpparity was built without that communicator "
+                "(environment)\n",
+                options.comm);
+        return 3;
+    }
+    const cpparity_implementation *implementation =
+        implementation_registry_for_device(options.device);
+    if (implementation == NULL) {
+        fprintf(stderr,
+                "cpparity run: --device %s: this cpparity has no implementation under test for "
+                "that device (environment)\n",
+                options.device);
+        return 3;
+    }
+    const cpparity_attention_kernel *kernel = choose_kernel(&options, implementation, &error);
+    if (kernel == NULL) {
+        fprintf(stderr, "cpparity run: %s\n", error.message);
+        return 2;
+    }
+    if (options.ranks != 0 && backend->ranks_from_launcher) {
+        fprintf(stderr,
+                "cpparity run: --ranks applies to --comm local only (mpirun -np sets the ranks "
+                "of --comm %s)\n",
+                backend->name);
+        return 2;
+    }
+    openblas_set_num_threads(1); /* ranks are the parallelism; one BLAS thread each */
+    char out_path[512], libraries[512], command_line[CPPARITY_COMMAND_LINE];
+    if (options.outputs[RUN_OUTPUT_RESULTS] != NULL) {
+        snprintf(out_path, sizeof out_path, "%s", options.outputs[RUN_OUTPUT_RESULTS]);
+    } else {
+        default_out_path(out_path, sizeof out_path);
+    }
+    join_arguments(command_line, sizeof command_line, argc, argv);
+    library_versions(libraries, sizeof libraries, backend);
+    const run_environment environment = {CPPARITY_VERSION, CPPARITY_GIT_COMMIT, BUILT_WITH,
+                                         libraries,        command_line,        out_path};
+    const run_target target = {implementation, kernel};
+    run_plan plan;
+    run_command command = {&plan, CPPARITY_OK, {CPPARITY_OK, ""}, &options, &target, &environment};
+    command.plan_status = run_plan_build(&plan, &options, &command.plan_error);
+    int ranks = options.ranks;
+    if (ranks == 0 && !backend->ranks_from_launcher) {
+        ranks = command.plan_status == CPPARITY_OK ? (int)plan.least_ranks : 1;
+    }
+    int code = 3;
+    if (backend->launch(ranks, options.timeout_seconds, run_main, &command, &code, &error) !=
+        CPPARITY_OK) {
+        fprintf(stderr, "cpparity run: %s\n", error.message);
+        code = code > (int)error.status ? code : (int)error.status;
+    }
+    if (command.plan_status == CPPARITY_OK) {
+        run_plan_free(&plan);
+    }
+    return code;
+}

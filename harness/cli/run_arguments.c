@@ -1,0 +1,244 @@
+/* run_arguments.c — parsing `cpparity run` options (see run_arguments.h). */
+#include "harness/cli/run_arguments.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/names.h"
+#include "distributed/comm_launch.h"
+#include "distributed/implementation_registry.h"
+#include "distributed/kernel_registry.h"
+
+/* getopt values of the options; outputs use OPTION_OUTPUT + their run_output. */
+enum {
+    OPTION_CASE = 256,
+    OPTION_DEVICE,
+    OPTION_COMM,
+    OPTION_RANKS,
+    OPTION_DTYPE,
+    OPTION_SEED,
+    OPTION_KERNEL,
+    OPTION_TIMEOUT,
+    OPTION_STORE,
+    OPTION_ALLOW_NOT_RUN,
+    OPTION_HELP,
+    OPTION_OUTPUT = 512,
+};
+
+void run_arguments_usage(FILE *stream) {
+    char dtypes[64], stores[64];
+    cpparity_names_join(cpparity_dtype_names, CPPARITY_DTYPE_COUNT, "|", "|", dtypes,
+                        sizeof dtypes);
+    cpparity_names_join(run_store_names, RUN_STORE_COUNT, "|", "|", stores, sizeof stores);
+    fprintf(stream,
+            "usage: cpparity run [SUITE.yaml ...] [options]\n"
+            "  Runs every case (and cp size) of the suites on the implementation under test and\n"
+            "  the float64 reference, compares loss, each rank's logits and every gradient,\n"
+            "  and writes one HDF5 results file. Default suite: cases/ci.yaml.\n"
+            "  --case PATTERN      only cases whose name matches (repeatable; shell glob)\n");
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        const run_output_writer *writer = &run_output_writers[o];
+        char flag[64];
+        snprintf(flag, sizeof flag, "%s %s", writer->flag, writer->argument);
+        fprintf(stream, "  %-19s %s\n", flag, writer->usage);
+    }
+    fprintf(stream,
+            "  --device DEVICE     where the implementation under test runs (default cpu):\n");
+    for (int i = 0; i < implementation_registry_count(); i++) {
+        const cpparity_implementation *implementation = implementation_registry_at(i);
+        fprintf(stream, "                        %-6s %s (%s)\n", implementation->device,
+                implementation->description, implementation->name);
+    }
+    fprintf(stream,
+            "  --comm NAME         communicator (default: mpi under mpirun, else local):\n");
+    for (int i = 0; i < comm_backend_count(); i++) {
+        fprintf(stream, "                        %-6s %s\n", comm_backend_at(i)->name,
+                comm_backend_at(i)->description);
+    }
+    fprintf(stream,
+            "  --ranks N           ranks of --comm local (default: the least rank count that\n"
+            "                      runs every cp size of the selected cases)\n"
+            "  --dtype %-11s only this dtype\n"
+            "  --seed N            fixture seed for every case (default: each case's own)\n"
+            "  --kernel NAME       attention kernel (default: the device's own); registered:\n",
+            dtypes);
+    for (int i = 0; i < kernel_registry_count(); i++) {
+        const cpparity_attention_kernel *kernel = kernel_registry_at(i);
+        fprintf(stream, "                        %-10s version %s, %s, %s%s\n", kernel->name,
+                kernel->version, kernel_device_name(kernel),
+                kernel->dtype == CPPARITY_KERNEL_DTYPE_BFLOAT16 ? "bfloat16" : "float32",
+                kernel->deterministic ? ", deterministic" : "");
+    }
+    fprintf(stream,
+            "  --timeout SECONDS   deadline of every collective (default 300)\n"
+            "  --store %-11s tensors kept in the results file (default failures)\n"
+            "  --allow-not-run     items that cannot run here (cp sizes the rank count does\n"
+            "                      not divide, dtypes the device lacks) do not fail the run\n"
+            "Exit codes: 0 passed, 1 parity failure, 2 bad input, 3 environment or runtime\n"
+            "failure, including planned items that could not run (NOT RUN) unless\n"
+            "--allow-not-run.\n",
+            stores);
+}
+
+/* Parses a whole decimal number in [minimum, maximum]. */
+static cpparity_status parse_integer(const char *text, const char *flag, long long minimum,
+                                     long long maximum, long long *value, cpparity_error *error) {
+    char *end = NULL;
+    errno = 0;
+    long long parsed = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || errno != 0 || parsed < minimum || parsed > maximum) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s expects an integer in [%lld, %lld], got '%s'", flag, minimum,
+                                  maximum, text);
+    }
+    *value = parsed;
+    return CPPARITY_OK;
+}
+
+/* The index of text in a name table, or an input error naming the flag and the choices. */
+static cpparity_status parse_choice(const char *text, const char *flag, const char *const *names,
+                                    int count, int *value, cpparity_error *error) {
+    *value = cpparity_name_index(names, count, text);
+    if (*value < 0) {
+        char choices[256];
+        cpparity_names_join(names, count, ", ", " or ", choices, sizeof choices);
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: unknown value '%s' (expected %s)", flag, text, choices);
+    }
+    return CPPARITY_OK;
+}
+
+cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
+                                    cpparity_error *error) {
+    struct option long_options[16 + RUN_OUTPUT_COUNT] = {
+        {"case", required_argument, NULL, OPTION_CASE},
+        {"device", required_argument, NULL, OPTION_DEVICE},
+        {"comm", required_argument, NULL, OPTION_COMM},
+        {"ranks", required_argument, NULL, OPTION_RANKS},
+        {"dtype", required_argument, NULL, OPTION_DTYPE},
+        {"seed", required_argument, NULL, OPTION_SEED},
+        {"kernel", required_argument, NULL, OPTION_KERNEL},
+        {"timeout", required_argument, NULL, OPTION_TIMEOUT},
+        {"store", required_argument, NULL, OPTION_STORE},
+        {"allow-not-run", no_argument, NULL, OPTION_ALLOW_NOT_RUN},
+        {"help", no_argument, NULL, OPTION_HELP},
+    };
+    int option_count = 11;
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        long_options[option_count++] = (struct option){run_output_writers[o].flag + 2,
+                                                       required_argument, NULL, OPTION_OUTPUT + o};
+    }
+    long_options[option_count] = (struct option){NULL, 0, NULL, 0};
+
+    memset(options, 0, sizeof *options);
+    options->device = "cpu";
+    options->timeout_seconds = 300.0;
+    options->store = RUN_STORE_FAILURES;
+    optind = 1;
+    opterr = 0;
+    int option, choice = 0;
+    long long value;
+    cpparity_status status = CPPARITY_OK;
+    while (status == CPPARITY_OK &&
+           (option = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
+        if (option >= OPTION_OUTPUT && option < OPTION_OUTPUT + RUN_OUTPUT_COUNT) {
+            options->outputs[option - OPTION_OUTPUT] = optarg;
+            continue;
+        }
+        switch (option) {
+        case OPTION_CASE:
+            if (options->pattern_count == RUN_MAX_PATTERNS) {
+                return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "--case: at most %d",
+                                          RUN_MAX_PATTERNS);
+            }
+            options->patterns[options->pattern_count++] = optarg;
+            break;
+        case OPTION_DEVICE:
+            options->device = optarg;
+            if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "cuda") != 0) {
+                status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                            "--device: unknown value '%s' (expected cpu or cuda)",
+                                            optarg);
+            }
+            break;
+        case OPTION_COMM:
+            options->comm = optarg;
+            if (strcmp(optarg, "mpi") != 0 && strcmp(optarg, "local") != 0 &&
+                strcmp(optarg, "nccl") != 0) {
+                status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                            "--comm: unknown value '%s' (expected mpi, local or "
+                                            "nccl)",
+                                            optarg);
+            }
+            break;
+        case OPTION_RANKS:
+            status = parse_integer(optarg, "--ranks", 1, 1024, &value, error);
+            options->ranks = (int)value;
+            break;
+        case OPTION_DTYPE:
+            status = parse_choice(optarg, "--dtype", cpparity_dtype_names, CPPARITY_DTYPE_COUNT,
+                                  &choice, error);
+            options->dtype_set = true;
+            options->dtype = (cpparity_dtype)(choice < 0 ? 0 : choice);
+            break;
+        case OPTION_SEED:
+            status = parse_integer(optarg, "--seed", 0, INT64_MAX, &value, error);
+            options->seed_set = true;
+            options->seed = (uint64_t)value;
+            break;
+        case OPTION_KERNEL:
+            options->kernel = optarg;
+            break;
+        case OPTION_TIMEOUT:
+            status = parse_integer(optarg, "--timeout", 1, 86400, &value, error);
+            options->timeout_seconds = (double)value;
+            break;
+        case OPTION_STORE:
+            status =
+                parse_choice(optarg, "--store", run_store_names, RUN_STORE_COUNT, &choice, error);
+            options->store = (run_store)(choice < 0 ? RUN_STORE_FAILURES : choice);
+            break;
+        case OPTION_ALLOW_NOT_RUN:
+            options->allow_not_run = true;
+            break;
+        case OPTION_HELP:
+            options->help = true;
+            break;
+        case ':':
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s needs a value",
+                                      argv[optind - 1]);
+        default:
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "unknown option '%s'",
+                                      argv[optind - 1]);
+        }
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    for (int i = optind; i < argc; i++) {
+        if (options->suite_count == RUN_MAX_SUITES) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "at most %d suites",
+                                      RUN_MAX_SUITES);
+        }
+        options->suites[options->suite_count++] = argv[i];
+    }
+    if (options->ranks != 0 && options->comm != NULL && strcmp(options->comm, "local") != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "--ranks applies to --comm local only (mpirun -np sets the "
+                                  "ranks of --comm %s)",
+                                  options->comm);
+    }
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        for (int p = 0; p < o; p++) {
+            if (options->outputs[o] != NULL && options->outputs[p] != NULL &&
+                strcmp(options->outputs[o], options->outputs[p]) == 0) {
+                return cpparity_error_set(
+                    error, CPPARITY_ERROR_INPUT, "%s and %s name the same file %s",
+                    run_output_writers[p].flag, run_output_writers[o].flag, options->outputs[o]);
+            }
+        }
+    }
+    return CPPARITY_OK;
+}

@@ -1,0 +1,23 @@
+/*
+ * run_arguments.h — the command line of `cpparity run` (docs/command-line.md): parsing argv into
+ * run_options and the --help text. Flags that name outputs, choices of dtype, store, device,
+ * communicator and kernel all come from their tables (run_outputs.h, common/case.h,
+ * common/results.h, the registries), so the parser and the help text never disagree with them.
+ * Every bad flag is an input error (exit 2) naming the flag.
+ */
+#ifndef CPPARITY_HARNESS_CLI_RUN_ARGUMENTS_H
+#define CPPARITY_HARNESS_CLI_RUN_ARGUMENTS_H
+
+#include <stdio.h>
+
+#include "common/error.h"
+#include "harness/running/run_options.h"
+
+/* Parses argv (argv[0] = "run"). CPPARITY_ERROR_INPUT with the flag named on a bad option. */
+cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
+                                    cpparity_error *error);
+
+/* Prints the --help text, with the registered kernels, devices and communicators. */
+void run_arguments_usage(FILE *stream);
+
+#endif

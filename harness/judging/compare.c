@@ -1,0 +1,141 @@
+/*
+ * compare.c — the metrics of compare.h (max absolute error, relative L2 error, worst element,
+ * non-finite count) for one tensor against the float64 reference, and the pass rule of
+ * ../shared/spec/tolerances.md: err_cp <= ratio × err_baseline + floor, err_baseline <= ceiling,
+ * and never a pass with a non-finite value or a NaN error.
+ *
+ * Norms are sums of squares in double, in index order. An element where x or r is non-finite is
+ * counted in `nonfinite` whether or not the include mask compares it, and never enters the norms,
+ * so relative_l2 stays a number computed from the finite compared elements. `compared` counts the
+ * elements the mask includes (compared + excluded == count), finite or not.
+ */
+#include "harness/judging/compare.h"
+
+#include <math.h>
+#include <stdio.h>
+
+typedef struct accumulator {
+    double error_sum;     /* Σ (x − r)² over finite compared elements */
+    double reference_sum; /* Σ r² over finite compared elements */
+} accumulator;
+
+static void metrics_start(compare_metrics *metrics, accumulator *sums, int64_t count) {
+    *metrics = (compare_metrics){0};
+    metrics->count = count > 0 ? count : 0;
+    metrics->first_nonfinite = -1;
+    metrics->worst_index = -1;
+    *sums = (accumulator){0};
+}
+
+/* One element, in index order. */
+static void metrics_add(compare_metrics *metrics, accumulator *sums, int64_t index, double x,
+                        double r, bool included) {
+    if (!included) {
+        metrics->excluded++;
+    } else {
+        metrics->compared++;
+    }
+    if (!isfinite(x) || !isfinite(r)) {
+        if (metrics->nonfinite == 0) {
+            metrics->first_nonfinite = index;
+        }
+        metrics->nonfinite++;
+        return;
+    }
+    if (!included) {
+        return;
+    }
+    double difference = x - r;
+    double error = fabs(difference);
+    sums->error_sum += difference * difference;
+    sums->reference_sum += r * r;
+    if (metrics->worst_index < 0 || error > metrics->max_abs) {
+        metrics->max_abs = error;
+        metrics->worst_index = index;
+        metrics->worst_value = x;
+        metrics->worst_reference = r;
+    }
+}
+
+static void metrics_finish(compare_metrics *metrics, const accumulator *sums) {
+    metrics->error_norm = sqrt(sums->error_sum);
+    metrics->reference_norm = sqrt(sums->reference_sum);
+    if (metrics->compared == 0) {
+        metrics->relative_l2 = 0.0;
+    } else if (metrics->reference_norm == 0.0) {
+        metrics->relative_l2 = metrics->error_norm;
+        metrics->absolute = true;
+    } else {
+        metrics->relative_l2 = metrics->error_norm / metrics->reference_norm;
+    }
+}
+
+void compare_float32(compare_metrics *metrics, const float *x, const double *r, int64_t count,
+                     const uint8_t *include) {
+    accumulator sums;
+    metrics_start(metrics, &sums, count);
+    for (int64_t i = 0; i < count; i++) {
+        metrics_add(metrics, &sums, i, (double)x[i], r[i], include == NULL || include[i] != 0);
+    }
+    metrics_finish(metrics, &sums);
+}
+
+void compare_float64(compare_metrics *metrics, const double *x, const double *r, int64_t count,
+                     const uint8_t *include) {
+    accumulator sums;
+    metrics_start(metrics, &sums, count);
+    for (int64_t i = 0; i < count; i++) {
+        metrics_add(metrics, &sums, i, x[i], r[i], include == NULL || include[i] != 0);
+    }
+    metrics_finish(metrics, &sums);
+}
+
+void compare_coordinates(int64_t index, int rank, const int64_t *shape, int64_t *coordinates) {
+    for (int d = rank - 1; d >= 0; d--) {
+        if (shape[d] <= 0) {
+            coordinates[d] = 0;
+            continue;
+        }
+        coordinates[d] = index % shape[d];
+        index /= shape[d];
+    }
+}
+
+compare_decision compare_decide(const compare_metrics *metrics, double baseline_error,
+                                const cpparity_tolerance *tolerance, bool is_baseline) {
+    compare_decision decision = {0};
+    double error = metrics->relative_l2;
+    decision.limit =
+        is_baseline ? tolerance->ceiling : tolerance->ratio * baseline_error + tolerance->floor;
+    if (metrics->nonfinite > 0) {
+        snprintf(decision.reason, sizeof decision.reason,
+                 "%lld non-finite value%s (first at index %lld)", (long long)metrics->nonfinite,
+                 metrics->nonfinite == 1 ? "" : "s", (long long)metrics->first_nonfinite);
+        return decision;
+    }
+    if (isnan(error)) {
+        snprintf(decision.reason, sizeof decision.reason, "error is NaN");
+        return decision;
+    }
+    if (is_baseline) {
+        decision.passed = error <= decision.limit;
+        snprintf(decision.reason, sizeof decision.reason, "error %.2e %s ceiling %.2e (baseline)",
+                 error, decision.passed ? "<=" : ">", decision.limit);
+        return decision;
+    }
+    if (isnan(baseline_error)) {
+        snprintf(decision.reason, sizeof decision.reason, "error %.2e, but baseline error is NaN",
+                 error);
+        return decision;
+    }
+    decision.passed = error <= decision.limit;
+    if (decision.passed) {
+        snprintf(decision.reason, sizeof decision.reason, "error %.2e <= limit %.2e", error,
+                 decision.limit);
+    } else {
+        snprintf(decision.reason, sizeof decision.reason,
+                 "error %.2e > limit %.2e = %g x baseline %.2e + floor %.2e", error, decision.limit,
+                 tolerance->ratio, baseline_error, tolerance->floor);
+    }
+    return decision;
+}

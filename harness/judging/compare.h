@@ -1,0 +1,38 @@
+/*
+ * compare.h — comparing a tensor of the implementation under test with the float64 reference,
+ * and the pass rule of docs/tolerances.md.
+ *
+ * Metrics per tensor (per rank): max absolute error, relative L2 error ‖x − r‖/‖r‖, the worst
+ * element (by absolute error) as a flat index, and the count of non-finite values where the
+ * reference is finite. Elements can be excluded from the error (logits of fully masked rows,
+ * automatic padding) but are still checked for non-finite values: a NaN at padding poisons
+ * gradients through 0·NaN.
+ */
+#ifndef CPPARITY_HARNESS_JUDGING_COMPARE_H
+#define CPPARITY_HARNESS_JUDGING_COMPARE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/case.h"
+#include "common/results.h"
+
+/* Compares x (float32) with r (float64), count elements. include: NULL = every element, else
+ * include[i] != 0 marks compared elements. Sums are in float64 in index order. */
+void compare_float32(compare_metrics *metrics, const float *x, const double *r, int64_t count,
+                     const uint8_t *include);
+
+/* The same for an x already widened to float64 (e.g. a loss accumulated in double). */
+void compare_float64(compare_metrics *metrics, const double *x, const double *r, int64_t count,
+                     const uint8_t *include);
+
+/* Row-major coordinates of a flat index in a tensor of `rank` dimensions. */
+void compare_coordinates(int64_t index, int rank, const int64_t *shape, int64_t *coordinates);
+
+/* The pass rule. For the baseline itself (is_baseline): passes when nonfinite == 0 and
+ * error <= tolerance.ceiling. For a CP run: passes when nonfinite == 0 and
+ * error <= tolerance.ratio × baseline_error + tolerance.floor. NaN errors never pass. */
+compare_decision compare_decide(const compare_metrics *metrics, double baseline_error,
+                                const cpparity_tolerance *tolerance, bool is_baseline);
+
+#endif

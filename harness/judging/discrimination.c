@@ -1,0 +1,143 @@
+/* discrimination.c — reference runs with one mask feature off (see discrimination.h). */
+#include "harness/judging/discrimination.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures/batch_fixture.h"
+#include "fixtures/parameter_fixture.h"
+#include "reference/model.h"
+
+/* Runs the reference on config with mask_features_off. */
+static cpparity_status run_reference(reference_model *model, const cpparity_model_config *config,
+                                     const cpparity_batch *batch, uint64_t seed,
+                                     unsigned features_off, cpparity_error *error) {
+    cpparity_status status =
+        reference_model_init(model, config, batch->batch, batch->seq_len, error);
+    if (status == CPPARITY_OK) {
+        fixture_fill_parameters(model->parameters, &model->parameter_table, seed);
+        model->mask_features_off = features_off;
+        status = reference_model_forward(model, batch, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_model_backward(model, batch, error);
+    }
+    return status;
+}
+
+/* ‖a − b‖ / ‖b‖ over count elements (absolute when ‖b‖ = 0). */
+static double relative_change(const double *a, const double *b, int64_t count) {
+    double difference = 0.0, norm = 0.0;
+    for (int64_t i = 0; i < count; i++) {
+        difference += (a[i] - b[i]) * (a[i] - b[i]);
+        norm += b[i] * b[i];
+    }
+    return norm > 0.0 ? sqrt(difference / norm) : sqrt(difference);
+}
+
+/* The largest relative change of loss, compared logits and any gradient between two runs. */
+static double largest_change(const reference_model *changed, const reference_outputs *normal) {
+    double change = relative_change(&changed->loss, &normal->loss, 1);
+    const int64_t V = normal->vocab;
+    const double *changed_logits = reference_model_logits(changed);
+    const double *normal_logits = normal->logits;
+    double difference = 0.0, norm = 0.0;
+    for (int64_t b = 0; b < normal->batch; b++) {
+        for (int64_t t = 0; t < normal->seq_len; t++) {
+            if (normal->fully_masked[b * normal->seq_len + t]) {
+                continue; /* logits there are not compared, so their change cannot be seen */
+            }
+            for (int64_t v = 0; v < V; v++) {
+                const int64_t i = (b * normal->seq_len + t) * V + v;
+                difference +=
+                    (changed_logits[i] - normal_logits[i]) * (changed_logits[i] - normal_logits[i]);
+                norm += normal_logits[i] * normal_logits[i];
+            }
+        }
+    }
+    const double logit_change = norm > 0.0 ? sqrt(difference / norm) : sqrt(difference);
+    change = logit_change > change ? logit_change : change;
+    for (int64_t e = 0; e < normal->parameter_table.count; e++) {
+        const cpparity_tensor_entry *entry = &normal->parameter_table.entries[e];
+        const double gradient_change = relative_change(
+            changed->gradients + entry->offset, normal->gradients + entry->offset, entry->count);
+        change = gradient_change > change ? gradient_change : change;
+    }
+    return change;
+}
+
+static cpparity_status append_record(run_results *results, const cpparity_case *checked,
+                                     const char *feature, double change, double threshold,
+                                     cpparity_error *error) {
+    discrimination_record *grown =
+        realloc(results->discrimination,
+                (size_t)(results->discrimination_count + 1) * sizeof *results->discrimination);
+    if (grown == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    results->discrimination = grown;
+    discrimination_record *record = &grown[results->discrimination_count++];
+    memset(record, 0, sizeof *record);
+    record->source = checked;
+    snprintf(record->feature, sizeof record->feature, "%s", feature);
+    record->change = change;
+    record->threshold = threshold;
+    record->discriminating = change >= threshold;
+    return CPPARITY_OK;
+}
+
+cpparity_status discrimination_check(run_results *results, const cpparity_case *checked,
+                                     const reference_outputs *normal, uint64_t seed,
+                                     double threshold_limit, cpparity_error *error) {
+    const cpparity_model_config *config = &checked->model;
+    bool sliding = false, chunked = false, documents = false, padding = false;
+    for (int64_t l = 0; l < config->num_hidden_layers; l++) {
+        sliding |= config->layer_types[l] == CPPARITY_LAYER_SLIDING;
+        chunked |= config->layer_types[l] == CPPARITY_LAYER_CHUNKED;
+    }
+    for (int64_t b = 0; b < checked->batch_size; b++) {
+        documents |= checked->rows[b].document_count > 1;
+        padding |= checked->rows[b].left_padding > 0 || checked->rows[b].right_padding > 0;
+    }
+    if (!sliding && !chunked && !documents && !padding) {
+        return CPPARITY_OK;
+    }
+    cpparity_batch batch = {0};
+    cpparity_status status = fixture_batch_build(&batch, checked->rows, checked->batch_size,
+                                                 checked->seq_len, config->vocab_size, seed, error);
+    const struct {
+        bool used;
+        const char *name;
+        cpparity_layer_type from; /* layers of this type become full attention */
+        unsigned features_off;
+    } variants[] = {
+        {sliding, "window", CPPARITY_LAYER_SLIDING, 0},
+        {chunked, "chunks", CPPARITY_LAYER_CHUNKED, 0},
+        {documents, "documents", CPPARITY_LAYER_FULL, REFERENCE_WITHOUT_DOCUMENTS},
+        {padding, "padding", CPPARITY_LAYER_FULL, REFERENCE_WITHOUT_PADDING},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof *variants && status == CPPARITY_OK; v++) {
+        if (!variants[v].used) {
+            continue;
+        }
+        cpparity_model_config changed_config = *config;
+        for (int64_t l = 0; l < config->num_hidden_layers; l++) {
+            if (variants[v].from != CPPARITY_LAYER_FULL &&
+                changed_config.layer_types[l] == variants[v].from) {
+                changed_config.layer_types[l] = CPPARITY_LAYER_FULL;
+            }
+        }
+        reference_model changed = {0};
+        status =
+            run_reference(&changed, &changed_config, &batch, seed, variants[v].features_off, error);
+        if (status == CPPARITY_OK) {
+            status = append_record(results, checked, variants[v].name,
+                                   largest_change(&changed, normal), 10.0 * threshold_limit, error);
+        }
+        reference_model_free(&changed);
+    }
+    cpparity_batch_free(&batch);
+    return status;
+}

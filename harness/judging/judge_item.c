@@ -1,0 +1,255 @@
+/* judge_item.c — comparing an item's outputs with the reference and deciding it (see
+ * judge_item.h). */
+#include "harness/judging/judge_item.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/judging/compare.h"
+
+/* Appends a record; its values/reference are copied only when keep is set. */
+static tensor_record *add_record(run_item *item, const char *name, cpparity_tensor_kind kind,
+                                 int rank, int shape_rank, const int64_t *shape) {
+    tensor_record *record = &item->tensors[item->tensor_count++];
+    memset(record, 0, sizeof *record);
+    snprintf(record->name, sizeof record->name, "%s", name);
+    record->kind = kind;
+    record->rank = rank;
+    record->shape_rank = shape_rank;
+    for (int d = 0; d < shape_rank; d++) {
+        record->shape[d] = shape[d];
+    }
+    record->tolerance = item->source->tolerances[item->dtype][kind];
+    record->decision.limit = NAN;
+    return record;
+}
+
+/* Keeps copies of the compared values for the results file. */
+static void keep_values(tensor_record *record, const float *values, const double *reference,
+                        int64_t count) {
+    record->values = malloc((size_t)count * sizeof(float));
+    record->reference = malloc((size_t)count * sizeof(double));
+    if (record->values != NULL && record->reference != NULL) {
+        memcpy(record->values, values, (size_t)count * sizeof(float));
+        memcpy(record->reference, reference, (size_t)count * sizeof(double));
+    } else {
+        free(record->values);
+        free(record->reference);
+        record->values = NULL;
+        record->reference = NULL;
+    }
+}
+
+/* The reference logits of the slice [offset, offset + L) of every row, [B, L, V]; positions
+ * past S (automatic padding) are 0. When include is not NULL it marks the compared elements:
+ * real positions whose query row is not fully masked. */
+static void reference_logits_slice(double *slice, uint8_t *include, const reference_outputs *ref,
+                                   int64_t local_len, int64_t offset) {
+    const int64_t B = ref->batch, S = ref->seq_len, V = ref->vocab;
+    const double *logits = ref->logits;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t t = 0; t < local_len; t++) {
+            const int64_t position = offset + t;
+            const bool real = position < S;
+            /* fully masked query rows: logits are "don't care" (masks.md), not compared */
+            const bool compared = real && !ref->fully_masked[b * S + position];
+            for (int64_t v = 0; v < V; v++) {
+                const int64_t i = (b * local_len + t) * V + v;
+                slice[i] = real ? logits[(b * S + position) * V + v] : 0.0;
+                if (include != NULL) {
+                    include[i] = compared ? 1 : 0;
+                }
+            }
+        }
+    }
+}
+
+static cpparity_status compare_all(run_item *item, const judge_inputs *in, cpparity_error *error) {
+    const reference_outputs *ref = in->reference;
+    const cpparity_case *c = item->source;
+    const int64_t cp = item->cp, B = c->batch_size, L = in->local_len;
+    const int64_t V = c->model.vocab_size, P = ref->parameter_table.total;
+    const int64_t slice = B * L * V;
+    (void)P;
+    item->tensors_expected = cp * (2 + ref->parameter_table.count);
+    item->tensors = calloc((size_t)item->tensors_expected, sizeof *item->tensors);
+    double *reference_slice = malloc((size_t)slice * sizeof(double));
+    uint8_t *include = malloc((size_t)slice);
+    double *reference_gradient = NULL;
+    if (!item->tensors || !reference_slice || !include) {
+        free(reference_slice);
+        free(include);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (comparison)");
+    }
+    const bool keep_all = in->store == RUN_STORE_ALL;
+    for (int64_t r = 0; r < cp; r++) {
+        const double loss = in->losses[r];
+        tensor_record *record = add_record(item, "loss", CPPARITY_KIND_LOSS, (int)r, 0, NULL);
+        compare_float64(&record->metrics, &loss, &ref->loss, 1, NULL);
+        if (keep_all || in->store == RUN_STORE_FAILURES) {
+            keep_values(record, &in->losses[r], &ref->loss, 1);
+        }
+    }
+    for (int64_t r = 0; r < cp; r++) {
+        const int64_t offset = r * L;
+        reference_logits_slice(reference_slice, include, ref, L, offset);
+        tensor_record *record =
+            add_record(item, "logits", CPPARITY_KIND_LOGITS, (int)r, 3, (int64_t[]){B, L, V});
+        record->position_offset = offset;
+        compare_float32(&record->metrics, in->logits + r * slice, reference_slice, slice, include);
+        item->logits_excluded += record->metrics.excluded;
+        int64_t worst[3] = {0, 0, 0};
+        if (record->metrics.worst_index >= 0) {
+            compare_coordinates(record->metrics.worst_index, 3, record->shape, worst);
+        }
+        record->worst[0] = worst[0];
+        record->worst[1] = worst[1] + offset;
+        record->worst[2] = worst[2];
+        if (keep_all) {
+            keep_values(record, in->logits + r * slice, reference_slice, slice);
+        }
+    }
+    item->gradients_identical = true;
+    for (int64_t e = 0; e < ref->parameter_table.count; e++) {
+        const cpparity_tensor_entry *entry = &ref->parameter_table.entries[e];
+        char name[112];
+        snprintf(name, sizeof name, "grads/%s", entry->name);
+        reference_gradient = ref->gradients + entry->offset;
+        for (int64_t r = 0; r < cp; r++) {
+            const float *gradient = in->gradients + r * P + entry->offset;
+            tensor_record *record =
+                add_record(item, name, CPPARITY_KIND_GRADS, (int)r, entry->rank, entry->shape);
+            compare_float32(&record->metrics, gradient, reference_gradient, entry->count, NULL);
+            if (record->metrics.worst_index >= 0) {
+                compare_coordinates(record->metrics.worst_index, entry->rank, entry->shape,
+                                    record->worst);
+            }
+            if (r > 0 && memcmp(gradient, in->gradients + entry->offset,
+                                (size_t)entry->count * sizeof(float)) != 0) {
+                item->gradients_identical = false;
+            }
+            if (keep_all) {
+                keep_values(record, gradient, reference_gradient, entry->count);
+            }
+        }
+    }
+    free(reference_slice);
+    free(include);
+    return CPPARITY_OK;
+}
+
+/* Decides every tensor of a finished item (the ceiling for cp = 1, ratio × baseline + floor
+ * otherwise) and the item's outcome. */
+static void decide(run_item *item, int64_t case_index, const baseline_table *baselines) {
+    item->worst_ratio = 0.0;
+    item->worst_tensor = -1;
+    int64_t failures = 0, first_failure = -1;
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        tensor_record *record = &item->tensors[i];
+        double baseline_error = NAN;
+        if (!item->is_baseline) {
+            const baseline_entry *entry =
+                baseline_table_find(baselines, case_index, item->dtype, record->name);
+            baseline_error = entry != NULL ? entry->error : NAN;
+        }
+        record->baseline_error = item->is_baseline ? record->metrics.relative_l2 : baseline_error;
+        record->decision =
+            compare_decide(&record->metrics, baseline_error, &record->tolerance, item->is_baseline);
+        if (!item->is_baseline && isnan(baseline_error)) {
+            record->decision.passed = false;
+            snprintf(record->decision.reason, sizeof record->decision.reason,
+                     "no baseline error at cp 1 for this tensor");
+        }
+        const double ratio = record->decision.limit > 0.0
+                                 ? record->metrics.relative_l2 / record->decision.limit
+                                 : (record->metrics.relative_l2 > 0.0 ? INFINITY : 0.0);
+        if (!record->decision.passed) {
+            failures++;
+            if (first_failure < 0 || ratio > item->worst_ratio) {
+                first_failure = i;
+            }
+        }
+        if (item->worst_tensor < 0 || ratio > item->worst_ratio || isnan(ratio)) {
+            item->worst_ratio = ratio;
+            item->worst_tensor = i;
+        }
+    }
+    if (failures > 0 || item->tensor_count != item->tensors_expected ||
+        !item->gradients_identical) {
+        item->outcome = RUN_FAIL;
+        if (failures > 0) {
+            const tensor_record *record = &item->tensors[first_failure];
+            char where[256];
+            run_item_describe_worst(item, record, where, sizeof where);
+            snprintf(item->message, sizeof item->message, "%lld tensor%s failed; worst: %s: %s",
+                     (long long)failures, failures == 1 ? "" : "s", where, record->decision.reason);
+        } else if (item->tensor_count != item->tensors_expected) {
+            snprintf(item->message, sizeof item->message, "compared %lld tensors, expected %lld",
+                     (long long)item->tensor_count, (long long)item->tensors_expected);
+        } else {
+            snprintf(item->message, sizeof item->message,
+                     "gradients differ between ranks after the all-reduce");
+        }
+    } else {
+        item->outcome = RUN_PASS;
+    }
+}
+
+/* Drops stored values of passing tensors under --store failures. */
+static void trim_stored(run_item *item, run_store store) {
+    if (store != RUN_STORE_FAILURES) {
+        return;
+    }
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        tensor_record *record = &item->tensors[i];
+        if (record->decision.passed) {
+            free(record->values);
+            free(record->reference);
+            record->values = NULL;
+            record->reference = NULL;
+        }
+    }
+}
+
+/* Stores the values of failing gradients and logits (only scalars were kept so far). */
+static void keep_failures(run_item *item, const judge_inputs *in) {
+    const int64_t B = item->source->batch_size, L = in->local_len;
+    const int64_t V = item->source->model.vocab_size, P = in->reference->parameter_table.total;
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        tensor_record *record = &item->tensors[i];
+        if (record->decision.passed || record->values != NULL) {
+            continue;
+        }
+        if (record->kind == CPPARITY_KIND_GRADS) {
+            const cpparity_tensor_entry *entry = cpparity_tensor_table_find(
+                &in->reference->parameter_table, record->name + strlen("grads/"));
+            if (entry != NULL) {
+                keep_values(record, in->gradients + record->rank * P + entry->offset,
+                            in->reference->gradients + entry->offset, entry->count);
+            }
+        } else if (record->kind == CPPARITY_KIND_LOGITS) {
+            const int64_t slice = B * L * V;
+            double *reference = malloc((size_t)slice * sizeof(double));
+            if (reference != NULL) {
+                reference_logits_slice(reference, NULL, in->reference, L, record->position_offset);
+            }
+            if (reference != NULL) {
+                keep_values(record, in->logits + record->rank * slice, reference, slice);
+            }
+            free(reference);
+        }
+    }
+}
+
+cpparity_status judge_item(run_item *item, int64_t case_index, const judge_inputs *in,
+                           const baseline_table *baselines, cpparity_error *error) {
+    cpparity_status status = compare_all(item, in, error);
+    if (status == CPPARITY_OK) {
+        decide(item, case_index, baselines);
+        keep_failures(item, in);
+        trim_stored(item, in->store);
+    }
+    return status;
+}

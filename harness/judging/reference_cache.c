@@ -1,0 +1,118 @@
+/* reference_cache.c — the reference's outputs, once per case (see reference_cache.h). */
+#include "harness/judging/reference_cache.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures/batch_fixture.h"
+#include "fixtures/parameter_fixture.h"
+#include "common/monotonic_clock.h"
+#include "reference/model.h"
+
+static void outputs_free(reference_outputs *outputs) {
+    free(outputs->logits);
+    free(outputs->gradients);
+    free(outputs->fully_masked);
+    cpparity_tensor_table_free(&outputs->parameter_table);
+    memset(outputs, 0, sizeof *outputs);
+}
+
+/* Runs the reference on the case and keeps what comparison needs. */
+static cpparity_status compute(reference_outputs *outputs, const cpparity_case *c, uint64_t seed,
+                               cpparity_error *error) {
+    const double start = monotonic_seconds();
+    cpparity_batch batch = {0};
+    reference_model model = {0};
+    cpparity_status status = fixture_batch_build(&batch, c->rows, c->batch_size, c->seq_len,
+                                                 c->model.vocab_size, seed, error);
+    if (status == CPPARITY_OK) {
+        status = reference_model_init(&model, &c->model, c->batch_size, c->seq_len, error);
+    }
+    if (status == CPPARITY_OK) {
+        fixture_fill_parameters(model.parameters, &model.parameter_table, seed);
+        status = reference_model_forward(&model, &batch, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_model_backward(&model, &batch, error);
+    }
+    const int64_t B = c->batch_size, S = c->seq_len, V = c->model.vocab_size;
+    if (status == CPPARITY_OK) {
+        outputs->batch = B;
+        outputs->seq_len = S;
+        outputs->vocab = V;
+        outputs->loss = model.loss;
+        outputs->logits = malloc((size_t)(B * S * V) * sizeof(double));
+        outputs->gradients = malloc((size_t)model.parameter_table.total * sizeof(double));
+        outputs->fully_masked = calloc((size_t)(B * S), 1);
+        if (!outputs->logits || !outputs->gradients || !outputs->fully_masked) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "out of memory (reference outputs of %s)", c->name);
+        }
+    }
+    if (status == CPPARITY_OK) {
+        memcpy(outputs->logits, reference_model_logits(&model),
+               (size_t)(B * S * V) * sizeof(double));
+        memcpy(outputs->gradients, model.gradients,
+               (size_t)model.parameter_table.total * sizeof(double));
+        /* a query row with lse = −∞ in any layer has no key there: its logits are don't-care */
+        const int64_t H = c->model.num_attention_heads;
+        for (int64_t l = 0; l < c->model.num_hidden_layers; l++) {
+            const double *lse = model.activations + model.layer[l].lse;
+            for (int64_t b = 0; b < B; b++) {
+                for (int64_t t = 0; t < S; t++) {
+                    if (lse[b * H * S + t] == -INFINITY) {
+                        outputs->fully_masked[b * S + t] = 1;
+                    }
+                }
+            }
+        }
+        outputs->parameter_table = model.parameter_table; /* taken over from the model */
+        memset(&model.parameter_table, 0, sizeof model.parameter_table);
+    }
+    reference_model_free(&model);
+    cpparity_batch_free(&batch);
+    outputs->seconds = monotonic_seconds() - start;
+    return status;
+}
+
+cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
+                                    const cpparity_case *c, uint64_t seed,
+                                    const reference_outputs **outputs, int *computed_now,
+                                    cpparity_error *error) {
+    for (int64_t i = 0; i < cache->count; i++) {
+        if (cache->entries[i].case_index == case_index && cache->entries[i].seed == seed) {
+            *outputs = &cache->entries[i];
+            *computed_now = 0;
+            return CPPARITY_OK;
+        }
+    }
+    reference_outputs fresh;
+    memset(&fresh, 0, sizeof fresh);
+    fresh.case_index = case_index;
+    fresh.seed = seed;
+    cpparity_status status = compute(&fresh, c, seed, error);
+    if (status != CPPARITY_OK) {
+        outputs_free(&fresh);
+        return status;
+    }
+    reference_outputs *grown =
+        realloc(cache->entries, (size_t)(cache->count + 1) * sizeof *cache->entries);
+    if (grown == NULL) {
+        outputs_free(&fresh);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (reference cache)");
+    }
+    cache->entries = grown;
+    cache->entries[cache->count] = fresh;
+    *outputs = &cache->entries[cache->count++];
+    *computed_now = 1;
+    return CPPARITY_OK;
+}
+
+void reference_cache_free(reference_cache *cache) {
+    for (int64_t i = 0; i < cache->count; i++) {
+        outputs_free(&cache->entries[i]);
+    }
+    free(cache->entries);
+    memset(cache, 0, sizeof *cache);
+}

@@ -1,0 +1,450 @@
+/* run.c — a whole `cpparity run` job across ranks and groups (see run.h). */
+#include "harness/running/run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness/judging/discrimination.h"
+#include "harness/running/run_exchange.h"
+#include "harness/running/run_item.h"
+#include "harness/running/run_outputs.h"
+#include "reports/console.h"
+
+static void utc_now(char *text, size_t size) {
+    time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    strftime(text, size, "%Y-%m-%dT%H:%M:%SZ", &utc);
+}
+
+static void free_item_tensors(run_item *item) {
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        free(item->tensors[i].values);
+        free(item->tensors[i].reference);
+    }
+    free(item->tensors);
+    item->tensors = NULL;
+    item->tensor_count = 0;
+}
+
+/* Unpacked items land at their plan index in the results (rank 0) and are printed as they
+ * arrive. */
+static void store_item(int64_t plan_index, run_item *item, void *context) {
+    run_results *results = context;
+    free_item_tensors(&results->items[plan_index]);
+    results->items[plan_index] = *item;
+    console_item(stdout, &results->items[plan_index]);
+}
+
+static int compare_sizes(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sends the baseline table from rank 0 to every rank. */
+static cpparity_status share_baselines(cpparity_comm *world, baseline_table *table,
+                                       cpparity_error *error) {
+    int64_t count = world->rank == 0 ? table->count : 0;
+    cpparity_status status = cpparity_broadcast(world, &count, 1, CPPARITY_INT64, 0, NULL, error);
+    if (status != CPPARITY_OK || count == 0) {
+        return status;
+    }
+    if (world->rank != 0) {
+        baseline_table_free(table);
+        table->entries = calloc((size_t)count, sizeof *table->entries);
+        if (table->entries == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        }
+        table->count = count;
+    }
+    return cpparity_broadcast(world, table->entries, count * (int64_t)sizeof(baseline_entry),
+                              CPPARITY_INT8, 0, NULL, error);
+}
+
+/* Sends what the group leaders packed to rank 0, which stores and prints those items. */
+static cpparity_status collect(cpparity_comm *world, run_plan *plan, const byte_buffer *packed,
+                               run_results *results, cpparity_error *error) {
+    void *received = NULL;
+    int64_t *sizes = calloc((size_t)world->size, sizeof *sizes);
+    cpparity_status status =
+        sizes == NULL
+            ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
+            : cpparity_gather_bytes(world, packed->data, packed->size, &received, sizes, 0, error);
+    if (status == CPPARITY_OK && world->rank == 0) {
+        int64_t total = 0;
+        for (int r = 0; r < world->size; r++) {
+            total += sizes[r];
+        }
+        console_progress_clear();
+        status = run_exchange_unpack(received, total, plan, store_item, results, error);
+    }
+    free(received);
+    free(sizes);
+    return status;
+}
+
+/* Runs every runnable item of one cp size on N/cp groups. Each case has a home rank (its index
+ * modulo N): the group holding that rank runs the case's items, and the home rank computes the
+ * case's float64 reference once (reference_cache) and compares every cp size and dtype of it.
+ * Items run in rounds: in round r every group runs the r-th item of its queue, then every rank
+ * meets to send finished items to rank 0, so an idle group waits at most one item, never a whole
+ * phase, before its next (deadline-bound) collective. */
+static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run_options *options,
+                                 const run_target *target, int64_t cp,
+                                 const baseline_table *baselines, reference_cache *cache,
+                                 run_results *results, cpparity_error *error) {
+    const int groups = (int)(world->size / cp);
+    const int color = (int)(world->rank / cp);
+    /* this group's queue, in plan order */
+    int64_t *queue = malloc((size_t)(plan->item_count + 1) * sizeof *queue);
+    int64_t *queue_lengths = calloc((size_t)groups, sizeof *queue_lengths);
+    if (queue == NULL || queue_lengths == NULL) {
+        free(queue);
+        free(queue_lengths);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    int64_t mine = 0, rounds = 0;
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        if (!plan->items[i].runnable || plan->items[i].cp != cp) {
+            continue;
+        }
+        const int home = (int)(plan->items[i].case_index % world->size);
+        const int group_of_item = (int)(home / cp);
+        queue_lengths[group_of_item]++;
+        rounds = queue_lengths[group_of_item] > rounds ? queue_lengths[group_of_item] : rounds;
+        if (group_of_item == color) {
+            queue[mine++] = i;
+        }
+    }
+    cpparity_comm *group = NULL;
+    cpparity_status status = cpparity_comm_split(world, color, world->rank, &group, error);
+    for (int64_t round = 0; status == CPPARITY_OK && round < rounds; round++) {
+        byte_buffer packed = {0};
+        if (round < mine) {
+            const int64_t i = queue[round];
+            const run_plan_item *planned = &plan->items[i];
+            const int root = (int)(planned->case_index % world->size % cp);
+            if (group->rank == root) {
+                console_progress(plan->cases[planned->case_index]->name, cp,
+                                 cpparity_dtype_name(planned->dtype));
+            }
+            run_item item;
+            status = run_item_execute(group, root, plan, i, options, target, baselines, cache,
+                                      &item, error);
+            if (status == CPPARITY_OK && group->rank == root) {
+                status = run_exchange_pack(&packed, i, &item, error);
+            }
+            free_item_tensors(&item);
+        }
+        if (status == CPPARITY_OK) {
+            status = collect(world, plan, &packed, results, error);
+        }
+        byte_buffer_free(&packed);
+    }
+    cpparity_comm_free(group);
+    free(queue);
+    free(queue_lengths);
+    return status;
+}
+
+/* The tightest limit a case's tensors get: min over the tensors of its baseline items of
+ * ratio × baseline error + floor, the limit every other run of the case is held to. It depends
+ * on the case (and the dtypes run) alone, never on which cp sizes the job's rank count allowed;
+ * infinite when no baseline of the case was compared. */
+static double tightest_limit(const run_results *results, const cpparity_case *c) {
+    double tightest = INFINITY;
+    for (int64_t i = 0; i < results->item_count; i++) {
+        const run_item *item = &results->items[i];
+        if (item->source != c || !item->is_baseline ||
+            (item->outcome != RUN_PASS && item->outcome != RUN_FAIL)) {
+            continue;
+        }
+        for (int64_t t = 0; t < item->tensor_count; t++) {
+            const tensor_record *record = &item->tensors[t];
+            const double limit =
+                record->tolerance.ratio * record->metrics.relative_l2 + record->tolerance.floor;
+            if (isfinite(limit) && limit > 0.0 && limit < tightest) {
+                tightest = limit;
+            }
+        }
+    }
+    return tightest;
+}
+
+/* The discrimination check (discrimination.h): each case's home rank reruns its reference with
+ * one mask feature off at a time, against the cached full reference; the records reach rank 0,
+ * which keeps them in case order. Rank 0 first sends every rank each case's tightest limit. */
+static cpparity_status run_discrimination(cpparity_comm *world, run_plan *plan,
+                                          const run_options *options, reference_cache *cache,
+                                          run_results *results, cpparity_error *error) {
+    const int64_t cases = plan->case_count;
+    double *limits = malloc((size_t)(cases + 1) * sizeof *limits);
+    if (limits == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    for (int64_t c = 0; world->rank == 0 && c < cases; c++) {
+        limits[c] = tightest_limit(results, plan->cases[c]);
+    }
+    cpparity_status status =
+        cpparity_broadcast(world, limits, cases, CPPARITY_FLOAT64, 0, NULL, error);
+    run_results local;
+    memset(&local, 0, sizeof local);
+    byte_buffer packed = {0};
+    for (int64_t c = world->rank; status == CPPARITY_OK && c < cases; c += world->size) {
+        if (!isfinite(limits[c])) {
+            continue; /* nothing of this case was compared */
+        }
+        const cpparity_case *checked = plan->cases[c];
+        const uint64_t seed = options->seed_set ? options->seed : checked->seed;
+        const reference_outputs *normal = NULL;
+        int computed_now = 0;
+        const int64_t first = local.discrimination_count;
+        status = reference_cache_get(cache, c, checked, seed, &normal, &computed_now, error);
+        if (status == CPPARITY_OK) {
+            status = discrimination_check(&local, checked, normal, seed, limits[c], error);
+        }
+        for (int64_t r = first; status == CPPARITY_OK && r < local.discrimination_count; r++) {
+            status = run_exchange_append(&packed, &c, sizeof c, error);
+            if (status == CPPARITY_OK) {
+                status = run_exchange_append(&packed, &local.discrimination[r],
+                                             sizeof local.discrimination[r], error);
+            }
+        }
+    }
+    free(local.discrimination);
+    free(limits);
+    void *received = NULL;
+    int64_t *sizes = calloc((size_t)world->size, sizeof *sizes);
+    if (status == CPPARITY_OK && sizes == NULL) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    if (status == CPPARITY_OK) {
+        status = cpparity_gather_bytes(world, packed.data, packed.size, &received, sizes, 0, error);
+    }
+    if (status == CPPARITY_OK && world->rank == 0) {
+        int64_t total = 0;
+        for (int r = 0; r < world->size; r++) {
+            total += sizes[r];
+        }
+        const int64_t entry = (int64_t)(sizeof(int64_t) + sizeof(discrimination_record));
+        const int64_t count = total / entry;
+        results->discrimination = calloc((size_t)count + 1, sizeof *results->discrimination);
+        if (results->discrimination == NULL) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        }
+        /* case order; within a case, the order its home rank checked the features in */
+        for (int64_t c = 0; status == CPPARITY_OK && c < cases; c++) {
+            for (int64_t e = 0; e < count; e++) {
+                int64_t index;
+                memcpy(&index, (const uint8_t *)received + e * entry, sizeof index);
+                if (index != c) {
+                    continue;
+                }
+                discrimination_record *record =
+                    &results->discrimination[results->discrimination_count++];
+                memcpy(record, (const uint8_t *)received + e * entry + sizeof index,
+                       sizeof *record);
+                record->source = plan->cases[c];
+            }
+        }
+    }
+    free(received);
+    free(sizes);
+    byte_buffer_free(&packed);
+    return status;
+}
+
+/* The exit code of docs/command-line.md: the worst item decides (1 a parity failure, 2 bad input
+ * or an unexpected refusal, 3 a runtime failure); an item that could not run here (NOT RUN) is
+ * an environment failure (3) unless --allow-not-run. */
+static int exit_code(const run_results *results, const run_options *options) {
+    int code = 0;
+    for (int64_t i = 0; i < results->item_count; i++) {
+        const run_item *item = &results->items[i];
+        int item_code = item->outcome == RUN_FAIL ? 1
+                        : item->outcome == RUN_ERROR
+                            ? (item->error_status == CPPARITY_ERROR_RUNTIME ? 3 : 2)
+                        : item->outcome == RUN_NOT_RUN && !options->allow_not_run ? 3
+                                                                                  : 0;
+        code = item_code > code ? item_code : code;
+    }
+    return code;
+}
+
+/* Rank 0: counts, discrimination, footer, results file and reports. Returns the exit code. */
+static int finish(run_results *results, run_plan *plan, const run_options *options,
+                  const run_environment *environment) {
+    for (int64_t i = 0; i < results->item_count; i++) {
+        switch (results->items[i].outcome) {
+        case RUN_PASS:
+            results->passed++;
+            break;
+        case RUN_FAIL:
+            results->failed++;
+            break;
+        case RUN_REFUSED:
+            results->refused++;
+            break;
+        case RUN_NOT_RUN:
+            results->not_run++;
+            break;
+        case RUN_ERROR:
+            results->errors++;
+            break;
+        }
+    }
+    for (int64_t i = 0; i < results->item_count; i++) {
+        if (!plan->items[i].runnable) {
+            console_item(stdout, &results->items[i]); /* listed with what it would need */
+        }
+    }
+    cpparity_error error;
+    int code = exit_code(results, options);
+    console_discrimination(stdout, results);
+    utc_now(results->provenance.end_time, sizeof results->provenance.end_time);
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        const run_output_writer *writer = &run_output_writers[o];
+        const char *path = o == RUN_OUTPUT_RESULTS ? environment->out_path : options->outputs[o];
+        if (path == NULL) {
+            continue;
+        }
+        cpparity_status status = writer->write(results, path, &error);
+        if (status != CPPARITY_OK) {
+            fprintf(stderr, "cpparity run: writing the %s: %s\n", writer->what, error.message);
+            code = code > (int)status ? code : (int)status;
+        }
+    }
+    console_footer(stdout, results, environment->out_path, options->allow_not_run);
+    fflush(stdout);
+    return code;
+}
+
+/* The job: see run.h. Works on its own copy of the plan's items (marked runnable for this job's
+ * rank count), so ranks that share one plan (local threads) never write to it. */
+static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_options *options,
+                            const run_target *target, const run_environment *environment);
+
+int run_job(cpparity_comm *world, run_plan *shared, const run_options *options,
+            const run_target *target, const run_environment *environment) {
+    run_plan plan = *shared;
+    plan.items = malloc((size_t)(shared->item_count + 1) * sizeof *plan.items);
+    if (plan.items == NULL) {
+        fprintf(stderr, "cpparity run: rank %d: out of memory (run plan)\n", world->world_rank);
+        cpparity_comm_abort(world, 3, "out of memory (run plan)");
+        return 3;
+    }
+    memcpy(plan.items, shared->items, (size_t)shared->item_count * sizeof *plan.items);
+    run_plan_set_ranks(&plan, world->size, target->implementation);
+    const int code = run_job_on_items(world, &plan, options, target, environment);
+    free(plan.items);
+    return code;
+}
+
+static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_options *options,
+                            const run_target *target, const run_environment *environment) {
+    run_results results;
+    memset(&results, 0, sizeof results);
+    cpparity_error error;
+    cpparity_status status = CPPARITY_OK;
+    if (world->rank == 0) {
+        run_provenance *p = &results.provenance;
+        snprintf(p->version, sizeof p->version, "%s", environment->version);
+        snprintf(p->git_commit, sizeof p->git_commit, "%s", environment->git_commit);
+        snprintf(p->compiler, sizeof p->compiler, "%s", environment->compiler);
+        snprintf(p->libraries, sizeof p->libraries, "%s", environment->libraries);
+        gethostname(p->host, sizeof p->host - 1);
+        snprintf(p->command_line, sizeof p->command_line, "%s", environment->command_line);
+        snprintf(p->comm, sizeof p->comm, "%s", world->kind);
+        snprintf(p->device, sizeof p->device, "%s", options->device);
+        snprintf(p->implementation, sizeof p->implementation, "%s", target->implementation->name);
+        snprintf(p->kernel, sizeof p->kernel, "%s %s", target->kernel->name,
+                 target->kernel->version);
+        p->ranks = world->size;
+        p->seed = options->seed_set ? options->seed : 0;
+        p->seed_overridden = options->seed_set;
+        snprintf(p->store, sizeof p->store, "%s", run_store_name(options->store));
+        utc_now(p->start_time, sizeof p->start_time);
+        results.item_count = plan->item_count;
+        results.items = calloc((size_t)plan->item_count + 1, sizeof *results.items);
+        if (results.items == NULL) {
+            status = cpparity_error_set(&error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        }
+        for (int64_t i = 0; status == CPPARITY_OK && i < plan->item_count; i++) {
+            const run_plan_item *planned = &plan->items[i];
+            run_item *item = &results.items[i];
+            item->source = plan->cases[planned->case_index];
+            snprintf(item->suite_path, sizeof item->suite_path, "%s",
+                     plan->case_suite[planned->case_index]);
+            item->cp = planned->cp;
+            item->dtype = planned->dtype;
+            item->is_baseline = planned->is_baseline;
+            item->worst_tensor = -1;
+            item->outcome = RUN_NOT_RUN;
+            snprintf(item->message, sizeof item->message, "%s",
+                     planned->runnable ? "did not run" : planned->not_run_reason);
+        }
+        console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
+        console_table_header(stdout);
+    }
+    int64_t sizes[CPPARITY_MAX_CP_SIZES * 8];
+    int size_count = 0;
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        bool known = false;
+        for (int s = 0; s < size_count; s++) {
+            known |= sizes[s] == plan->items[i].cp;
+        }
+        if (!known && plan->items[i].runnable && size_count < (int)(sizeof sizes / sizeof *sizes)) {
+            sizes[size_count++] = plan->items[i].cp;
+        }
+    }
+    qsort(sizes, (size_t)size_count, sizeof *sizes, compare_sizes);
+    baseline_table baselines = {0};
+    reference_cache cache = {0};
+    for (int s = 0; s < size_count && status == CPPARITY_OK; s++) {
+        status =
+            run_phase(world, plan, options, target, sizes[s], &baselines, &cache, &results, &error);
+        if (status == CPPARITY_OK && sizes[s] == 1) {
+            for (int64_t i = 0; world->rank == 0 && i < plan->item_count && status == CPPARITY_OK;
+                 i++) {
+                if (plan->items[i].cp == 1 && results.items[i].tensor_count > 0) {
+                    status = baseline_table_add(&baselines, plan->items[i].case_index,
+                                                &results.items[i], &error);
+                }
+            }
+            if (status == CPPARITY_OK) {
+                status = share_baselines(world, &baselines, &error);
+            }
+        }
+    }
+    if (status == CPPARITY_OK) {
+        status = run_discrimination(world, plan, options, &cache, &results, &error);
+    }
+    baseline_table_free(&baselines);
+    reference_cache_free(&cache);
+    int64_t code = 0;
+    if (status != CPPARITY_OK) {
+        fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, error.message);
+        code = status;
+        cpparity_comm_abort(world, (int)status, error.message);
+    } else {
+        if (world->rank == 0) {
+            code = finish(&results, plan, options, environment);
+        }
+        if (cpparity_broadcast(world, &code, 1, CPPARITY_INT64, 0, NULL, &error) != CPPARITY_OK) {
+            fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, error.message);
+            code = 3;
+        }
+    }
+    for (int64_t i = 0; i < results.item_count; i++) {
+        free_item_tensors(&results.items[i]);
+    }
+    free(results.items);
+    results.items = NULL;
+    results.item_count = 0;
+    run_results_free(&results);
+    return (int)code;
+}

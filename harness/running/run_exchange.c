@@ -1,0 +1,140 @@
+/* run_exchange.c — packing finished items into bytes and back (see run_exchange.h). */
+#include "harness/running/run_exchange.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void byte_buffer_free(byte_buffer *buffer) {
+    free(buffer->data);
+    memset(buffer, 0, sizeof *buffer);
+}
+
+cpparity_status run_exchange_append(byte_buffer *buffer, const void *data, int64_t size,
+                                    cpparity_error *error) {
+    if (buffer->size + size > buffer->capacity) {
+        int64_t capacity = buffer->capacity * 2 + size + 4096;
+        uint8_t *grown = realloc(buffer->data, (size_t)capacity);
+        if (grown == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (packing)");
+        }
+        buffer->data = grown;
+        buffer->capacity = capacity;
+    }
+    if (size > 0) {
+        memcpy(buffer->data + buffer->size, data, (size_t)size);
+    }
+    buffer->size += size;
+    return CPPARITY_OK;
+}
+
+/* Elements of a record's stored arrays (0 when none). */
+static int64_t stored_count(const tensor_record *record) {
+    if (record->values == NULL) {
+        return 0;
+    }
+    int64_t count = 1;
+    for (int d = 0; d < record->shape_rank; d++) {
+        count *= record->shape[d];
+    }
+    return count;
+}
+
+cpparity_status run_exchange_pack(byte_buffer *buffer, int64_t plan_index, const run_item *item,
+                                  cpparity_error *error) {
+    cpparity_status status = run_exchange_append(buffer, &plan_index, sizeof plan_index, error);
+    if (status == CPPARITY_OK) {
+        status = run_exchange_append(buffer, item, sizeof *item, error);
+    }
+    for (int64_t i = 0; i < item->tensor_count && status == CPPARITY_OK; i++) {
+        const tensor_record *record = &item->tensors[i];
+        const int64_t count = stored_count(record);
+        status = run_exchange_append(buffer, record, sizeof *record, error);
+        if (status == CPPARITY_OK) {
+            status = run_exchange_append(buffer, &count, sizeof count, error);
+        }
+        if (status == CPPARITY_OK && count > 0) {
+            status =
+                run_exchange_append(buffer, record->values, count * (int64_t)sizeof(float), error);
+        }
+        if (status == CPPARITY_OK && count > 0) {
+            status = run_exchange_append(buffer, record->reference, count * (int64_t)sizeof(double),
+                                         error);
+        }
+    }
+    return status;
+}
+
+/* Copies size bytes at *offset out of bytes, failing past the end. */
+static cpparity_status take(const uint8_t *bytes, int64_t size, int64_t *offset, void *out,
+                            int64_t length, cpparity_error *error) {
+    if (*offset + length > size) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "corrupt result exchange: %lld bytes wanted at %lld of %lld",
+                                  (long long)length, (long long)*offset, (long long)size);
+    }
+    memcpy(out, bytes + *offset, (size_t)length);
+    *offset += length;
+    return CPPARITY_OK;
+}
+
+cpparity_status run_exchange_unpack(const uint8_t *bytes, int64_t size, const run_plan *plan,
+                                    void (*store)(int64_t plan_index, run_item *item,
+                                                  void *context),
+                                    void *context, cpparity_error *error) {
+    int64_t offset = 0;
+    while (offset < size) {
+        int64_t plan_index = -1;
+        run_item item;
+        cpparity_status status = take(bytes, size, &offset, &plan_index, sizeof plan_index, error);
+        if (status == CPPARITY_OK) {
+            status = take(bytes, size, &offset, &item, sizeof item, error);
+        }
+        if (status != CPPARITY_OK) {
+            return status;
+        }
+        if (plan_index < 0 || plan_index >= plan->item_count) {
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                      "corrupt result exchange: item %lld", (long long)plan_index);
+        }
+        item.source = plan->cases[plan->items[plan_index].case_index];
+        item.tensors =
+            item.tensor_count > 0 ? calloc((size_t)item.tensor_count, sizeof *item.tensors) : NULL;
+        if (item.tensor_count > 0 && item.tensors == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (unpacking)");
+        }
+        for (int64_t i = 0; i < item.tensor_count && status == CPPARITY_OK; i++) {
+            tensor_record *record = &item.tensors[i];
+            int64_t count = 0;
+            status = take(bytes, size, &offset, record, sizeof *record, error);
+            record->values = NULL;
+            record->reference = NULL;
+            if (status == CPPARITY_OK) {
+                status = take(bytes, size, &offset, &count, sizeof count, error);
+            }
+            if (status == CPPARITY_OK && count > 0) {
+                record->values = malloc((size_t)count * sizeof(float));
+                record->reference = malloc((size_t)count * sizeof(double));
+                if (record->values == NULL || record->reference == NULL) {
+                    status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+                } else {
+                    status = take(bytes, size, &offset, record->values,
+                                  count * (int64_t)sizeof(float), error);
+                    if (status == CPPARITY_OK) {
+                        status = take(bytes, size, &offset, record->reference,
+                                      count * (int64_t)sizeof(double), error);
+                    }
+                }
+            }
+        }
+        if (status != CPPARITY_OK) {
+            for (int64_t i = 0; i < item.tensor_count; i++) {
+                free(item.tensors[i].values);
+                free(item.tensors[i].reference);
+            }
+            free(item.tensors);
+            return status;
+        }
+        store(plan_index, &item, context);
+    }
+    return CPPARITY_OK;
+}

@@ -1,0 +1,341 @@
+/* run_item.c — one (case, cp, dtype) run on a CP group (see run_item.h). */
+#include "harness/running/run_item.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/model_parameters.h"
+#include "common/monotonic_clock.h"
+#include "fixtures/batch_fixture.h"
+#include "fixtures/parameter_fixture.h"
+#include "harness/judging/judge_item.h"
+
+#define PROBLEM_TEXT 512 /* bytes of a rank's output problem, NUL included */
+
+/* What one rank reports to the root besides its tensors. */
+typedef struct rank_summary {
+    float loss;                 /* the rank's loss */
+    double seconds;             /* the implementation's time on this rank */
+    char problem[PROBLEM_TEXT]; /* an output the rank could not deliver, "" when none */
+} rank_summary;
+
+/* What one rank of the implementation under test produced. */
+typedef struct rank_outputs {
+    rank_summary summary; /* loss, time, problem */
+    float *logits;        /* [B, L, V] this rank's slice, owned */
+    float *gradients;     /* (parameters.total) by the harness's parameter table, owned */
+} rank_outputs;
+
+/* The slice length every rank must deliver: the contract of implementation.h, computed here
+ * independently of the implementation's own sharding. */
+static int64_t expected_local_len(int64_t seq_len, int64_t cp) {
+    return (seq_len + cp - 1) / cp;
+}
+
+/* Records the first output problem of a rank, "what: detail" (later ones are dropped). */
+static void note_problem(rank_summary *summary, const char *what, const char *detail) {
+    if (summary->problem[0] == '\0') {
+        snprintf(summary->problem, sizeof summary->problem, "%.100s: %.400s", what, detail);
+    }
+}
+
+/* Reads every gradient the harness's parameter table names from the instance, and checks that
+ * the instance holds no other. */
+static void read_gradients(const cpparity_implementation *implementation, void *instance,
+                           const cpparity_tensor_table *parameters, rank_outputs *outputs) {
+    for (int64_t e = 0; e < parameters->count; e++) {
+        const cpparity_tensor_entry *entry = &parameters->entries[e];
+        cpparity_error read_error;
+        cpparity_error_clear(&read_error);
+        if (implementation->read_gradient(instance, entry->name, outputs->gradients + entry->offset,
+                                          entry->count, &read_error) != CPPARITY_OK) {
+            note_problem(&outputs->summary, "missing gradient", read_error.message);
+        }
+    }
+    const int64_t held = implementation->gradient_count(instance);
+    for (int64_t i = 0; i < held; i++) {
+        const char *name = implementation->gradient_name(instance, i);
+        if (name == NULL || cpparity_tensor_table_find(parameters, name) == NULL) {
+            note_problem(&outputs->summary, "an unexpected extra gradient",
+                         name != NULL ? name : "(no name)");
+        }
+    }
+    if (held != parameters->count && outputs->summary.problem[0] == '\0') {
+        char counts[96];
+        snprintf(counts, sizeof counts, "it holds %lld, model.md names %lld", (long long)held,
+                 (long long)parameters->count);
+        note_problem(&outputs->summary, "a gradient count that is not model.md's", counts);
+    }
+}
+
+/* The implementation under test on this rank: the harness builds the whole batch and every
+ * weight from the fixtures, hands them over, runs forward and backward (timed: create, load,
+ * forward, backward), and reads the outputs into host buffers. A failed call is returned as an
+ * error; an output the instance cannot deliver is recorded as the rank's problem. */
+static cpparity_status run_on_rank(cpparity_comm *group, const run_target *target,
+                                   const cpparity_case *c, cpparity_dtype dtype, uint64_t seed,
+                                   rank_outputs *outputs, cpparity_error *error) {
+    memset(outputs, 0, sizeof *outputs);
+    const cpparity_implementation *implementation = target->implementation;
+    const int64_t B = c->batch_size, V = c->model.vocab_size;
+    const int64_t L = expected_local_len(c->seq_len, group->size);
+    cpparity_batch batch = {0};
+    cpparity_tensor_table parameters = {0};
+    double *weights = NULL;
+    void *instance = NULL;
+    cpparity_status status = fixture_batch_build(&batch, c->rows, B, c->seq_len, V, seed, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_model_parameter_table(&c->model, &parameters, error);
+    }
+    if (status == CPPARITY_OK) {
+        weights = malloc((size_t)parameters.total * sizeof *weights);
+        outputs->logits = malloc((size_t)(B * L * V) * sizeof(float));
+        outputs->gradients = calloc((size_t)parameters.total, sizeof(float));
+        if (weights == NULL || outputs->logits == NULL || outputs->gradients == NULL) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "rank %d: out of memory (inputs and outputs)", group->rank);
+        } else {
+            fixture_fill_parameters(weights, &parameters, seed);
+        }
+    }
+    const double start = monotonic_seconds();
+    if (status == CPPARITY_OK) {
+        const cpparity_implementation_setup setup = {&c->model, B,     c->seq_len,
+                                                     dtype,     group, target->kernel};
+        status = implementation->create(&setup, &instance, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = implementation->load_parameters(instance, &parameters, weights, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = implementation->forward(instance, &batch, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = implementation->backward(instance, error);
+    }
+    outputs->summary.seconds = monotonic_seconds() - start;
+    if (status == CPPARITY_OK) {
+        cpparity_error read_error;
+        cpparity_error_clear(&read_error);
+        if (implementation->read_loss(instance, &outputs->summary.loss, &read_error) !=
+            CPPARITY_OK) {
+            outputs->summary.loss = NAN;
+            note_problem(&outputs->summary, "no loss", read_error.message);
+        }
+        if (implementation->read_logits(instance, outputs->logits, B * L * V, &read_error) !=
+            CPPARITY_OK) {
+            for (int64_t i = 0; i < B * L * V; i++) {
+                outputs->logits[i] = NAN;
+            }
+            note_problem(&outputs->summary, "no logits slice", read_error.message);
+        }
+        read_gradients(implementation, instance, &parameters, outputs);
+    }
+    if (instance != NULL) {
+        implementation->destroy(instance);
+    }
+    free(weights);
+    cpparity_tensor_table_free(&parameters);
+    cpparity_batch_free(&batch);
+    return status;
+}
+
+/* Gathers `bytes` from every rank of group into a malloc'd array on root (NULL elsewhere).
+ * On root, *mismatch (when not NULL) is the first rank whose contribution was not `bytes`
+ * long, or −1. */
+static cpparity_status gather(cpparity_comm *group, int root, const void *data, int64_t bytes,
+                              void **received, int *mismatch, cpparity_error *error) {
+    int64_t *sizes = calloc((size_t)group->size, sizeof *sizes);
+    if (sizes == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    cpparity_status status =
+        cpparity_gather_bytes(group, data, bytes, received, sizes, root, error);
+    if (mismatch != NULL) {
+        *mismatch = -1;
+        for (int r = 0; status == CPPARITY_OK && group->rank == root && r < group->size; r++) {
+            if (sizes[r] != bytes && *mismatch < 0) {
+                *mismatch = r;
+            }
+        }
+    }
+    free(sizes);
+    return status;
+}
+
+/* The item's fields known before it runs. */
+static void item_begin(run_item *item, const run_plan *plan, const run_plan_item *planned) {
+    const cpparity_case *c = plan->cases[planned->case_index];
+    memset(item, 0, sizeof *item);
+    item->source = c;
+    snprintf(item->suite_path, sizeof item->suite_path, "%s",
+             plan->case_suite[planned->case_index]);
+    item->cp = planned->cp;
+    item->dtype = planned->dtype;
+    item->is_baseline = planned->is_baseline;
+    item->worst_tensor = -1;
+    item->padded_seq_len = expected_local_len(c->seq_len, planned->cp) * planned->cp;
+}
+
+/* The refusal check before any compute, identical on every rank: true when the implementation
+ * refused (the item, on root, then holds the verdict on that refusal). */
+static bool refused(const run_target *target, const cpparity_case *c, const run_plan_item *planned,
+                    bool is_root, run_item *item) {
+    cpparity_error refusal;
+    cpparity_error_clear(&refusal);
+    if (target->implementation->check(&c->model, planned->cp, planned->dtype, target->kernel,
+                                      &refusal) == CPPARITY_OK) {
+        return false;
+    }
+    if (is_root) {
+        const bool expected = c->expect_refuse && strstr(refusal.message, c->refusal) != NULL;
+        item->outcome = expected ? RUN_REFUSED : c->expect_refuse ? RUN_FAIL : RUN_ERROR;
+        item->error_status = CPPARITY_ERROR_INPUT; /* refused unexpectedly: bad input */
+        snprintf(item->message, sizeof item->message, "%.700s%s%.200s%s", refusal.message,
+                 expected || !c->expect_refuse ? "" : " (expected the refusal to contain '",
+                 expected || !c->expect_refuse ? "" : c->refusal,
+                 expected || !c->expect_refuse ? "" : "')");
+    }
+    return true;
+}
+
+/* Root: an item whose ranks failed gets the first rank's message. */
+static cpparity_status report_failure(cpparity_comm *group, int root, cpparity_status agreed,
+                                      const cpparity_error *local_error, run_item *item,
+                                      cpparity_error *error) {
+    void *messages = NULL;
+    cpparity_status status = gather(group, root, local_error->message,
+                                    (int64_t)sizeof local_error->message, &messages, NULL, error);
+    if (status == CPPARITY_OK && group->rank == root) {
+        const char *first = "";
+        for (int r = 0; r < group->size && first[0] == '\0'; r++) {
+            first = (const char *)messages + (size_t)r * sizeof local_error->message;
+        }
+        item->outcome = RUN_ERROR;
+        item->error_status = (int32_t)agreed;
+        snprintf(item->message, sizeof item->message, "%s", first);
+    }
+    free(messages);
+    return status;
+}
+
+/* Root: the problems ranks reported, the reference and the judgement. */
+static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *planned,
+                                     const run_options *options, const baseline_table *baselines,
+                                     reference_cache *cache, const rank_summary *summaries, int cp,
+                                     const float *logits, const float *gradients, run_item *item,
+                                     cpparity_error *error) {
+    const cpparity_case *c = plan->cases[planned->case_index];
+    float *losses = malloc((size_t)cp * sizeof *losses);
+    if (losses == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    for (int r = 0; r < cp; r++) {
+        losses[r] = summaries[r].loss;
+        item->seconds = summaries[r].seconds > item->seconds ? summaries[r].seconds : item->seconds;
+    }
+    for (int r = 0; r < cp; r++) {
+        if (summaries[r].problem[0] != '\0') {
+            item->outcome = RUN_FAIL;
+            snprintf(item->message, sizeof item->message, "rank %d: %.900s", r,
+                     summaries[r].problem);
+            free(losses);
+            return CPPARITY_OK;
+        }
+    }
+    const reference_outputs *reference = NULL;
+    int computed_now = 0;
+    cpparity_error reference_error;
+    const cpparity_status reference_status = reference_cache_get(
+        cache, planned->case_index, c, planned->seed, &reference, &computed_now, &reference_error);
+    cpparity_status status = CPPARITY_OK;
+    if (reference_status != CPPARITY_OK) {
+        item->outcome = RUN_ERROR;
+        item->error_status = (int32_t)reference_status;
+        snprintf(item->message, sizeof item->message, "reference: %.1000s",
+                 reference_error.message);
+    } else {
+        /* the reference's time is counted once, for the item that computed it */
+        item->reference_seconds = computed_now ? reference->seconds : 0.0;
+        const judge_inputs in = {
+            reference,     losses, logits, gradients, expected_local_len(c->seq_len, cp),
+            options->store};
+        status = judge_item(item, planned->case_index, &in, baselines, error);
+    }
+    free(losses);
+    return status;
+}
+
+cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan *plan,
+                                 int64_t index, const run_options *options,
+                                 const run_target *target, const baseline_table *baselines,
+                                 reference_cache *cache, run_item *item, cpparity_error *error) {
+    const run_plan_item *planned = &plan->items[index];
+    const cpparity_case *c = plan->cases[planned->case_index];
+    const bool is_root = group->rank == root;
+    item_begin(item, plan, planned);
+    if (refused(target, c, planned, is_root, item)) {
+        if (!is_root) {
+            memset(item, 0, sizeof *item);
+        }
+        return CPPARITY_OK;
+    }
+
+    rank_outputs outputs;
+    cpparity_error local_error;
+    cpparity_error_clear(&local_error);
+    const cpparity_status local_status =
+        run_on_rank(group, target, c, planned->dtype, planned->seed, &outputs, &local_error);
+    cpparity_status agreed;
+    cpparity_status status = cpparity_agree_status(group, local_status, &agreed, error);
+    if (status == CPPARITY_OK && agreed != CPPARITY_OK) {
+        status = report_failure(group, root, agreed, &local_error, item, error);
+    } else if (status == CPPARITY_OK) {
+        const int64_t L = expected_local_len(c->seq_len, group->size);
+        const int64_t slice = c->batch_size * L * c->model.vocab_size;
+        void *summaries = NULL, *logits = NULL, *gradients = NULL;
+        cpparity_tensor_table table = {0};
+        status = cpparity_model_parameter_table(&c->model, &table, error);
+        int mismatch = -1;
+        if (status == CPPARITY_OK) {
+            status = gather(group, root, &outputs.summary, sizeof outputs.summary, &summaries, NULL,
+                            error);
+        }
+        if (status == CPPARITY_OK) {
+            status = gather(group, root, outputs.logits, slice * (int64_t)sizeof(float), &logits,
+                            NULL, error);
+        }
+        if (status == CPPARITY_OK) {
+            status = gather(group, root, outputs.gradients, table.total * (int64_t)sizeof(float),
+                            &gradients, &mismatch, error);
+        }
+        if (status == CPPARITY_OK && is_root) {
+            if (c->expect_refuse) {
+                item->outcome = RUN_FAIL;
+                snprintf(item->message, sizeof item->message,
+                         "expected a refusal containing '%s', but cp %lld ran", c->refusal,
+                         (long long)planned->cp);
+            } else if (mismatch >= 0) {
+                item->outcome = RUN_FAIL;
+                snprintf(item->message, sizeof item->message,
+                         "rank %d delivered a different number of gradient values than rank %d",
+                         mismatch, root);
+            } else {
+                status = judge_on_root(plan, planned, options, baselines, cache, summaries,
+                                       group->size, logits, gradients, item, error);
+            }
+        }
+        cpparity_tensor_table_free(&table);
+        free(summaries);
+        free(logits);
+        free(gradients);
+    }
+    free(outputs.logits);
+    free(outputs.gradients);
+    if (!is_root) {
+        memset(item, 0, sizeof *item);
+    }
+    return status;
+}

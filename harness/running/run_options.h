@@ -1,0 +1,39 @@
+/*
+ * run_options.h — what a `cpparity run` was asked to do (docs/command-line.md), as the command
+ * line parser (harness/cli/run_arguments.h) fills it and the run reads it.
+ */
+#ifndef CPPARITY_HARNESS_RUNNING_RUN_OPTIONS_H
+#define CPPARITY_HARNESS_RUNNING_RUN_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/case.h"
+#include "common/results.h"
+#include "harness/running/run_outputs.h"
+
+#define RUN_MAX_SUITES 32
+#define RUN_MAX_PATTERNS 32
+
+typedef struct run_options {
+    const char *suites[RUN_MAX_SUITES];     /* suite files; the default suite when none */
+    int suite_count;                        /* entries of suites */
+    const char *patterns[RUN_MAX_PATTERNS]; /* --case globs; every case when none */
+    int pattern_count;                      /* entries of patterns */
+    const char *outputs[RUN_OUTPUT_COUNT];  /* path per output (run_outputs.h), NULL = not asked
+                                               for (the results file then gets its default) */
+    const char *device;                     /* "cpu" (default) or "cuda" */
+    const char *comm;                       /* a backend of comm_launch.h; NULL = detect */
+    int ranks;                              /* --ranks (local only); 0 = choose */
+    bool dtype_set;                         /* --dtype given */
+    cpparity_dtype dtype;                   /* only this dtype when dtype_set */
+    bool seed_set;                          /* --seed given */
+    uint64_t seed;                          /* overrides every case's seed when seed_set */
+    const char *kernel;                     /* --kernel NAME; NULL = the implementation's */
+    double timeout_seconds;                 /* --timeout, default 300 */
+    run_store store;                        /* --store, default failures */
+    bool allow_not_run;                     /* --allow-not-run: NOT RUN items do not fail */
+    bool help;                              /* --help was given */
+} run_options;
+
+#endif

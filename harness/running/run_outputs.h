@@ -1,0 +1,33 @@
+/*
+ * run_outputs.h — the files a `cpparity run` can write, in one table: the flag that names each,
+ * its line in `cpparity run --help`, and the writer. The option parser, the help text, the
+ * check that no output exists before anything runs, and the end of the run all iterate this
+ * table; adding an output (an HTML report, say) is one enum value and one table row.
+ */
+#ifndef CPPARITY_HARNESS_RUNNING_RUN_OUTPUTS_H
+#define CPPARITY_HARNESS_RUNNING_RUN_OUTPUTS_H
+
+#include "common/error.h"
+#include "common/results.h"
+
+typedef enum run_output {
+    RUN_OUTPUT_RESULTS = 0,  /* --out: the HDF5 results file (always written) */
+    RUN_OUTPUT_JUNIT = 1,    /* --junit: JUnit XML */
+    RUN_OUTPUT_MARKDOWN = 2, /* --markdown: Markdown summary */
+} run_output;
+#define RUN_OUTPUT_COUNT 3
+
+typedef struct run_output_writer {
+    const char *flag;     /* "--out" */
+    const char *argument; /* "FILE.h5", for the help text */
+    const char *usage;    /* what it is, for the help text */
+    const char *what;     /* "results file", for messages */
+    /* Writes results to a new file at path (never overwriting: an existing path is an input
+     * error naming the flag); nothing is left at path on failure. */
+    cpparity_status (*write)(const run_results *results, const char *path, cpparity_error *error);
+} run_output_writer;
+
+/* Indexed by run_output. */
+extern const run_output_writer run_output_writers[RUN_OUTPUT_COUNT];
+
+#endif

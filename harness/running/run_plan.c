@@ -1,0 +1,155 @@
+/* run_plan.c — selecting cases and laying out the items of a run (see run_plan.h). */
+#include "harness/running/run_plan.h"
+
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/suite/case_file.h"
+
+void run_plan_free(run_plan *plan) {
+    for (int s = 0; s < plan->suite_count; s++) {
+        cpparity_suite_free(&plan->suites[s]);
+    }
+    free(plan->cases);
+    free(plan->case_suite);
+    free(plan->items);
+    memset(plan, 0, sizeof *plan);
+}
+
+static bool selected(const run_options *options, const char *name, bool *matched) {
+    if (options->pattern_count == 0) {
+        return true;
+    }
+    bool any = false;
+    for (int p = 0; p < options->pattern_count; p++) {
+        if (fnmatch(options->patterns[p], name, 0) == 0) {
+            matched[p] = true;
+            any = true;
+        }
+    }
+    return any;
+}
+
+/* Appends one item (arrays were sized for the worst case). */
+static void add_item(run_plan *plan, int64_t case_index, int64_t cp, cpparity_dtype dtype,
+                     uint64_t seed) {
+    run_plan_item *item = &plan->items[plan->item_count++];
+    memset(item, 0, sizeof *item);
+    item->case_index = case_index;
+    item->cp = cp;
+    item->dtype = dtype;
+    item->is_baseline = cp == 1;
+    item->runnable = true;
+    item->seed = seed;
+}
+
+static int compare_sizes(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error) {
+    memset(plan, 0, sizeof *plan);
+    const char *default_suite[] = {cpparity_default_suite()};
+    const char *const *paths = options->suite_count > 0 ? options->suites : default_suite;
+    const int count = options->suite_count > 0 ? options->suite_count : 1;
+    int64_t total_cases = 0;
+    for (int s = 0; s < count; s++) {
+        cpparity_status status = cpparity_suite_load(paths[s], &plan->suites[s], error);
+        if (status != CPPARITY_OK) {
+            run_plan_free(plan);
+            return status;
+        }
+        plan->suite_count++;
+        total_cases += plan->suites[s].count;
+    }
+    plan->cases = calloc((size_t)total_cases + 1, sizeof *plan->cases);
+    plan->case_suite = calloc((size_t)total_cases + 1, sizeof *plan->case_suite);
+    /* per case: a baseline and each cp size, for each dtype */
+    plan->items =
+        calloc((size_t)(total_cases * (CPPARITY_MAX_CP_SIZES + 1) * CPPARITY_DTYPE_COUNT) + 1,
+               sizeof *plan->items);
+    if (!plan->cases || !plan->case_suite || !plan->items) {
+        run_plan_free(plan);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (run plan)");
+    }
+    bool matched[RUN_MAX_PATTERNS] = {false};
+    for (int s = 0; s < plan->suite_count; s++) {
+        for (int64_t i = 0; i < plan->suites[s].count; i++) {
+            const cpparity_case *c = &plan->suites[s].cases[i];
+            if (!selected(options, c->name, matched)) {
+                continue;
+            }
+            const int64_t index = plan->case_count++;
+            plan->cases[index] = c;
+            plan->case_suite[index] = plan->suites[s].path;
+            const uint64_t seed = options->seed_set ? options->seed : c->seed;
+            int64_t sizes[CPPARITY_MAX_CP_SIZES];
+            memcpy(sizes, c->cp_sizes, (size_t)c->cp_count * sizeof *sizes);
+            qsort(sizes, (size_t)c->cp_count, sizeof *sizes, compare_sizes);
+            for (int d = 0; d < c->dtype_count; d++) {
+                if (options->dtype_set && c->dtypes[d] != options->dtype) {
+                    continue;
+                }
+                /* a case that must be refused needs no baseline unless it lists cp 1 */
+                if (sizes[0] != 1 && !c->expect_refuse) {
+                    add_item(plan, index, 1, c->dtypes[d], seed);
+                }
+                for (int k = 0; k < c->cp_count; k++) {
+                    add_item(plan, index, sizes[k], c->dtypes[d], seed);
+                    plan->largest_cp = sizes[k] > plan->largest_cp ? sizes[k] : plan->largest_cp;
+                }
+            }
+        }
+    }
+    for (int p = 0; p < options->pattern_count; p++) {
+        if (!matched[p]) {
+            run_plan_free(plan);
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "--case %s matches no case (cpparity list shows them)",
+                                      options->patterns[p]);
+        }
+    }
+    if (plan->largest_cp == 0) {
+        plan->largest_cp = 1;
+    }
+    plan->least_ranks = 1;
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        const int64_t a = plan->least_ranks, b = plan->items[i].cp;
+        int64_t x = a, y = b;
+        while (y != 0) {
+            const int64_t t = x % y;
+            x = y;
+            y = t;
+        }
+        plan->least_ranks = a / x * b;
+        if (plan->least_ranks > RUN_PLAN_MAX_RANKS) {
+            plan->least_ranks = plan->largest_cp;
+            break;
+        }
+    }
+    return CPPARITY_OK;
+}
+
+void run_plan_set_ranks(run_plan *plan, int ranks, const cpparity_implementation *implementation) {
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        run_plan_item *item = &plan->items[i];
+        item->runnable = true;
+        item->not_run_reason[0] = '\0';
+        if (!implementation->dtypes[item->dtype]) {
+            item->runnable = false;
+            snprintf(item->not_run_reason, sizeof item->not_run_reason,
+                     "the %s implementation (--device %s) has no %s", implementation->name,
+                     implementation->device, cpparity_dtype_name(item->dtype));
+        } else if (ranks % item->cp != 0) {
+            item->runnable = false;
+            snprintf(item->not_run_reason, sizeof item->not_run_reason,
+                     "cp %lld needs a rank count divisible by %lld; this job has %d rank%s "
+                     "(e.g. mpirun -np %lld, or --ranks %lld)",
+                     (long long)item->cp, (long long)item->cp, ranks, ranks == 1 ? "" : "s",
+                     (long long)item->cp, (long long)item->cp);
+        }
+    }
+}

@@ -1,0 +1,54 @@
+/*
+ * run_plan.h — what a `cpparity run` will do: the suites loaded, the cases selected, and one
+ * item per (case, dtype, cp size), baselines at cp = 1 included (the pass rule needs them even
+ * when a case does not list cp 1). Every rank builds the same plan from the same files.
+ */
+#ifndef CPPARITY_HARNESS_RUNNING_RUN_PLAN_H
+#define CPPARITY_HARNESS_RUNNING_RUN_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/case.h"
+#include "distributed/implementation.h"
+#include "harness/running/run_options.h"
+
+#define RUN_PLAN_REASON_TEXT 256 /* bytes of a not-run reason, NUL included */
+#define RUN_PLAN_MAX_RANKS 1024  /* the most ranks least_ranks proposes */
+
+typedef struct run_plan_item {
+    int64_t case_index;                        /* into run_plan.cases */
+    int64_t cp;                                /* cp size */
+    cpparity_dtype dtype;                      /* dtype */
+    bool is_baseline;                          /* cp == 1 */
+    bool runnable;                             /* false: reported as not run with not_run_reason */
+    char not_run_reason[RUN_PLAN_REASON_TEXT]; /* why not, with what it would need */
+    uint64_t seed;                             /* fixture seed (the case's, or --seed) */
+} run_plan_item;
+
+typedef struct run_plan {
+    cpparity_suite suites[RUN_MAX_SUITES]; /* loaded suites */
+    int suite_count;                       /* entries of suites */
+    const cpparity_case **cases;           /* (case_count) selected cases, suite order */
+    const char **case_suite;               /* (case_count) path of each case's suite */
+    int64_t case_count;
+    run_plan_item *items; /* (item_count) case, dtype, cp ascending */
+    int64_t item_count;
+    int64_t largest_cp;  /* largest cp size of the selected cases */
+    int64_t least_ranks; /* least rank count every cp size divides (their least common multiple,
+                            or largest_cp when that exceeds RUN_PLAN_MAX_RANKS) */
+} run_plan;
+
+/* Loads the suites and selects cases (every suite file is read; input errors name file, line
+ * and column). ranks = 0 leaves runnability undecided (call run_plan_set_ranks). A --case
+ * pattern that matches nothing is an input error. */
+cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error);
+
+/* Marks items runnable on a job of `ranks` ranks running implementation: cp must divide ranks
+ * and the implementation must have the item's dtype; the others get their not-run reason. */
+void run_plan_set_ranks(run_plan *plan, int ranks, const cpparity_implementation *implementation);
+
+void run_plan_free(run_plan *plan);
+
+#endif

@@ -1,0 +1,210 @@
+/* export.c — one case's inputs, weights, masks and reference outputs to HDF5 (see export.h). */
+#include "harness/storage/export.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fixtures/batch_fixture.h"
+#include "fixtures/parameter_fixture.h"
+#include "harness/storage/hdf5_util.h"
+#include "common/output_file.h"
+#include "reference/model.h"
+
+/* Creates group name under parent; an absolute name ("/inputs") is also how error messages name
+ * it. Returns the open group (caller closes) or a negative id with error filled. */
+static hid_t create_group(hid_t parent, const char *name, cpparity_error *error) {
+    hid_t group = H5I_INVALID_HID;
+    HDF5_CHECK(group = H5Gcreate2(parent, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), error,
+               "creating group %s", name);
+fail:
+    return group;
+}
+
+/* /model: the configuration, then the seed and the case name. */
+static cpparity_status write_model_attributes(hid_t file, const cpparity_case *c,
+                                              cpparity_error *error) {
+    const hid_t group = create_group(file, "/model", error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    const bool written =
+        hdf5_write_model_config(group, &c->model, error) == CPPARITY_OK &&
+        hdf5_attribute_int64(group, "seed", (int64_t)c->seed, error) == CPPARITY_OK &&
+        hdf5_attribute_string(group, "case", c->name, error) == CPPARITY_OK;
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
+}
+
+static cpparity_status write_inputs(hid_t file, const cpparity_batch *batch,
+                                    cpparity_error *error) {
+    const hid_t group = create_group(file, "/inputs", error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    const int64_t dims[2] = {batch->batch, batch->seq_len};
+    const bool written =
+        hdf5_write_dataset(group, "input_ids", H5T_NATIVE_INT64, 2, dims, batch->input_ids,
+                           "token ids [B,S]", error) == CPPARITY_OK &&
+        hdf5_write_dataset(group, "labels", H5T_NATIVE_INT64, 2, dims, batch->labels,
+                           "next token of the same document, shifted once over the whole row; "
+                           "-100 = ignored [B,S]",
+                           error) == CPPARITY_OK &&
+        hdf5_write_dataset(group, "attention_mask", H5T_NATIVE_INT8, 2, dims, batch->attention_mask,
+                           "1 = real token, 0 = padding [B,S]", error) == CPPARITY_OK &&
+        hdf5_write_dataset(group, "position_ids", H5T_NATIVE_INT64, 2, dims, batch->position_ids,
+                           "position inside the document, 0 on padding [B,S]",
+                           error) == CPPARITY_OK;
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
+}
+
+/* Writes every tensor of table from values (float64) under group `name`. */
+static cpparity_status write_tensors(hid_t file, const char *name,
+                                     const cpparity_tensor_table *table, const double *values,
+                                     const char *description, cpparity_error *error) {
+    const hid_t group = create_group(file, name, error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    bool written = true;
+    for (int64_t e = 0; e < table->count && written; e++) {
+        const cpparity_tensor_entry *entry = &table->entries[e];
+        written =
+            hdf5_write_dataset(group, entry->name, H5T_NATIVE_DOUBLE, entry->rank, entry->shape,
+                               values + entry->offset, description, error) == CPPARITY_OK;
+    }
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
+}
+
+/* /masks/layer_<l> [B,S,S], written one query row at a time: never S×S in memory. */
+static cpparity_status write_masks(hid_t file, const reference_model *model,
+                                   cpparity_error *error) {
+    const int64_t B = model->batch, S = model->seq_len;
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    hid_t group = H5I_INVALID_HID, file_space = H5I_INVALID_HID, row_space = H5I_INVALID_HID;
+    hid_t dataset = H5I_INVALID_HID;
+    uint8_t *row = malloc((size_t)S);
+    if (row == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (mask row)");
+    }
+    if ((group = create_group(file, "/masks", error)) < 0) {
+        goto fail;
+    }
+    const hsize_t dims[3] = {(hsize_t)B, (hsize_t)S, (hsize_t)S};
+    const hsize_t row_dims[1] = {(hsize_t)S};
+    HDF5_CHECK(file_space = H5Screate_simple(3, dims, NULL), error, "creating the mask space");
+    HDF5_CHECK(row_space = H5Screate_simple(1, row_dims, NULL), error, "creating a row space");
+    for (int64_t l = 0; l < model->config.num_hidden_layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "layer_%lld", (long long)l);
+        HDF5_CHECK(dataset = H5Dcreate2(group, name, H5T_NATIVE_UINT8, file_space, H5P_DEFAULT,
+                                        H5P_DEFAULT, H5P_DEFAULT),
+                   error, "creating /masks/%s", name);
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t q = 0; q < S; q++) {
+                for (int64_t k = 0; k < S; k++) {
+                    row[k] = reference_mask_allowed(&model->masks[l], b, q, k) ? 1 : 0;
+                }
+                const hsize_t start[3] = {(hsize_t)b, (hsize_t)q, 0};
+                const hsize_t count[3] = {1, 1, (hsize_t)S};
+                HDF5_CHECK(
+                    H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL),
+                    error, "selecting row %lld of /masks/%s", (long long)q, name);
+                HDF5_CHECK(
+                    H5Dwrite(dataset, H5T_NATIVE_UINT8, row_space, file_space, H5P_DEFAULT, row),
+                    error, "writing row %lld of /masks/%s", (long long)q, name);
+            }
+        }
+        if (hdf5_attribute_string(dataset, "Description",
+                                  "1 = query q may attend key k, from masks.md [B,S,S]",
+                                  error) != CPPARITY_OK) {
+            goto fail;
+        }
+        const cpparity_status closed = HDF5_CLOSE(dataset, CPPARITY_OK, error);
+        dataset = H5I_INVALID_HID;
+        if (closed != CPPARITY_OK) {
+            goto fail;
+        }
+    }
+    status = CPPARITY_OK;
+fail:
+    status = HDF5_CLOSE(dataset, status, error);
+    status = HDF5_CLOSE(row_space, status, error);
+    status = HDF5_CLOSE(file_space, status, error);
+    status = HDF5_CLOSE(group, status, error);
+    free(row);
+    return status;
+}
+
+static cpparity_status write_reference(hid_t file, const reference_model *model,
+                                       cpparity_error *error) {
+    const hid_t group = create_group(file, "/reference", error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    const int64_t logits_dims[3] = {model->batch, model->seq_len, model->config.vocab_size};
+    const bool written =
+        hdf5_write_dataset(group, "loss", H5T_NATIVE_DOUBLE, 0, NULL, &model->loss,
+                           "float64 reference loss: summed token cross-entropy / valid labels",
+                           error) == CPPARITY_OK &&
+        hdf5_write_dataset(group, "logits", H5T_NATIVE_DOUBLE, 3, logits_dims,
+                           reference_model_logits(model), "float64 reference logits [B,S,V]",
+                           error) == CPPARITY_OK &&
+        write_tensors(group, "grads", &model->parameter_table, model->gradients,
+                      "float64 reference gradient of the loss", error) == CPPARITY_OK;
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
+}
+
+cpparity_status export_case(const cpparity_case *exported, const char *path,
+                            cpparity_error *error) {
+    output_file output;
+    cpparity_status status = output_file_begin(&output, path, "-o", error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    cpparity_batch batch = {0};
+    reference_model model = {0};
+    hid_t file = H5I_INVALID_HID;
+    status = fixture_batch_build(&batch, exported->rows, exported->batch_size, exported->seq_len,
+                                 exported->model.vocab_size, exported->seed, error);
+    if (status == CPPARITY_OK) {
+        status = reference_model_init(&model, &exported->model, exported->batch_size,
+                                      exported->seq_len, error);
+    }
+    if (status == CPPARITY_OK) {
+        fixture_fill_parameters(model.parameters, &model.parameter_table, exported->seed);
+        status = reference_model_forward(&model, &batch, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_model_backward(&model, &batch, error);
+    }
+    if (status != CPPARITY_OK) {
+        goto done;
+    }
+    hdf5_quiet();
+    status = CPPARITY_ERROR_RUNTIME;
+    HDF5_CHECK(file = H5Fcreate(output.temporary, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), error,
+               "creating %s", output.temporary);
+    if (write_model_attributes(file, exported, error) != CPPARITY_OK ||
+        write_inputs(file, &batch, error) != CPPARITY_OK ||
+        write_tensors(file, "weights", &model.parameter_table, model.parameters,
+                      "float64 fixture weight", error) != CPPARITY_OK ||
+        (exported->seq_len <= EXPORT_DENSE_MASK_LIMIT &&
+         write_masks(file, &model, error) != CPPARITY_OK) ||
+        write_reference(file, &model, error) != CPPARITY_OK) {
+        goto fail;
+    }
+    HDF5_CHECK(H5Fclose(file), error, "closing %s", output.temporary);
+    file = H5I_INVALID_HID;
+    status = output_file_commit(&output, error);
+    goto done;
+fail:
+    status = CPPARITY_ERROR_RUNTIME;
+done:
+    hdf5_close(file);
+    if (status != CPPARITY_OK) {
+        output_file_abandon(&output);
+    }
+    reference_model_free(&model);
+    cpparity_batch_free(&batch);
+    return status;
+}

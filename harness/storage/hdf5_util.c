@@ -1,0 +1,333 @@
+/* hdf5_util.c — checked HDF5 calls and small writers (see hdf5_util.h). */
+#include "harness/storage/hdf5_util.h"
+
+#include "common/names.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Keeps the innermost (last walked) description of HDF5's error stack. */
+static herr_t remember_message(unsigned n, const H5E_error2_t *entry, void *client) {
+    (void)n;
+    char *message = client;
+    if (entry->desc != NULL && message[0] == '\0') {
+        snprintf(message, 256, "%s (in %s)", entry->desc, entry->func_name);
+    }
+    return 0;
+}
+
+cpparity_status hdf5_fail(cpparity_error *error, const char *file, int line, const char *format,
+                          ...) {
+    char what[512];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(what, sizeof what, format, arguments);
+    va_end(arguments);
+    char message[256] = "";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, remember_message, message);
+    return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "HDF5: %s failed at %s:%d: %s", what,
+                              file, line, message[0] ? message : "no HDF5 message");
+}
+
+void hdf5_quiet(void) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+/* Closes id with the close call of its kind; the HDF5 return code. */
+static herr_t close_by_kind(hid_t id) {
+    switch (H5Iget_type(id)) {
+    case H5I_FILE:
+        return H5Fclose(id);
+    case H5I_GROUP:
+        return H5Gclose(id);
+    case H5I_DATASET:
+        return H5Dclose(id);
+    case H5I_ATTR:
+        return H5Aclose(id);
+    case H5I_DATASPACE:
+        return H5Sclose(id);
+    case H5I_DATATYPE:
+        return H5Tclose(id);
+    case H5I_GENPROP_LST:
+        return H5Pclose(id);
+    default:
+        return H5Idec_ref(id) < 0 ? -1 : 0;
+    }
+}
+
+void hdf5_close(hid_t id) {
+    if (id >= 0) {
+        (void)close_by_kind(id); /* after a failure: the first error is the one reported */
+    }
+}
+
+cpparity_status hdf5_close_checked(hid_t id, cpparity_status status, cpparity_error *error,
+                                   const char *file, int line) {
+    if (id < 0) {
+        return status;
+    }
+    char name[256] = "";
+    if (H5Iget_name(id, name, sizeof name) < 0 || name[0] == '\0') {
+        snprintf(name, sizeof name, "an HDF5 object (id %lld)", (long long)id);
+    }
+    if (close_by_kind(id) < 0 && status == CPPARITY_OK) {
+        return hdf5_fail(error, file, line, "closing %s", name);
+    }
+    return status;
+}
+
+/* Writes attribute name of type: a scalar when rank is 0, else of the given dims. */
+static cpparity_status write_attribute(hid_t object, const char *name, hid_t type, int rank,
+                                       const hsize_t *dims, const void *value,
+                                       cpparity_error *error) {
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    hid_t space = H5I_INVALID_HID, attribute = H5I_INVALID_HID;
+    HDF5_CHECK(space = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims, NULL),
+               error, "creating the space of attribute %s", name);
+    HDF5_CHECK(attribute = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT), error,
+               "creating attribute %s", name);
+    HDF5_CHECK(H5Awrite(attribute, type, value), error, "writing attribute %s", name);
+    status = CPPARITY_OK;
+fail:
+    status = HDF5_CLOSE(attribute, status, error);
+    status = HDF5_CLOSE(space, status, error);
+    return status;
+}
+
+/* Writes attribute name with a new string type of width bytes per string: a scalar when rank is
+ * 0, else of the given dims. */
+static cpparity_status string_attribute(hid_t object, const char *name, size_t width, int rank,
+                                        const hsize_t *dims, const char *value,
+                                        cpparity_error *error) {
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    hid_t type = H5I_INVALID_HID;
+    HDF5_CHECK(type = H5Tcopy(H5T_C_S1), error, "copying the string type for %s", name);
+    HDF5_CHECK(H5Tset_size(type, width), error, "sizing the string type for %s", name);
+    status = write_attribute(object, name, type, rank, dims, value, error);
+fail:
+    status = HDF5_CLOSE(type, status, error);
+    return status;
+}
+
+cpparity_status hdf5_attribute_int64(hid_t object, const char *name, int64_t value,
+                                     cpparity_error *error) {
+    return write_attribute(object, name, H5T_NATIVE_INT64, 0, NULL, &value, error);
+}
+
+cpparity_status hdf5_attribute_double(hid_t object, const char *name, double value,
+                                      cpparity_error *error) {
+    return write_attribute(object, name, H5T_NATIVE_DOUBLE, 0, NULL, &value, error);
+}
+
+cpparity_status hdf5_attributes_int64(hid_t object, const hdf5_named_int64 *values, size_t count,
+                                      cpparity_error *error) {
+    for (size_t i = 0; i < count; i++) {
+        if (hdf5_attribute_int64(object, values[i].name, values[i].value, error) != CPPARITY_OK) {
+            return CPPARITY_ERROR_RUNTIME;
+        }
+    }
+    return CPPARITY_OK;
+}
+
+cpparity_status hdf5_attribute_string(hid_t object, const char *name, const char *value,
+                                      cpparity_error *error) {
+    const size_t width = strlen(value) > 0 ? strlen(value) : 1;
+    return string_attribute(object, name, width, 0, NULL, value, error);
+}
+
+cpparity_status hdf5_attribute_strings(hid_t object, const char *name, const char *const *values,
+                                       int64_t count, cpparity_error *error) {
+    size_t width = 1;
+    for (int64_t i = 0; i < count; i++) {
+        width = strlen(values[i]) > width ? strlen(values[i]) : width;
+    }
+    char packed[64 * 32];
+    if ((size_t)count * width > sizeof packed) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "attribute %s: %lld strings of %zu bytes do not fit", name,
+                                  (long long)count, width);
+    }
+    memset(packed, 0, sizeof packed);
+    for (int64_t i = 0; i < count; i++) {
+        memcpy(packed + (size_t)i * width, values[i], strlen(values[i]));
+    }
+    const hsize_t dims[1] = {(hsize_t)count};
+    return string_attribute(object, name, width, 1, dims, packed, error);
+}
+
+cpparity_status hdf5_attribute_int64s(hid_t object, const char *name, const int64_t *values,
+                                      int64_t count, cpparity_error *error) {
+    const hsize_t dims[1] = {(hsize_t)count};
+    return write_attribute(object, name, H5T_NATIVE_INT64, 1, dims, values, error);
+}
+
+/* Creates dataset name under parent, stored as file_type in the given shape (a scalar when rank
+ * is 0) with the given creation properties, writes data (memory_type) unless data is NULL (only
+ * for an empty dataset) and attaches the `Description` attribute. */
+static cpparity_status new_dataset(hid_t parent, const char *name, hid_t memory_type,
+                                   hid_t file_type, int rank, const hsize_t *sizes,
+                                   hid_t properties, const void *data, const char *description,
+                                   cpparity_error *error) {
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    hid_t space = H5I_INVALID_HID, dataset = H5I_INVALID_HID;
+    HDF5_CHECK(space = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, sizes, NULL),
+               error, "creating the space of dataset %s", name);
+    HDF5_CHECK(dataset =
+                   H5Dcreate2(parent, name, file_type, space, H5P_DEFAULT, properties, H5P_DEFAULT),
+               error, "creating dataset %s", name);
+    if (data != NULL) {
+        HDF5_CHECK(H5Dwrite(dataset, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), error,
+                   "writing dataset %s", name);
+    }
+    status = hdf5_attribute_string(dataset, "Description", description, error);
+fail:
+    status = HDF5_CLOSE(dataset, status, error);
+    status = HDF5_CLOSE(space, status, error);
+    return status;
+}
+
+cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
+                                   const int64_t *dims, const void *data, const char *description,
+                                   cpparity_error *error) {
+    hsize_t sizes[8];
+    for (int d = 0; d < rank; d++) {
+        sizes[d] = (hsize_t)dims[d];
+    }
+    return new_dataset(parent, name, type, type, rank, sizes, H5P_DEFAULT, data, description,
+                       error);
+}
+
+hid_t hdf5_string_type(size_t size) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type < 0) {
+        return H5I_INVALID_HID;
+    }
+    if (H5Tset_size(type, size) < 0) {
+        H5Tclose(type);
+        return H5I_INVALID_HID;
+    }
+    return type;
+}
+
+/* Chunked, shuffled, deflated, checksummed dataset of memory_type data stored as file_type. */
+static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memory_type,
+                                     hid_t file_type, int rank, const int64_t *dims,
+                                     const void *data, const char *description,
+                                     cpparity_error *error) {
+    enum { CHUNK_BYTES = 1 << 20, DEFLATE_LEVEL = 4 };
+    hsize_t sizes[8], chunk[8];
+    hid_t properties = H5I_INVALID_HID;
+    if (rank < 1 || rank > 8) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "dataset %s: cannot chunk a dataset of rank %d", name, rank);
+    }
+    const size_t element = H5Tget_size(file_type);
+    if (element == 0) {
+        return hdf5_fail(error, __FILE__, __LINE__, "sizing the type of dataset %s", name);
+    }
+    for (int d = 0; d < rank; d++) {
+        sizes[d] = chunk[d] = (hsize_t)dims[d];
+    }
+    for (int d = 0; d < rank; d++) {
+        hsize_t bytes = element;
+        for (int e = 0; e < rank; e++) {
+            bytes *= chunk[e];
+        }
+        while (bytes > CHUNK_BYTES && chunk[d] > 1) {
+            const hsize_t halved = (chunk[d] + 1) / 2;
+            bytes = bytes / chunk[d] * halved;
+            chunk[d] = halved;
+        }
+    }
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    HDF5_CHECK(properties = H5Pcreate(H5P_DATASET_CREATE), error,
+               "creating the properties of dataset %s", name);
+    HDF5_CHECK(H5Pset_chunk(properties, rank, chunk), error, "chunking dataset %s", name);
+    HDF5_CHECK(H5Pset_shuffle(properties), error, "adding the shuffle filter to %s", name);
+    HDF5_CHECK(H5Pset_deflate(properties, DEFLATE_LEVEL), error, "adding the deflate filter to %s",
+               name);
+    HDF5_CHECK(H5Pset_fletcher32(properties), error, "adding the fletcher32 checksum to %s", name);
+    status = new_dataset(parent, name, memory_type, file_type, rank, sizes, properties, data,
+                         description, error);
+fail:
+    status = HDF5_CLOSE(properties, status, error);
+    return status;
+}
+
+cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hid_t type, int rank,
+                                              const int64_t *dims, const void *data,
+                                              const char *description, cpparity_error *error) {
+    bool empty = false;
+    for (int d = 0; d < rank; d++) {
+        empty = empty || dims[d] == 0;
+    }
+    if (rank == 0 || empty) {
+        return hdf5_write_dataset(parent, name, type, rank, dims, data, description, error);
+    }
+    return write_chunked(parent, name, type, type, rank, dims, data, description, error);
+}
+
+cpparity_status hdf5_write_compound(hid_t parent, const char *name, hid_t memory_type,
+                                    int64_t count, const void *rows, const char *description,
+                                    cpparity_error *error) {
+    const int64_t dims[1] = {count};
+    const hsize_t sizes[1] = {(hsize_t)count};
+    hid_t file_type = H5I_INVALID_HID;
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    HDF5_CHECK(file_type = H5Tcopy(memory_type), error, "copying the row type of %s", name);
+    HDF5_CHECK(H5Tpack(file_type), error, "packing the row type of %s", name);
+    if (count > 0) {
+        status =
+            write_chunked(parent, name, memory_type, file_type, 1, dims, rows, description, error);
+    } else {
+        status = new_dataset(parent, name, memory_type, file_type, 1, sizes, H5P_DEFAULT, NULL,
+                             description, error);
+    }
+fail:
+    status = HDF5_CLOSE(file_type, status, error);
+    return status;
+}
+
+cpparity_status hdf5_write_model_config(hid_t object, const cpparity_model_config *config,
+                                        cpparity_error *error) {
+    cpparity_status status = CPPARITY_OK;
+    for (int i = 0; i < CPPARITY_MODEL_FIELD_COUNT && status == CPPARITY_OK; i++) {
+        const cpparity_model_field *field = &cpparity_model_fields[i];
+        const void *value = cpparity_model_field_value(config, field);
+        switch (field->type) {
+        case CPPARITY_FIELD_SIZE:
+            status = hdf5_attribute_int64(object, field->name, *(const int64_t *)value, error);
+            break;
+        case CPPARITY_FIELD_BOOLEAN:
+            status = hdf5_attribute_int64(object, field->name, *(const bool *)value ? 1 : 0, error);
+            break;
+        case CPPARITY_FIELD_POSITIVE:
+            status = hdf5_attribute_double(object, field->name, *(const double *)value, error);
+            break;
+        case CPPARITY_FIELD_CHUNK_ORIGIN:
+            status = hdf5_attribute_string(
+                object, field->name,
+                cpparity_name_of(cpparity_chunk_origin_names, CPPARITY_CHUNK_ORIGIN_COUNT,
+                                 (int)*(const cpparity_chunk_origin *)value),
+                error);
+            break;
+        case CPPARITY_FIELD_LAYER_TYPES: {
+            const cpparity_layer_type *types = value;
+            const char *names[CPPARITY_MAX_LAYERS];
+            const int64_t layers = config->num_hidden_layers < CPPARITY_MAX_LAYERS
+                                       ? config->num_hidden_layers
+                                       : CPPARITY_MAX_LAYERS;
+            for (int64_t l = 0; l < layers; l++) {
+                names[l] = cpparity_layer_type_name(types[l]);
+            }
+            if (layers > 0) {
+                status = hdf5_attribute_strings(object, field->name, names, layers, error);
+            }
+            break;
+        }
+        }
+    }
+    return status;
+}
