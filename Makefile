@@ -1,14 +1,17 @@
 # cpparity — the two commands of the README:
 #   make run    install what is missing, build, run the default suite on CPU ranks
 #   make test   install what is missing, build, run every test (unit, sanitized, CLI)
-# Other targets: make build, make format, make clean.
+# Other targets: make build, make other-builds, make format, make clean.
+#
+# Warnings are errors in `make test` (and so in CI), never in a user's own `make build` or
+# `make run`: CMake's CMAKE_COMPILE_WARNING_AS_ERROR is passed on only there.
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # Debian packages the project builds and tests with.
-DEBIAN_PACKAGES := cmake make gcc pkg-config git libcriterion-dev libopenmpi-dev openmpi-bin \
+DEBIAN_PACKAGES := cmake make gcc clang pkg-config git libcriterion-dev libopenmpi-dev openmpi-bin \
                    libhdf5-dev libopenblas-dev libyaml-dev clang-format valgrind \
                    python3 python3-torch python3-h5py python3-numpy
 
@@ -18,7 +21,9 @@ ifneq ($(CUDACXX),)
 export CUDACXX
 endif
 
-.PHONY: all deps configure build test run format clean
+WARNINGS_AS_ERRORS ?= OFF
+
+.PHONY: all deps configure build other-builds test run format clean
 
 all: build
 
@@ -26,28 +31,45 @@ deps:
 	@scripts/install-dependencies.sh $(DEBIAN_PACKAGES)
 
 configure: deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCMAKE_COMPILE_WARNING_AS_ERROR=$(WARNINGS_AS_ERRORS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-test: build
+# The same sources with gcc at Release (-O3 finds what -O2 misses) and with clang at Debug,
+# warnings as errors, and their unit tests: no build type or compiler a user picks may break.
+OTHER_BUILDS := gcc:Release clang:Debug
+other-builds: deps
+	@set -e; for build in $(OTHER_BUILDS); do \
+	  compiler=$${build%%:*}; type=$${build#*:}; dir=build-$$compiler-$$type; \
+	  echo "== $$compiler $$type build in $$dir"; \
+	  cmake -S . -B $$dir -DCMAKE_C_COMPILER=$$compiler -DCMAKE_BUILD_TYPE=$$type \
+	    -DCPPARITY_SANITIZED_TESTS=OFF -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null; \
+	  cmake --build $$dir -j $(JOBS); \
+	  (cd $$dir && ctest --output-on-failure -j $(JOBS) -L unit); \
+	done
+
+test: WARNINGS_AS_ERRORS = ON
+test: build other-builds
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-# The CI suite on 2 ranks (COMM=local threads by default, COMM=mpi through mpirun), into a new
+# The CI suite on CPU ranks (COMM=local threads by default, COMM=mpi through mpirun), into a new
 # dated results file and Markdown report; results/latest.h5 and results/latest.md then point at
-# them (replaced atomically).
+# them (replaced atomically). The local run takes as many ranks as every cp size of the suite
+# needs (nothing is NOT RUN); RANKS=N overrides it, and sets the mpirun -np of COMM=mpi.
 COMM ?= local
-RANKS ?= 2
+RANKS ?=
+MPI_RANKS = $(if $(RANKS),$(RANKS),4)
 MPIRUN_FLAGS ?= --oversubscribe $(shell [ "$$(id -u)" = 0 ] && echo --allow-run-as-root)
 run: build
 	@mkdir -p results
 	@stamp=$$(date -u +%Y%m%dT%H%M%SZ); out=results/$$stamp.h5; report=results/$$stamp.md; \
 	if [ "$(COMM)" = mpi ]; then \
-	  mpirun -np $(RANKS) $(MPIRUN_FLAGS) $(BUILD_DIR)/cpparity run cases/ci.yaml \
+	  mpirun -np $(MPI_RANKS) $(MPIRUN_FLAGS) $(BUILD_DIR)/cpparity run cases/ci.yaml \
 	    --out $$out --markdown $$report; \
 	else \
-	  $(BUILD_DIR)/cpparity run cases/ci.yaml --comm local --ranks $(RANKS) \
+	  $(BUILD_DIR)/cpparity run cases/ci.yaml --comm local $(if $(RANKS),--ranks $(RANKS)) \
 	    --out $$out --markdown $$report; \
 	fi; code=$$?; \
 	for file in $$out $$report; do \
@@ -60,4 +82,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(foreach build,$(OTHER_BUILDS),build-$(subst :,-,$(build)))

@@ -52,7 +52,7 @@ static cpparity_status check_all_to_all(cpparity_comm *comm, cpparity_error *err
         cpparity_element_type type = all_types[t];
         int64_t element = cpparity_element_size(type);
         size_t bytes = (size_t)(comm->size * count * element);
-        unsigned char *send = malloc(bytes), *receive = calloc(1, bytes), expected[8];
+        unsigned char *send = malloc(bytes), *receive = calloc(1, bytes), expected[8] = {0};
         cpparity_status status = send != NULL && receive != NULL
                                      ? CPPARITY_OK
                                      : cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "memory");
@@ -174,7 +174,7 @@ static cpparity_status check_all_gather(cpparity_comm *comm, cpparity_error *err
     for (size_t t = 0; t < sizeof all_types / sizeof all_types[0]; t++) {
         cpparity_element_type type = all_types[t];
         int64_t element = cpparity_element_size(type);
-        unsigned char send[3 * 8], expected[8];
+        unsigned char send[3 * 8] = {0}, expected[8] = {0};
         unsigned char *receive = malloc((size_t)(comm->size * 3 * element));
         CHECK(receive != NULL, error, "memory");
         for (int64_t i = 0; i < 3; i++) {

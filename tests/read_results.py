@@ -3,9 +3,10 @@
 and checks what a reader needs: provenance, the summary, every case and run with its metrics
 table (tolerance, origin, verdict per tensor and rank), and the tensors --store kept.
 
-usage: read_results.py RESULTS.h5 --stored none|all
+usage: read_results.py RESULTS.h5 --stored none|all [--compiler NAME]
   none: passing runs keep no tensors (--store failures or metrics)
   all:  every compared tensor is stored with its float64 reference (--store all)
+  --compiler: /provenance/compiler must name this compiler (CMake's compiler id: GNU, Clang)
 Exit 0 when everything checks out."""
 import argparse
 import sys
@@ -21,13 +22,21 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("results")
     parser.add_argument("--stored", choices=("none", "all"), required=True)
+    parser.add_argument("--compiler")
     arguments = parser.parse_args()
     runs = 0
     with h5py.File(arguments.results, "r") as results:
         assert text(results.attrs["format"]) == "cpparity-results"
         provenance = results["provenance"].attrs
-        for key in ("version", "git_commit", "command_line", "comm", "start_time", "end_time"):
+        for key in ("version", "git_commit", "compiler", "command_line", "comm", "device",
+                    "implementation", "kernel", "start_time", "end_time"):
             assert key in provenance, f"provenance lacks {key}"
+        if arguments.compiler:
+            compiler = text(provenance["compiler"])
+            expected = {"GNU": "gcc", "Clang": "clang"}.get(arguments.compiler,
+                                                             arguments.compiler.lower())
+            assert compiler.split()[0] == expected, \
+                f"provenance/compiler is {compiler!r}, built with {arguments.compiler}"
         summary = results["summary"].attrs
         assert int(summary["failed"]) == 0 and int(summary["passed"]) > 0
         for case_name, case in results["cases"].items():

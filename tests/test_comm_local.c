@@ -104,7 +104,7 @@ static cpparity_status all_to_all_body(cpparity_comm *comm, void *argument, cppa
     int64_t element = cpparity_element_size(test->type);
     size_t bytes = (size_t)(comm->size * test->count * element);
     unsigned char *send = malloc(bytes + 1), *receive = malloc(bytes + 1);
-    unsigned char expected[8];
+    unsigned char expected[8] = {0};
     BODY_CHECK(send != NULL && receive != NULL, error, "out of memory");
     for (int destination = 0; destination < comm->size; destination++) {
         for (int64_t i = 0; i < test->count; i++) {
@@ -343,7 +343,7 @@ Test(comm_local, all_reduce_sum__bfloat16__refused_as_not_supported) {
 static cpparity_status all_gather_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
     const cpparity_element_type *type = argument;
     int64_t element = cpparity_element_size(*type);
-    unsigned char send[3 * 8], receive[MAX_RANKS * 3 * 8], expected[8];
+    unsigned char send[3 * 8] = {0}, receive[MAX_RANKS * 3 * 8], expected[8] = {0};
     for (int64_t i = 0; i < 3; i++) {
         hash_element(*type, comm->rank, 0, i, send + i * element);
     }

@@ -139,7 +139,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
     optind = 1;
     opterr = 0;
     int option, choice = 0;
-    long long value;
+    long long value = 0;
     cpparity_status status = CPPARITY_OK;
     while (status == CPPARITY_OK &&
            (option = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {

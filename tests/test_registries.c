@@ -1,0 +1,174 @@
+/*
+ * test_registries.c — the seams the harness chooses from by name: the kernel registry (built-in
+ * kernels, adding one, refusing broken ones), the implementation registry (by device) and the
+ * communicator backends (by name, detection).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "distributed/comm_launch.h"
+#include "distributed/implementation_registry.h"
+#include "distributed/kernel_cpu.h"
+#include "distributed/kernel_registry.h"
+
+/* A kernel that is never called: registration only looks at the descriptor. */
+static int never_forward(void *context, void *out, float *lse, const void *q, const void *k,
+                         const void *v, const cpparity_mask_description *mask,
+                         const cpparity_attention_dims *dims, float scale, void *stream,
+                         char *error, size_t capacity) {
+    (void)context, (void)out, (void)lse, (void)q, (void)k, (void)v, (void)mask, (void)dims;
+    (void)scale, (void)stream, (void)error, (void)capacity;
+    return 1;
+}
+
+static int never_backward(void *context, void *dq, void *dk, void *dv, const void *dout,
+                          const void *q, const void *k, const void *v, const void *out,
+                          const float *lse, const cpparity_mask_description *mask,
+                          const cpparity_attention_dims *dims, float scale, void *stream,
+                          char *error, size_t capacity) {
+    (void)context, (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v;
+    (void)out, (void)lse, (void)mask, (void)dims, (void)scale, (void)stream, (void)error;
+    (void)capacity;
+    return 1;
+}
+
+/* A well-formed descriptor called name (copied into a static slot: the registry borrows it). */
+static cpparity_attention_kernel test_kernel(const char *name) {
+    cpparity_attention_kernel kernel = {
+        .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+        .struct_size = sizeof(cpparity_attention_kernel),
+        .name = name,
+        .version = "0",
+        .device = CPPARITY_KERNEL_DEVICE_CPU,
+        .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
+        .deterministic = 1,
+        .forward = never_forward,
+        .backward = never_backward,
+    };
+    return kernel;
+}
+
+Test(kernel_registry, built_in__cpu_f32_first__found_by_name) {
+    cr_assert_geq(kernel_registry_count(), 1);
+    cr_assert_eq(kernel_registry_at(0), cpparity_cpu_f32_kernel());
+    cr_assert_eq(kernel_registry_find("cpu-f32"), cpparity_cpu_f32_kernel());
+    cr_assert_null(kernel_registry_find("no-such-kernel"));
+    cr_assert_null(kernel_registry_at(-1));
+    cr_assert_null(kernel_registry_at(kernel_registry_count()));
+    cr_assert_str_eq(kernel_device_name(cpparity_cpu_f32_kernel()), "cpu");
+}
+
+Test(kernel_registry, add__valid_kernel__listed_after_built_in_and_found) {
+    static cpparity_attention_kernel added;
+    added = test_kernel("test-added");
+    const int before = kernel_registry_count();
+    cpparity_error error;
+    cr_assert_eq(kernel_registry_add(&added, &error), CPPARITY_OK, "%s", error.message);
+    cr_assert_eq(kernel_registry_count(), before + 1);
+    cr_assert_eq(kernel_registry_at(before), &added);
+    cr_assert_eq(kernel_registry_find("test-added"), &added);
+}
+
+Test(kernel_registry, add__broken_descriptors__input_errors_naming_why) {
+    static cpparity_attention_kernel kernels[5];
+    const char *expected[5] = {"ABI version", "already registered", "needs a name", "needs a name",
+                               "device"};
+    kernels[0] = test_kernel("test-old-abi");
+    kernels[0].abi_version = CPPARITY_KERNEL_ABI_VERSION + 1;
+    kernels[1] = test_kernel("cpu-f32"); /* the built-in kernel's name */
+    kernels[2] = test_kernel("");
+    kernels[3] = test_kernel("test-no-backward");
+    kernels[3].backward = NULL;
+    kernels[4] = test_kernel("test-bad-device");
+    kernels[4].device = 7;
+    const int before = kernel_registry_count();
+    for (int i = 0; i < 5; i++) {
+        cpparity_error error;
+        cpparity_error_clear(&error);
+        cr_assert_eq(kernel_registry_add(&kernels[i], &error), CPPARITY_ERROR_INPUT, "kernel %d",
+                     i);
+        cr_assert(strstr(error.message, expected[i]) != NULL, "kernel %d: %s", i, error.message);
+    }
+    cpparity_error error;
+    cr_assert_eq(kernel_registry_add(NULL, &error), CPPARITY_ERROR_INPUT);
+    cr_assert_eq(kernel_registry_count(), before, "a refused kernel was registered");
+}
+
+Test(kernel_registry, add__until_full__refused_with_the_capacity) {
+    static cpparity_attention_kernel kernels[KERNEL_REGISTRY_CAPACITY];
+    static char names[KERNEL_REGISTRY_CAPACITY][32];
+    cpparity_error error;
+    int added = 0;
+    for (int i = 0; i < KERNEL_REGISTRY_CAPACITY; i++) {
+        snprintf(names[i], sizeof names[i], "test-fill-%d", i);
+        kernels[i] = test_kernel(names[i]);
+        if (kernel_registry_add(&kernels[i], &error) != CPPARITY_OK) {
+            cr_assert(strstr(error.message, "full") != NULL, "%s", error.message);
+            break;
+        }
+        added++;
+    }
+    cr_assert_eq(kernel_registry_count(), KERNEL_REGISTRY_CAPACITY);
+    cr_assert_lt(added, KERNEL_REGISTRY_CAPACITY, "the built-in kernels take slots too");
+}
+
+Test(implementation_registry, cpu__found_by_device__describes_itself) {
+    const cpparity_implementation *cpu = implementation_registry_for_device("cpu");
+    cr_assert_eq(cpu, &cpparity_cpu_implementation);
+    cr_assert_str_eq(cpu->device, "cpu");
+    cr_assert(cpu->dtypes[CPPARITY_DTYPE_F32]);
+    cr_assert_not(cpu->dtypes[CPPARITY_DTYPE_BF16], "no bf16 on the CPU implementation yet");
+    cr_assert_not_null(kernel_registry_find(cpu->default_kernel));
+    cr_assert_null(implementation_registry_for_device("tpu"));
+    cr_assert_null(implementation_registry_for_device(NULL));
+    for (int i = 0; i < implementation_registry_count(); i++) {
+        const cpparity_implementation *implementation = implementation_registry_at(i);
+        cr_assert(implementation->check && implementation->create &&
+                      implementation->load_parameters && implementation->forward &&
+                      implementation->backward && implementation->read_loss &&
+                      implementation->read_logits && implementation->gradient_count &&
+                      implementation->gradient_name && implementation->read_gradient &&
+                      implementation->destroy,
+                  "implementation %s lacks a function", implementation->name);
+    }
+}
+
+Test(comm_backends, local_always__mpi_when_built__detected_from_the_environment) {
+    const cpparity_comm_backend *local = comm_backend_find("local");
+    cr_assert_not_null(local);
+    cr_assert_not(local->ranks_from_launcher);
+    cr_assert_null(comm_backend_find("carrier-pigeon"));
+    const cpparity_comm_backend *mpi = comm_backend_find("mpi");
+#ifdef CPPARITY_TEST_HAVE_MPI
+    cr_assert_not_null(mpi, "built with MPI but no mpi backend");
+    cr_assert(mpi->ranks_from_launcher);
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMI_SIZE");
+    unsetenv("PMIX_RANK");
+    cr_assert_eq(comm_backend_detect(), local);
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    cr_assert_eq(comm_backend_detect(), mpi, "mpirun's environment must select mpi");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+#else
+    cr_assert_null(mpi);
+    cr_assert_eq(comm_backend_detect(), local);
+#endif
+}
+
+/* The job of comm_local_launch: each rank returns its own exit code. */
+static int rank_code(cpparity_comm *world, void *argument) {
+    (void)argument;
+    return world->rank == 2 ? 1 : 0;
+}
+
+Test(comm_backends, local_launch__largest_exit_code_of_the_ranks) {
+    const cpparity_comm_backend *local = comm_backend_find("local");
+    int code = -1;
+    cpparity_error error;
+    cr_assert_eq(local->launch(4, 10.0, rank_code, NULL, &code, &error), CPPARITY_OK, "%s",
+                 error.message);
+    cr_assert_eq(code, 1, "rank 2's code 1 must win over the others' 0");
+    cr_assert_eq(local->launch(0, 10.0, rank_code, NULL, &code, &error), CPPARITY_ERROR_INPUT);
+}
