@@ -1,5 +1,5 @@
 /*
- * attention_layer.h — what one layer's attention mask is made of (../shared/spec/masks.md).
+ * attention_layer.h — what one layer's attention mask is made of (docs/masks.md).
  *
  * This is a definition shared by the reference, the implementation under test and the case
  * files: a layer's type, its window W and chunk size C, and where the chunk grid starts. It holds

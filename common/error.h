@@ -22,9 +22,11 @@ typedef enum cpparity_status {
     CPPARITY_ERROR_RUNTIME = 3, /* environment or runtime failure: memory, library, timeout */
 } cpparity_status;
 
+#define CPPARITY_ERROR_TEXT 1024 /* bytes of an error message, NUL included */
+
 typedef struct cpparity_error {
-    cpparity_status status; /* CPPARITY_OK until an error is recorded */
-    char message[1024];     /* human-readable, no trailing newline */
+    cpparity_status status;            /* CPPARITY_OK until an error is recorded */
+    char message[CPPARITY_ERROR_TEXT]; /* human-readable, no trailing newline */
 } cpparity_error;
 
 /* Records status and a printf-style message in error (may be NULL) and returns status, so a

@@ -17,10 +17,10 @@
 
 #include "common/case.h"
 
-#define CPPARITY_RECORD_NAME 112   /* bytes of a tensor record name, NUL included */
-#define CPPARITY_REASON_TEXT 160   /* bytes of a pass/fail reason, NUL included */
-#define CPPARITY_MESSAGE_TEXT 1024 /* bytes of an item's message, NUL included */
-#define CPPARITY_FEATURE_NAME 16   /* bytes of a mask feature name, NUL included */
+#define CPPARITY_RECORD_NAME 112                  /* bytes of a tensor record name, NUL included */
+#define CPPARITY_REASON_TEXT 160                  /* bytes of a pass/fail reason, NUL included */
+#define CPPARITY_MESSAGE_TEXT CPPARITY_ERROR_TEXT /* an item's message holds an error's */
+#define CPPARITY_FEATURE_NAME 16                  /* bytes of a mask feature name, NUL included */
 #define CPPARITY_COMMAND_LINE 2048 /* bytes of the recorded command line, NUL included */
 
 /* Metrics of one compared tensor against the float64 reference (docs/tolerances.md, item 1). */
@@ -123,7 +123,7 @@ typedef struct run_provenance {
     char libraries[512]; /* "HDF5 1.10.8; Open MPI 4.1.4; OpenBLAS 0.3.21; ..." */
     char host[128];      /* host name */
     char command_line[CPPARITY_COMMAND_LINE]; /* argv joined with spaces */
-    char comm[16];                            /* "mpi", "local" or "nccl" */
+    char comm[16];                            /* the communicator backend: "mpi" or "local" */
     char device[16];                          /* "cpu" or "cuda" */
     char implementation[64]; /* the implementation under test (distributed/implementation.h) */
     char kernel[256];        /* attention kernel name and version */

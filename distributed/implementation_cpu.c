@@ -166,7 +166,7 @@ static void cpu_destroy(void *instance) {
 const cpparity_implementation cpparity_cpu_implementation = {
     .name = "cpu-f32-model",
     .device = "cpu",
-    .description = "the float32 model with Ulysses context parallelism on CPU ranks",
+    .description = "float32 model, Ulysses context parallelism on CPU ranks",
     .dtypes = {[CPPARITY_DTYPE_F32] = true, [CPPARITY_DTYPE_BF16] = false},
     .default_kernel = "cpu-f32",
     .check = cpu_check,

@@ -1,7 +1,8 @@
 /*
  * kernel_registry.h — attention kernels by name (`--kernel NAME`). The built-in kernels are in
  * the table from the start (kernel_registry.c lists them); more can be added at run time with
- * kernel_registry_add, e.g. a kernel loaded from a plugin, before any rank starts running.
+ * kernel_registry_add before any rank starts running (this is where a loader of kernels built
+ * apart from cpparity adds what it loads; this version has no such loader).
  * `cpparity run --help` and `cpparity --version` list the table.
  *
  * The registry is process-wide. Adding is not thread-safe: add before ranks start; lookups

@@ -1,5 +1,5 @@
 /*
- * model_f32.h — the implementation under test: the float32 model of ../shared/spec/model.md with
+ * model_f32.h — the implementation under test: the float32 model of docs/model.md with
  * Ulysses context parallelism. Rank r of a cp-sized group holds a contiguous slice of L tokens of
  * every row (distributed/shard.h); around every attention an all-to-all turns [B, L, H, Dh] into
  * [B, S, H/cp, Dh] and back (distributed/ulysses.h); the mask is rebuilt over the whole sequence

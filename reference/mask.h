@@ -1,6 +1,6 @@
 /*
  * mask.h — the float64 reference's attention mask, evaluated from the definition in
- * ../shared/spec/masks.md without ever building an S×S array.
+ * docs/masks.md without ever building an S×S array.
  *
  * A reference_mask holds, per batch row, what the predicate needs per token: key validity
  * (attention_mask), the document id detected from position_ids, the left padding and, for

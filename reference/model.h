@@ -1,5 +1,5 @@
 /*
- * model.h — the float64 reference model of ../shared/spec/model.md: forward (logits, loss) and
+ * model.h — the float64 reference model of docs/model.md: forward (logits, loss) and
  * backward (the gradient of the loss with respect to every parameter, by model.md's names).
  *
  * Parameters, gradients and activations are each one allocation described by a table of names

@@ -1,6 +1,6 @@
 /*
  * model_layers.h — the float64 reference model's layers, one function per layer and direction
- * (../shared/spec/model.md). Shapes are given as (rows, features) with rows = B·S tokens.
+ * (docs/model.md). Shapes are given as (rows, features) with rows = B·S tokens.
  *
  * Every *_backward ADDS into the gradients of its inputs and weights (d-prefixed arguments);
  * the caller zeroes them first. Nothing here allocates, fails or prints.

@@ -1,5 +1,5 @@
 /*
- * test_kernel_cpu.c — the CPU float32 kernel (distributed/kernel_cpu.c) through the plugin ABI,
+ * test_kernel_cpu.c — the CPU float32 kernel (distributed/kernel_cpu.c) through the kernel ABI,
  * against the float64 reference attention on the same inputs.
  */
 #include <criterion/criterion.h>

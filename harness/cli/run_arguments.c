@@ -48,8 +48,8 @@ void run_arguments_usage(FILE *stream) {
             "  --device DEVICE     where the implementation under test runs (default cpu):\n");
     for (int i = 0; i < implementation_registry_count(); i++) {
         const cpparity_implementation *implementation = implementation_registry_at(i);
-        fprintf(stream, "                        %-6s %s (%s)\n", implementation->device,
-                implementation->description, implementation->name);
+        fprintf(stream, "                        %-6s %s: %s\n", implementation->device,
+                implementation->name, implementation->description);
     }
     fprintf(stream,
             "  --comm NAME         communicator (default: mpi under mpirun, else local):\n");
@@ -73,7 +73,8 @@ void run_arguments_usage(FILE *stream) {
     }
     fprintf(stream,
             "  --timeout SECONDS   deadline of every collective (default 300)\n"
-            "  --store %-11s tensors kept in the results file (default failures)\n"
+            "  --store MODE        tensors kept in the results file: %s (default\n"
+            "                      failures)\n"
             "  --allow-not-run     items that cannot run here (cp sizes the rank count does\n"
             "                      not divide, dtypes the device lacks) do not fail the run\n"
             "Exit codes: 0 passed, 1 parity failure, 2 bad input, 3 environment or runtime\n"

@@ -1,7 +1,7 @@
 /*
  * compare.c — the metrics of compare.h (max absolute error, relative L2 error, worst element,
  * non-finite count) for one tensor against the float64 reference, and the pass rule of
- * ../shared/spec/tolerances.md: err_cp <= ratio × err_baseline + floor, err_baseline <= ceiling,
+ * docs/tolerances.md: err_cp <= ratio × err_baseline + floor, err_baseline <= ceiling,
  * and never a pass with a non-finite value or a NaN error.
  *
  * Norms are sums of squares in double, in index order. An element where x or r is non-finite is

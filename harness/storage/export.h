@@ -1,6 +1,6 @@
 /*
  * export.h — `cpparity export`: one case's inputs, weights, per-layer dense masks and float64
- * reference outputs in the HDF5 layout of ../shared/spec/interface.md, for independent tools
+ * reference outputs in the HDF5 layout of docs/command-line.md, for independent tools
  * (fixtures/crosscheck_torch.py reads it).
  *
  *   /model                  attributes: model.md's configuration names (int64 / float64),

@@ -1,5 +1,5 @@
 /*
- * results_file.h — the HDF5 results file of one `cpparity run` (interface.md, "Results file").
+ * results_file.h — the HDF5 results file of one `cpparity run` (docs/results-file.md).
  *
  * One run per file. It is written under a temporary name next to the destination and published
  * only when complete (output_file.h): a failure or a crash never leaves a half file, and an
@@ -10,7 +10,8 @@
  *
  *   /                   format = "cpparity-results", format_version = 1
  *   /provenance         attributes: version, git_commit, compiler, libraries, host,
- *                       command_line, comm, device, kernel, store, start_time, end_time
+ *                       command_line, comm, device, implementation, kernel, store,
+ *                       start_time, end_time
  *                       (strings); ranks, seed (the uint64 seed's bits as int64),
  *                       seed_overridden (0/1)
  *   /summary            attributes: passed, failed, refused, not_run, errors, items,
@@ -20,7 +21,9 @@
  *                       (path of the case file), description, seq_len, batch_size, seed,
  *                       expect_refuse, refusal, cp_sizes (int64 array), dtypes (string array)
  *                       and the resolved model configuration under model.md's (transformers')
- *                       names, as /model of `cpparity export`: vocab_size, hidden_size,
+ *                       names, as /model of `cpparity export` (one attribute per field of
+ *                       common/model_config.h's table, hdf5_write_model_config): vocab_size,
+ *                       hidden_size,
  *                       num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
  *                       intermediate_size, sliding_window, attention_chunk_size,
  *                       tie_word_embeddings (int64); rms_norm_eps, rope_theta (float64);

@@ -1,7 +1,7 @@
 /*
  * test_layouts.h — test-only helpers: deterministic random numbers, batch row layouts
  * (left padding, documents, right padding) and a dense mask evaluated straight from the wording
- * of ../shared/spec/masks.md. The dense mask is S×S on purpose: tests use small S only.
+ * of docs/masks.md. The dense mask is S×S on purpose: tests use small S only.
  *
  * The dense mask is written independently of reference/mask.c (documents found by scanning for
  * breaks between k and q, floor division through floor() of a double), so that a shared
