@@ -17,6 +17,7 @@
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "reference/model.h"
+#include "tests/support/test_models.h"
 
 #define SEED 20261201u
 #define TIMEOUT 30.0 /* seconds: never reached by a passing test */
@@ -28,20 +29,10 @@
  * off by O(1). */
 #define RELATIVE_TOLERANCE 1e-5
 
+/* A sliding then a full layer, and a vocabulary of 13. */
 static cpparity_model_config small_config(void) {
-    cpparity_model_config config = {0};
+    cpparity_model_config config = test_small_model(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_FULL);
     config.vocab_size = 13;
-    config.hidden_size = 8;
-    config.num_hidden_layers = 2;
-    config.num_attention_heads = 4;
-    config.num_key_value_heads = 2;
-    config.head_dim = 4;
-    config.intermediate_size = 12;
-    config.rms_norm_eps = 1e-6;
-    config.rope_theta = 10000.0;
-    config.layer_types[0] = CPPARITY_LAYER_SLIDING;
-    config.layer_types[1] = CPPARITY_LAYER_FULL;
-    config.sliding_window = 3;
     return config;
 }
 

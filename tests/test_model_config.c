@@ -11,19 +11,13 @@
 #include "common/model_config.h"
 #include "common/names.h"
 #include "harness/suite/case_file.h"
+#include "tests/support/test_models.h"
 
-/* A valid configuration with every required size set. */
+/* A valid configuration: every required size set, W and C unset (no layer uses them). */
 static cpparity_model_config valid_config(void) {
-    cpparity_model_config config;
-    memset(&config, 0, sizeof config);
-    cpparity_model_config_set_defaults(&config);
-    config.vocab_size = 11;
-    config.hidden_size = 8;
-    config.num_hidden_layers = 2;
-    config.num_attention_heads = 4;
-    config.num_key_value_heads = 2;
-    config.head_dim = 4;
-    config.intermediate_size = 12;
+    cpparity_model_config config = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
+    config.sliding_window = 0;
+    config.attention_chunk_size = 0;
     return config;
 }
 

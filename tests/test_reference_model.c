@@ -12,24 +12,7 @@
 #include "fixtures/parameter_fixture.h"
 #include "reference/model.h"
 #include "reference/model_layers.h"
-
-static cpparity_model_config small_config(cpparity_layer_type first, cpparity_layer_type second) {
-    cpparity_model_config config = {0};
-    config.vocab_size = 11;
-    config.hidden_size = 8;
-    config.num_hidden_layers = 2;
-    config.num_attention_heads = 4;
-    config.num_key_value_heads = 2;
-    config.head_dim = 4;
-    config.intermediate_size = 12;
-    config.rms_norm_eps = 1e-6;
-    config.rope_theta = 10000.0;
-    config.layer_types[0] = first;
-    config.layer_types[1] = second;
-    config.sliding_window = 3;
-    config.attention_chunk_size = 3;
-    return config;
-}
+#include "tests/support/test_models.h"
 
 /* A model with fixture weights and a batch from layouts; both released by the caller. */
 static void build(reference_model *model, cpparity_batch *batch,
@@ -102,24 +85,24 @@ static void expect_finite_differences(const cpparity_model_config *config, uint6
 }
 
 Test(reference_model, full_attention__gradients_match_central_differences) {
-    const cpparity_model_config config = small_config(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
+    const cpparity_model_config config = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
     expect_finite_differences(&config, 11);
 }
 
 Test(reference_model, sliding_attention__gradients_match_central_differences) {
     const cpparity_model_config config =
-        small_config(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_SLIDING);
+        test_small_model(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_SLIDING);
     expect_finite_differences(&config, 12);
 }
 
 Test(reference_model, chunked_attention__gradients_match_central_differences) {
     const cpparity_model_config config =
-        small_config(CPPARITY_LAYER_CHUNKED, CPPARITY_LAYER_CHUNKED);
+        test_small_model(CPPARITY_LAYER_CHUNKED, CPPARITY_LAYER_CHUNKED);
     expect_finite_differences(&config, 13);
 }
 
 Test(reference_model, mixed_layers_tied_embeddings__gradients_match_central_differences) {
-    cpparity_model_config config = small_config(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_CHUNKED);
+    cpparity_model_config config = test_small_model(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_CHUNKED);
     config.tie_word_embeddings = true;
     config.num_key_value_heads = 1;
     config.chunk_origin = CPPARITY_CHUNK_ORIGIN_DOCUMENT;
@@ -127,7 +110,7 @@ Test(reference_model, mixed_layers_tied_embeddings__gradients_match_central_diff
 }
 
 Test(reference_model, batch_without_valid_label__is_an_input_error) {
-    const cpparity_model_config config = small_config(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
+    const cpparity_model_config config = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
     int64_t lengths[] = {1, 1, 1};
     const cpparity_row_layout rows[] = {
         {1, 3, lengths, 1, false}}; /* length-1 documents: no label */
@@ -160,7 +143,7 @@ static void copy_tokens(cpparity_batch *target, int64_t target_row, int64_t targ
 
 Test(reference_model, packed_row__summed_loss_equals_documents_run_as_separate_rows) {
     const cpparity_model_config config =
-        small_config(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_CHUNKED);
+        test_small_model(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_CHUNKED);
     int64_t lengths[] = {5, 1, 4, 3, false};
     const cpparity_row_layout packed_rows[] = {{0, 4, lengths, 0, false}};
     reference_model packed;
@@ -235,13 +218,13 @@ static void expect_padding_changes_nothing(const cpparity_model_config *config, 
 
 Test(reference_model, right_padding__changes_nothing) {
     const cpparity_model_config config =
-        small_config(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_CHUNKED);
+        test_small_model(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_CHUNKED);
     expect_padding_changes_nothing(&config, 0, 3);
 }
 
 Test(reference_model, left_padding__changes_nothing_even_for_chunked_layers) {
     const cpparity_model_config config =
-        small_config(CPPARITY_LAYER_CHUNKED, CPPARITY_LAYER_SLIDING);
+        test_small_model(CPPARITY_LAYER_CHUNKED, CPPARITY_LAYER_SLIDING);
     expect_padding_changes_nothing(&config, 2, 0);
     expect_padding_changes_nothing(&config, 4, 1);
 }
@@ -270,8 +253,8 @@ static void expect_same_model(const cpparity_model_config *config,
 }
 
 Test(reference_model, window_at_least_s__equals_full_attention) {
-    const cpparity_model_config full = small_config(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
-    cpparity_model_config window = small_config(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_SLIDING);
+    const cpparity_model_config full = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
+    cpparity_model_config window = test_small_model(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_SLIDING);
     window.sliding_window = 9;
     expect_same_model(&full, &window, "W = S");
     window.sliding_window = 50;
@@ -279,8 +262,8 @@ Test(reference_model, window_at_least_s__equals_full_attention) {
 }
 
 Test(reference_model, chunk_at_least_s__equals_full_attention) {
-    const cpparity_model_config full = small_config(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
-    cpparity_model_config chunk = small_config(CPPARITY_LAYER_CHUNKED, CPPARITY_LAYER_CHUNKED);
+    const cpparity_model_config full = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
+    cpparity_model_config chunk = test_small_model(CPPARITY_LAYER_CHUNKED, CPPARITY_LAYER_CHUNKED);
     chunk.attention_chunk_size = 9;
     expect_same_model(&full, &chunk, "C = S");
     chunk.attention_chunk_size = 64;
@@ -288,7 +271,7 @@ Test(reference_model, chunk_at_least_s__equals_full_attention) {
 }
 
 Test(reference_model, tied_and_untied_heads_with_equal_weights__gradients_agree) {
-    cpparity_model_config tied = small_config(CPPARITY_LAYER_FULL, CPPARITY_LAYER_SLIDING);
+    cpparity_model_config tied = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_SLIDING);
     tied.tie_word_embeddings = true;
     cpparity_model_config untied = tied;
     untied.tie_word_embeddings = false;

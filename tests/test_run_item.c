@@ -185,26 +185,28 @@ Test(run_item, wrong_loss__fails_on_the_loss_tensor) {
     expect_verdict(&broken, RUN_FAIL, "worst: loss rank 0");
 }
 
-Test(run_item, failing_create__error_with_the_implementations_message) {
+/* Expects an ERROR item whose status (the exit code it leads to) and message say why. */
+static void expect_error(const cpparity_implementation *broken, cpparity_status status,
+                         const char *text) {
+    item_test test;
+    run_one(&test, broken);
+    cr_assert_eq(test.item.outcome, RUN_ERROR, "outcome %s: %s",
+                 run_outcome_name(test.item.outcome), test.item.message);
+    cr_assert_eq(test.item.error_status, (int32_t)status, "error status %d: %s",
+                 (int)test.item.error_status, test.item.message);
+    cr_assert(strstr(test.item.message, text) != NULL, "message '%s' lacks '%s'", test.item.message,
+              text);
+    finish(&test);
+}
+
+Test(run_item, failing_create__runtime_error_with_the_implementations_message) {
     cpparity_implementation broken = *clean;
     broken.create = create_fails;
-    item_test test;
-    run_one(&test, &broken);
-    cr_assert_eq(test.item.outcome, RUN_ERROR);
-    cr_assert_eq(test.item.error_status, CPPARITY_ERROR_RUNTIME, "runtime, so exit code 3");
-    cr_assert(strstr(test.item.message, "device memory exhausted") != NULL, "%s",
-              test.item.message);
-    finish(&test);
+    expect_error(&broken, CPPARITY_ERROR_RUNTIME, "device memory exhausted"); /* exit code 3 */
 }
 
 Test(run_item, unexpected_refusal__bad_input_with_the_refusal) {
     cpparity_implementation broken = *clean;
     broken.check = refuse_all;
-    item_test test;
-    run_one(&test, &broken);
-    cr_assert_eq(test.item.outcome, RUN_ERROR);
-    cr_assert_eq(test.item.error_status, CPPARITY_ERROR_INPUT, "bad input, so exit code 2");
-    cr_assert(strstr(test.item.message, "refused: nothing runs here") != NULL, "%s",
-              test.item.message);
-    finish(&test);
+    expect_error(&broken, CPPARITY_ERROR_INPUT, "refused: nothing runs here"); /* exit code 2 */
 }

@@ -376,13 +376,7 @@ static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_opti
         for (int64_t i = 0; status == CPPARITY_OK && i < plan->item_count; i++) {
             const run_plan_item *planned = &plan->items[i];
             run_item *item = &results.items[i];
-            item->source = plan->cases[planned->case_index];
-            snprintf(item->suite_path, sizeof item->suite_path, "%s",
-                     plan->case_suite[planned->case_index]);
-            item->cp = planned->cp;
-            item->dtype = planned->dtype;
-            item->is_baseline = planned->is_baseline;
-            item->worst_tensor = -1;
+            run_item_begin(item, plan, planned);
             item->outcome = RUN_NOT_RUN;
             snprintf(item->message, sizeof item->message, "%s",
                      planned->runnable ? "did not run" : planned->not_run_reason);

@@ -165,8 +165,7 @@ static cpparity_status gather(cpparity_comm *group, int root, const void *data, 
     return status;
 }
 
-/* The item's fields known before it runs. */
-static void item_begin(run_item *item, const run_plan *plan, const run_plan_item *planned) {
+void run_item_begin(run_item *item, const run_plan *plan, const run_plan_item *planned) {
     const cpparity_case *c = plan->cases[planned->case_index];
     memset(item, 0, sizeof *item);
     item->source = c;
@@ -275,7 +274,7 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     const run_plan_item *planned = &plan->items[index];
     const cpparity_case *c = plan->cases[planned->case_index];
     const bool is_root = group->rank == root;
-    item_begin(item, plan, planned);
+    run_item_begin(item, plan, planned);
     if (refused(target, c, planned, is_root, item)) {
         if (!is_root) {
             memset(item, 0, sizeof *item);

@@ -25,6 +25,10 @@ typedef struct run_target {
     const cpparity_attention_kernel *kernel;       /* chosen by --kernel */
 } run_target;
 
+/* Zeroes item and fills what is known before it runs: its case, suite, cp, dtype, whether it
+ * is a baseline, the padded length; no worst tensor yet. */
+void run_item_begin(run_item *item, const run_plan *plan, const run_plan_item *planned);
+
 /* Runs plan item `index` on every rank of group (all must call it with the same root). On
  * group rank `root`, which computes (or finds in its cache) the float64 reference and judges,
  * fills *item (zeroed first; tensors owned by it); other ranks leave it zeroed. Item-level
