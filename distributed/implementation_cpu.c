@@ -1,7 +1,9 @@
 /*
- * implementation_cpu.c — the float32 context-parallel model on CPU ranks (distributed/model_f32.h)
- * behind the implementation interface (distributed/implementation.h): one instance holds the
- * model, this rank's slice of the last batch (for backward) and nothing else.
+ * implementation_cpu.c — the context-parallel model on CPU ranks (distributed/model_f32.h),
+ * float32 or bfloat16 storage with float32 arithmetic, behind the implementation interface
+ * (distributed/implementation.h): one instance holds the model, this rank's slice of the last
+ * batch (for backward) and nothing else. The attention kernel computes in float32 on the stored
+ * values (bfloat16-rounded q, k, v for bf16); its output is rounded at storage.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +23,10 @@ typedef struct cpu_instance {
 static cpparity_status cpu_check(const cpparity_model_config *config, int64_t cp,
                                  cpparity_dtype dtype, const cpparity_attention_kernel *kernel,
                                  cpparity_error *error) {
-    if (dtype != CPPARITY_DTYPE_F32) {
+    if (dtype != CPPARITY_DTYPE_F32 && dtype != CPPARITY_DTYPE_BF16) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: the cpu implementation computes in float32 only, not "
-                                  "%s",
+                                  "refused: the cpu implementation stores float32 or bfloat16, "
+                                  "not %s",
                                   cpparity_dtype_name(dtype));
     }
     if (kernel == NULL || kernel->device != CPPARITY_KERNEL_DEVICE_CPU ||
@@ -50,8 +52,8 @@ static cpparity_status cpu_create(const cpparity_implementation_setup *setup, vo
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d: out of memory (cpu implementation)", setup->comm->rank);
     }
-    status = f32_model_init(&made->model, setup->config, setup->batch, setup->seq_len, setup->comm,
-                            setup->kernel, error);
+    status = f32_model_init(&made->model, setup->config, setup->batch, setup->seq_len, setup->dtype,
+                            setup->comm, setup->kernel, error);
     if (status != CPPARITY_OK) {
         free(made);
         return status;
@@ -166,8 +168,8 @@ static void cpu_destroy(void *instance) {
 const cpparity_implementation cpparity_cpu_implementation = {
     .name = "cpu-f32-model",
     .device = "cpu",
-    .description = "float32 model, Ulysses context parallelism on CPU ranks",
-    .dtypes = {[CPPARITY_DTYPE_F32] = true, [CPPARITY_DTYPE_BF16] = false},
+    .description = "float32 or bf16-stored model, Ulysses context parallelism on CPU ranks",
+    .dtypes = {[CPPARITY_DTYPE_F32] = true, [CPPARITY_DTYPE_BF16] = true},
     .default_kernel = "cpu-f32",
     .check = cpu_check,
     .create = cpu_create,

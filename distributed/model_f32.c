@@ -1,6 +1,8 @@
 /* model_f32.c — storage and set-up of the float32 context-parallel model (see model_f32.h). */
 #include "model_f32.h"
 
+#include "distributed/bfloat16.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +89,17 @@ static cpparity_status build_activations(f32_model *model, cpparity_error *error
     return status;
 }
 
+void f32_model_store(const f32_model *model, float *x, int64_t count) {
+    if (model->dtype != CPPARITY_DTYPE_BF16) {
+        return;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        x[i] = bf16_round(x[i]);
+    }
+}
+
 cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
-                               int64_t seq_len, cpparity_comm *comm,
+                               int64_t seq_len, cpparity_dtype dtype, cpparity_comm *comm,
                                const cpparity_attention_kernel *kernel, cpparity_error *error) {
     memset(model, 0, sizeof *model);
     cpparity_status status = cpparity_model_config_validate(config, error);
@@ -99,6 +110,7 @@ cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *co
         return status;
     }
     model->config = *config;
+    model->dtype = dtype;
     model->batch = batch;
     model->comm = comm;
     model->kernel = kernel;
@@ -154,6 +166,7 @@ cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tenso
         for (int64_t i = 0; i < entry->count; i++) {
             model->parameters[entry->offset + i] = (float)values[given->offset + i];
         }
+        f32_model_store(model, model->parameters + entry->offset, entry->count);
     }
     return CPPARITY_OK;
 }

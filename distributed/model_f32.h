@@ -8,6 +8,17 @@
  * losses by the global label count; parameter gradients are all-reduced over the group so that
  * every rank ends with identical bits.
  *
+ * Storage dtype. With float32 everything is float32. With bfloat16 the model is mixed precision
+ * as in bf16 training: arithmetic, every sum (matrix products, softmax statistics, norms, loss)
+ * and every gradient are float32, but each value the model stores is rounded to bfloat16
+ * (distributed/bfloat16.h) at these points — the storage points:
+ *   parameters (on load); per layer: the normed input, q, k and v after the projection and again
+ *   after rotary, the attention output (lse stays float32), the o_proj output, the residual
+ *   stream after the attention add, the post-attention normed input, gate, up, the SwiGLU
+ *   product, the down_proj output, the residual stream after the MLP add; the final normed input
+ *   and the logits. The embedding output is a parameter row, already bfloat16. Activation
+ *   gradients and parameter gradients stay float32 and are all-reduced in float32.
+ *
  * It shares definitions with the reference (model config, parameter table) and none of its math.
  * The harness reaches it only through distributed/implementation.h (implementation_cpu.c); its
  * weights come from the harness (f32_model_load_parameters), never from fixtures.
@@ -19,6 +30,7 @@
 #include <stdint.h>
 
 #include "common/batch.h"
+#include "common/case.h"
 #include "common/error.h"
 #include "common/model_config.h"
 #include "common/model_parameters.h"
@@ -41,6 +53,8 @@ typedef struct f32_layer_activations {
 
 typedef struct f32_model {
     cpparity_model_config config;            /* validated copy */
+    cpparity_dtype dtype;                    /* storage: float32, or bfloat16 at the storage
+                                                points above */
     int64_t batch;                           /* B */
     shard_layout shard;                      /* S, padded S, L, cp, rank */
     int64_t local_heads;                     /* Hl = H / cp */
@@ -68,15 +82,18 @@ typedef struct f32_model {
 cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
                                             cpparity_error *error);
 
-/* Allocates the model for batches of B rows of seq_len tokens sharded over comm; parameters
- * are zero until f32_model_load_parameters. */
+/* Allocates the model for batches of B rows of seq_len tokens sharded over comm, storing in
+ * dtype; parameters are zero until f32_model_load_parameters. */
 cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
-                               int64_t seq_len, cpparity_comm *comm,
+                               int64_t seq_len, cpparity_dtype dtype, cpparity_comm *comm,
                                const cpparity_attention_kernel *kernel, cpparity_error *error);
 
-/* Rounds to float32 every parameter of the model from values (table->total float64 elements,
- * described by table): each tensor is found by its model.md name and must have the same shape.
- * CPPARITY_ERROR_INPUT naming the parameter when one is missing or misshapen. */
+/* Rounds count stored values at x to the model's storage dtype (nothing for float32). */
+void f32_model_store(const f32_model *model, float *x, int64_t count);
+
+/* Rounds to the storage dtype every parameter of the model from values (table->total float64
+ * elements, described by table): each tensor is found by its model.md name and must have the same
+ * shape. CPPARITY_ERROR_INPUT naming the parameter when one is missing or misshapen. */
 cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tensor_table *table,
                                           const double *values, cpparity_error *error);
 

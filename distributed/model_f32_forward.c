@@ -82,11 +82,17 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
 
     f32_rmsnorm_forward(act + a->input_normed, act + a->input_rstd, act + a->input,
                         w + p->input_layernorm, N, D, c->rms_norm_eps);
+    f32_model_store(model, act + a->input_normed, N * D);
     f32_linear_forward(act + a->q, act + a->input_normed, w + p->q_proj, N, D, H * Dh);
     f32_linear_forward(act + a->k, act + a->input_normed, w + p->k_proj, N, D, Hkv * Dh);
     f32_linear_forward(act + a->v, act + a->input_normed, w + p->v_proj, N, D, Hkv * Dh);
+    f32_model_store(model, act + a->q, N * H * Dh);
+    f32_model_store(model, act + a->k, N * Hkv * Dh);
+    f32_model_store(model, act + a->v, N * Hkv * Dh);
     f32_rope_apply(act + a->q, local->position_ids, N, H, Dh, c->rope_theta, 1);
     f32_rope_apply(act + a->k, local->position_ids, N, Hkv, Dh, c->rope_theta, 1);
+    f32_model_store(model, act + a->q, N * H * Dh);
+    f32_model_store(model, act + a->k, N * Hkv * Dh);
 
     cpparity_status status = ulysses_heads_to_sequence(model->comm, act + a->sequence_q, act + a->q,
                                                        B, L, H, Dh, scratch->exchange, error);
@@ -112,24 +118,33 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
                                   "rank %d layer %lld: kernel %s forward failed: %s",
                                   model->comm->rank, (long long)l, model->kernel->name, message);
     }
+    f32_model_store(model, act + a->sequence_out, dims.batch * dims.seq_len * dims.heads * Dh);
     status = ulysses_sequence_to_heads(model->comm, act + a->attention, act + a->sequence_out, B, L,
                                        H, Dh, scratch->exchange, error);
     if (status != CPPARITY_OK) {
         return status;
     }
     f32_linear_forward(scratch->projection, act + a->attention, w + p->o_proj, N, H * Dh, D);
+    f32_model_store(model, scratch->projection, N * D);
     for (int64_t i = 0; i < N * D; i++) {
         act[a->residual + i] = act[a->input + i] + scratch->projection[i];
     }
+    f32_model_store(model, act + a->residual, N * D);
     f32_rmsnorm_forward(act + a->post_normed, act + a->post_rstd, act + a->residual,
                         w + p->post_attention_layernorm, N, D, c->rms_norm_eps);
+    f32_model_store(model, act + a->post_normed, N * D);
     f32_linear_forward(act + a->gate, act + a->post_normed, w + p->gate_proj, N, D, F);
     f32_linear_forward(act + a->up, act + a->post_normed, w + p->up_proj, N, D, F);
+    f32_model_store(model, act + a->gate, N * F);
+    f32_model_store(model, act + a->up, N * F);
     f32_swiglu_forward(act + a->swiglu, act + a->gate, act + a->up, N * F);
+    f32_model_store(model, act + a->swiglu, N * F);
     f32_linear_forward(scratch->projection, act + a->swiglu, w + p->down_proj, N, F, D);
+    f32_model_store(model, scratch->projection, N * D);
     for (int64_t i = 0; i < N * D; i++) {
         out[i] = act[a->residual + i] + scratch->projection[i];
     }
+    f32_model_store(model, out, N * D);
     return CPPARITY_OK;
 }
 
@@ -177,8 +192,10 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
     }
     f32_rmsnorm_forward(act + model->final_normed, act + model->final_rstd,
                         act + model->final_input, w + model->parameter.norm, N, D, c->rms_norm_eps);
+    f32_model_store(model, act + model->final_normed, N * D);
     f32_linear_forward(act + model->logits, act + model->final_normed, w + model->parameter.lm_head,
                        N, D, c->vocab_size);
+    f32_model_store(model, act + model->logits, N * c->vocab_size);
     model->loss_sum = f32_cross_entropy_sum(act + model->logits, local->labels, N, c->vocab_size,
                                             &model->labels_local);
     /* the global label count and loss sum: a mean of per-rank means would be wrong */

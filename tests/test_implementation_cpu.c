@@ -103,6 +103,102 @@ static bool close_to(double a, double b) {
     return fabs(a - b) <= RELATIVE_TOLERANCE * fmax(1.0, fabs(b));
 }
 
+/* Whether x is exactly a bfloat16 value (its low 16 bits are zero). */
+static bool is_bfloat16(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return (bits & 0xffffu) == 0;
+}
+
+/* The bfloat16 run against the float64 reference: relative L2 errors, as the harness measures
+ * them. Storage in bfloat16 (unit roundoff 2^-9 ≈ 2e-3) at ~20 storage points of a 2-layer
+ * model accumulates to ~1e-2; 5e-2 is the bf16 ceiling of docs/tolerances.md, and a dropped
+ * rounding, a wrong slice or a missing all-reduce is off by far more or by nothing at all (the
+ * bfloat16 check below catches the former). */
+#define BF16_RELATIVE_L2 5e-2
+
+static double relative_l2(const float *x, const double *r, int64_t count, const uint8_t *skip) {
+    double difference = 0.0, norm = 0.0;
+    for (int64_t i = 0; i < count; i++) {
+        if (skip == NULL || !skip[i]) {
+            difference += (x[i] - r[i]) * (x[i] - r[i]);
+            norm += r[i] * r[i];
+        }
+    }
+    return sqrt(difference / (norm > 0.0 ? norm : 1.0));
+}
+
+/* One rank of the bfloat16 run: errors within the bf16 ceiling, logits stored as bfloat16,
+ * gradients float32 (not all bfloat16 values). */
+static cpparity_status bf16_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
+    shared_run *run = argument;
+    const cpparity_implementation *implementation = &cpparity_cpu_implementation;
+    const int64_t V = run->config.vocab_size, L = (SEQ_LEN + comm->size - 1) / comm->size;
+    const cpparity_implementation_setup setup = {
+        &run->config, BATCH, SEQ_LEN, CPPARITY_DTYPE_BF16, comm, cpparity_cpu_f32_kernel()};
+    void *instance = NULL;
+    float *logits = malloc((size_t)(BATCH * L * V) * sizeof(float));
+    double *expected = malloc((size_t)(BATCH * L * V) * sizeof(double));
+    uint8_t *skip = calloc((size_t)(BATCH * L * V), 1);
+    float *gradients = malloc((size_t)run->table.total * sizeof(float));
+    cpparity_status status = implementation->create(&setup, &instance, error);
+    if (status == CPPARITY_OK) {
+        status = implementation->load_parameters(instance, &run->table, run->weights, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = implementation->forward(instance, &run->batch, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = implementation->backward(instance, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = implementation->read_logits(instance, logits, BATCH * L * V, error);
+    }
+    RANK_CHECK(status == CPPARITY_OK, "bf16 run: %s", error->message);
+    bool all_bfloat16 = true;
+    for (int64_t b = 0; b < BATCH; b++) {
+        for (int64_t t = 0; t < L; t++) {
+            const int64_t position = comm->rank * L + t;
+            const bool compared =
+                position < SEQ_LEN && run->batch.attention_mask[b * SEQ_LEN + position] == 1;
+            for (int64_t v = 0; v < V; v++) {
+                const int64_t i = (b * L + t) * V + v;
+                skip[i] = !compared;
+                expected[i] = compared ? run->expected.logits[(b * SEQ_LEN + position) * V + v] : 0;
+                all_bfloat16 = all_bfloat16 && is_bfloat16(logits[i]);
+            }
+        }
+    }
+    RANK_CHECK(all_bfloat16, "rank %d: logits are not stored as bfloat16", comm->rank);
+    const double logits_error = relative_l2(logits, expected, BATCH * L * V, skip);
+    RANK_CHECK(logits_error <= BF16_RELATIVE_L2 && logits_error > 0.0,
+               "rank %d: logits relative L2 %.3g (bf16 ceiling %g)", comm->rank, logits_error,
+               BF16_RELATIVE_L2);
+    bool gradients_bfloat16 = true;
+    for (int64_t e = 0; e < run->table.count; e++) {
+        const cpparity_tensor_entry *entry = &run->table.entries[e];
+        status = implementation->read_gradient(instance, entry->name, gradients + entry->offset,
+                                               entry->count, error);
+        RANK_CHECK(status == CPPARITY_OK, "read_gradient: %s", error->message);
+        const double gradient_error = relative_l2(
+            gradients + entry->offset, run->expected.gradients + entry->offset, entry->count, NULL);
+        RANK_CHECK(gradient_error <= BF16_RELATIVE_L2, "rank %d: %s relative L2 %.3g (ceiling %g)",
+                   comm->rank, entry->name, gradient_error, BF16_RELATIVE_L2);
+        for (int64_t i = 0; i < entry->count; i++) {
+            gradients_bfloat16 = gradients_bfloat16 && is_bfloat16(gradients[entry->offset + i]);
+        }
+    }
+    RANK_CHECK(!gradients_bfloat16, "gradients must stay float32, all were bfloat16 values");
+    status = CPPARITY_OK;
+done:
+    implementation->destroy(instance);
+    free(logits);
+    free(expected);
+    free(skip);
+    free(gradients);
+    return status;
+}
+
 /* One rank: the whole interface, outputs against the reference. */
 static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
     shared_run *run = argument;
@@ -201,6 +297,22 @@ Test(implementation_cpu, whole_interface__one_two_four_ranks__outputs_equal_floa
     release(&run);
 }
 
+Test(implementation_cpu, bf16_storage__one_two_four_ranks__within_the_bf16_ceiling) {
+    shared_run run;
+    prepare(&run);
+    for (int ranks = 1; ranks <= 4; ranks *= 2) {
+        cpparity_status statuses[4];
+        cpparity_error errors[4], error;
+        cr_assert_eq(comm_local_run(ranks, TIMEOUT, bf16_body, &run, statuses, errors, &error),
+                     CPPARITY_OK, "%s", error.message);
+        for (int rank = 0; rank < ranks; rank++) {
+            cr_assert_eq(statuses[rank], CPPARITY_OK, "seed %u, %d ranks, rank %d: %s", SEED, ranks,
+                         rank, errors[rank].message);
+        }
+    }
+    release(&run);
+}
+
 Test(implementation_cpu, check__refuses_before_compute_naming_the_constraint) {
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
     cpparity_model_config config = small_config();
@@ -212,9 +324,7 @@ Test(implementation_cpu, check__refuses_before_compute_naming_the_constraint) {
                  CPPARITY_ERROR_INPUT);
     cr_assert(strstr(error.message, "refused: num_attention_heads") != NULL, "%s", error.message);
     cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_BF16, kernel, &error),
-                 CPPARITY_ERROR_INPUT);
-    cr_assert(strstr(error.message, "refused:") != NULL && strstr(error.message, "bf16") != NULL,
-              "%s", error.message);
+                 CPPARITY_OK, "%s", error.message);
     cpparity_attention_kernel cuda_kernel = *kernel;
     cuda_kernel.device = CPPARITY_KERNEL_DEVICE_CUDA;
     cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_F32, &cuda_kernel, &error),
