@@ -41,8 +41,10 @@ typedef struct compare_metrics {
 } compare_metrics;
 
 typedef struct compare_decision {
-    bool passed;                       /* the tensor passes */
-    double limit;                      /* the error it had to stay under (ceiling for a baseline) */
+    bool passed;      /* the tensor passes both rules (docs/tolerances.md) */
+    double limit;     /* ratio × naive baseline error + floor: the limit of the pass rule */
+    double cp1_limit; /* ratio × the same tensor's error at cp = 1 + floor (the CP-only rule),
+                         NaN for cp = 1 items */
     char reason[CPPARITY_REASON_TEXT]; /* why, in words: "non-finite values", "error 3e-5 > limit
                                           2e-6 = ..." */
 } compare_decision;
@@ -80,7 +82,8 @@ typedef struct tensor_record {
     int64_t position_offset;      /* first global position of this rank's slice (logits) */
     int64_t worst[4];             /* coordinates of metrics.worst_index (logits: b, global
                                      position, vocab; grads: row, column) */
-    double baseline_error;        /* the same tensor's error at cp = 1 (rank 0) */
+    double baseline_error;        /* the naive same-dtype baseline's error on the same elements */
+    double cp1_error;             /* the same tensor's error at cp = 1 (rank 0), NaN at cp = 1 */
     cpparity_tolerance tolerance; /* applied, with origins */
     compare_decision decision;    /* pass or fail, limit, reason */
     float *values;                /* stored values (per --store) or NULL; owned */

@@ -74,15 +74,15 @@ void failing_tensors_worst_coordinates(const tensor_record *record, char *text, 
     }
 }
 
-void failing_tensors_limit_origin(const tensor_record *record, bool is_baseline, const char *times,
-                                  char *text, size_t size) {
+void failing_tensors_limit_origin(const tensor_record *record, const char *times, char *text,
+                                  size_t size) {
     const cpparity_tolerance *t = &record->tolerance;
-    if (is_baseline) {
-        snprintf(text, size, "ceiling %.3g (%s)", t->ceiling,
-                 cpparity_tolerance_origin_name(t->ceiling_origin));
-    } else {
-        snprintf(text, size, "ratio %.3g (%s) %s baseline %.3g + floor %.3g (%s)", t->ratio,
+    int used =
+        snprintf(text, size, "ratio %.3g (%s) %s naive %.3g + floor %.3g (%s)", t->ratio,
                  cpparity_tolerance_origin_name(t->ratio_origin), times, record->baseline_error,
                  t->floor, cpparity_tolerance_origin_name(t->floor_origin));
+    if (!isnan(record->cp1_error) && used > 0 && (size_t)used < size) {
+        snprintf(text + used, size - (size_t)used, "; CP only: %s cp 1 %.3g", times,
+                 record->cp1_error);
     }
 }

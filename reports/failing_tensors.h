@@ -36,10 +36,10 @@ const char *failing_tensors_case_name(const run_item *item);
  * for a rank-0 tensor, or "none" when there is no worst element. */
 void failing_tensors_worst_coordinates(const tensor_record *record, char *text, size_t size);
 
-/* The limit in words with where each part came from: "ceiling 1e-05 (default)" for a baseline
- * item, else "ratio 2 (default) <times> baseline 1e-06 + floor 0 (suite)" (times is the
- * multiplication sign the report uses, e.g. "x" or "×"). */
-void failing_tensors_limit_origin(const tensor_record *record, bool is_baseline, const char *times,
-                                  char *text, size_t size);
+/* The limit in words with where each part came from: "ratio 2 (default) <times> naive 1e-06 +
+ * floor 1e-06 (suite)", followed for a cp > 1 item by "; CP only: <times> cp 1 8e-07" (times is
+ * the multiplication sign the report uses, e.g. "x" or "×"). */
+void failing_tensors_limit_origin(const tensor_record *record, const char *times, char *text,
+                                  size_t size);
 
 #endif

@@ -93,7 +93,7 @@ static void put_failure_body(FILE *out, const run_item *item) {
         const tensor_record *record = &item->tensors[failing[f].index];
         char worst[96], origin[192];
         failing_tensors_worst_coordinates(record, worst, sizeof worst);
-        failing_tensors_limit_origin(record, item->is_baseline, "x", origin, sizeof origin);
+        failing_tensors_limit_origin(record, "x", origin, sizeof origin);
         snprintf(line, sizeof line,
                  "%.*s rank %d: error %.4g%s, limit %.4g = %s, non-finite %lld; worst element "
                  "%s: %.6g vs reference %.6g\n    reason: %.*s\n",

@@ -79,7 +79,7 @@ static void put_item_section(FILE *out, const run_item *item) {
         const tensor_record *record = &item->tensors[failing[f].index];
         char worst[96], origin[192];
         failing_tensors_worst_coordinates(record, worst, sizeof worst);
-        failing_tensors_limit_origin(record, item->is_baseline, "×", origin, sizeof origin);
+        failing_tensors_limit_origin(record, "×", origin, sizeof origin);
         fputs("| ", out);
         put_cell(out, record->name, sizeof record->name);
         fprintf(out, " | %d | %.4g%s | %.4g | ", record->rank, record->metrics.relative_l2,

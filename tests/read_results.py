@@ -27,6 +27,7 @@ def main():
     runs = 0
     with h5py.File(arguments.results, "r") as results:
         assert text(results.attrs["format"]) == "cpparity-results"
+        assert int(results.attrs["format_version"]) == 2
         provenance = results["provenance"].attrs
         for key in ("version", "git_commit", "compiler", "command_line", "comm", "device",
                     "implementation", "kernel", "start_time", "end_time"):
@@ -49,6 +50,15 @@ def main():
                     assert len(metrics) == int(run.attrs["tensors_expected"]), where
                     assert all(metrics["passed"]), where
                     assert set(metrics["ratio_origin"]) <= {b"default", b"suite", b"case"}
+                    # the naive baseline's error is behind every limit; the cp = 1 error only
+                    # behind cp > 1 runs (format version 2)
+                    assert (metrics["limit"] == metrics["ratio"] * metrics["baseline_error"]
+                            + metrics["floor"]).all(), where
+                    cp1 = metrics["cp1_error"]
+                    if run_name == "cp_1":
+                        assert all(c != c for c in cp1), f"{where}: cp1_error at cp 1"
+                    else:
+                        assert all(c == c for c in cp1), f"{where}: cp1_error missing"
                     stored = len(run["tensors"])
                     expected = 2 * len(metrics) if arguments.stored == "all" else 0
                     assert stored == expected, f"{where}: {stored} stored, expected {expected}"

@@ -179,12 +179,12 @@ Test(compare, nonfinite__fails_even_with_huge_tolerance) {
     cr_assert_eq(m.nonfinite, 2);
     cr_assert_eq(m.first_nonfinite, 17);
     cpparity_tolerance tolerance = make_tolerance(HUGE_TOLERANCE, HUGE_TOLERANCE, HUGE_TOLERANCE);
-    compare_decision cp = compare_decide(&m, 0.0, &tolerance, false);
+    compare_decision cp = compare_decide(&m, 0.0, 0.0, &tolerance);
     cr_assert_not(cp.passed);
     assert_reason_contains(&cp, "2 non-finite values (first at index 17)");
-    compare_decision baseline = compare_decide(&m, 0.0, &tolerance, true);
-    cr_assert_not(baseline.passed);
-    assert_reason_contains(&baseline, "2 non-finite values (first at index 17)");
+    compare_decision cp1 = compare_decide(&m, 0.0, NAN, &tolerance);
+    cr_assert_not(cp1.passed);
+    assert_reason_contains(&cp1, "2 non-finite values (first at index 17)");
 }
 
 Test(compare, empty_tensor__nothing_compared) {
@@ -272,98 +272,96 @@ Test(compare, coordinates__three_dimensions_row_major) {
     }
 }
 
-/* The decision tests use float32's default-like values: ratio 2 (tolerances.md: outputs get 2×
- * the baseline's error), floor 1e-6 (float32 reordering noise, tolerance.c), ceiling 1e-4
- * (float32 baseline against float64, tolerance.c). */
+/* The decision tests use float32's default values: ratio 2 (tolerances.md: outputs get 2× the
+ * naive baseline's error), floor 1e-6 (float32 summation-order noise, tolerance.c), ceiling 1e-4
+ * (the float32 baseline against float64, tolerance.c). */
 #define RATIO 2.0
 #define FLOOR 1e-6
 #define CEILING 1e-4
 
-Test(compare, decide_baseline__under_ceiling_passes) {
+Test(compare, decide__under_the_naive_limit_passes) {
     cpparity_tolerance tolerance = make_tolerance(RATIO, FLOOR, CEILING);
-    compare_metrics m = metrics_with_error(5e-5); /* half the ceiling */
-    compare_decision d = compare_decide(&m, 0.0, &tolerance, true);
-    cr_assert(d.passed, "%s", d.reason);
-    cr_assert_eq(d.limit, CEILING);
-    assert_reason_contains(&d, "5.00e-05");
-    assert_reason_contains(&d, "1.00e-04");
-}
-
-Test(compare, decide_baseline__at_ceiling_passes) {
-    cpparity_tolerance tolerance = make_tolerance(RATIO, FLOOR, CEILING);
-    compare_metrics m = metrics_with_error(CEILING); /* exactly the ceiling: the rule is <= */
-    compare_decision d = compare_decide(&m, 0.0, &tolerance, true);
-    cr_assert(d.passed, "%s", d.reason);
-}
-
-Test(compare, decide_baseline__over_ceiling_fails_whatever_the_ratio) {
-    /* ceiling 1e-5 is below the error 3.1e-5; the ratio and floor (huge) must not matter */
-    cpparity_tolerance tolerance = make_tolerance(HUGE_TOLERANCE, HUGE_TOLERANCE, 1e-5);
-    compare_metrics m = metrics_with_error(3.1e-5);
-    compare_decision d = compare_decide(&m, 0.0, &tolerance, true);
-    cr_assert_not(d.passed);
-    assert_reason_contains(&d, "error 3.10e-05 > ceiling 1.00e-05 (baseline)");
-}
-
-Test(compare, decide_cp__under_limit_passes) {
-    cpparity_tolerance tolerance = make_tolerance(RATIO, FLOOR, CEILING);
-    /* limit = 2 × 6e-7 + 1e-6 = 2.2e-6, well above 1.2e-7 */
+    /* limit = 2 × 6e-7 + 1e-6 = 2.2e-6, well above 1.2e-7; cp = 1 (no cp 1 error) */
     compare_metrics m = metrics_with_error(1.2e-7);
-    compare_decision d = compare_decide(&m, 6e-7, &tolerance, false);
+    compare_decision d = compare_decide(&m, 6e-7, NAN, &tolerance);
     cr_assert(d.passed, "%s", d.reason);
     cr_assert_float_eq(d.limit, 2.2e-6, 1e-20, "limit %g", d.limit); /* 1e-20: rounding only */
+    cr_assert(isnan(d.cp1_limit), "no CP-only limit at cp 1");
     assert_reason_contains(&d, "error 1.20e-07 <= limit 2.20e-06");
 }
 
-Test(compare, decide_cp__exactly_at_limit_passes_just_over_fails) {
-    /* dyadic values so the limit is exact: ratio 2 × baseline 2⁻²⁰ + floor 2⁻¹⁹ = 2⁻¹⁸ */
+Test(compare, decide__exactly_at_limit_passes_just_over_fails) {
+    /* dyadic values so the limit is exact: ratio 2 × naive 2⁻²⁰ + floor 2⁻¹⁹ = 2⁻¹⁸ */
     cpparity_tolerance tolerance = make_tolerance(2.0, ldexp(1.0, -19), CEILING);
-    double baseline = ldexp(1.0, -20);
+    double naive = ldexp(1.0, -20);
     compare_metrics at = metrics_with_error(ldexp(1.0, -18));
-    compare_decision d = compare_decide(&at, baseline, &tolerance, false);
+    compare_decision d = compare_decide(&at, naive, NAN, &tolerance);
     cr_assert_eq(d.limit, ldexp(1.0, -18));
     cr_assert(d.passed, "%s", d.reason);
     compare_metrics over = metrics_with_error(nextafter(ldexp(1.0, -18), 1.0));
-    d = compare_decide(&over, baseline, &tolerance, false);
+    d = compare_decide(&over, naive, NAN, &tolerance);
     cr_assert_not(d.passed, "%s", d.reason);
 }
 
-Test(compare, decide_cp__over_limit_fails_with_the_numbers) {
+Test(compare, decide__over_the_naive_limit_fails_with_the_numbers) {
     cpparity_tolerance tolerance = make_tolerance(RATIO, FLOOR, CEILING);
     compare_metrics m = metrics_with_error(3.1e-5); /* over 2.2e-6, though under the ceiling */
-    compare_decision d = compare_decide(&m, 6e-7, &tolerance, false);
+    compare_decision d = compare_decide(&m, 6e-7, NAN, &tolerance);
     cr_assert_not(d.passed);
-    assert_reason_contains(&d, "error 3.10e-05 > limit 2.20e-06 = 2 x baseline 6.00e-07 + floor "
+    assert_reason_contains(&d, "error 3.10e-05 > limit 2.20e-06 = 2 x naive 6.00e-07 + floor "
                                "1.00e-06");
+}
+
+Test(compare, decide_cp__within_naive_but_over_the_cp1_limit_fails_as_cp_only) {
+    cpparity_tolerance tolerance = make_tolerance(RATIO, FLOOR, CEILING);
+    /* naive limit 2 × 5e-6 + 1e-6 = 1.1e-5 holds 8e-6; the cp 1 run erred 1e-6 only, so its
+     * limit 2 × 1e-6 + 1e-6 = 3e-6 does not: a deviation that only CP adds */
+    compare_metrics m = metrics_with_error(8e-6);
+    compare_decision d = compare_decide(&m, 5e-6, 1e-6, &tolerance);
+    cr_assert_not(d.passed);
+    cr_assert_float_eq(d.cp1_limit, 3e-6, 1e-20, "cp1 limit %g", d.cp1_limit); /* rounding */
+    assert_reason_contains(&d, "CP only: error 8.00e-06 > 3.00e-06 = 2 x cp 1 error 1.00e-06");
+    d = compare_decide(&m, 5e-6, 4e-6, &tolerance); /* cp 1 limit 9e-6: both rules hold */
+    cr_assert(d.passed, "%s", d.reason);
+    assert_reason_contains(&d, "and the cp 1 limit");
+}
+
+Test(compare, decide__naive_over_its_ceiling_fails_whatever_the_error) {
+    /* the baseline itself errs 2e-4 > ceiling 1e-4: the harness is at fault, nothing passes;
+     * the huge ratio and floor must not rescue it */
+    cpparity_tolerance tolerance = make_tolerance(HUGE_TOLERANCE, HUGE_TOLERANCE, CEILING);
+    compare_metrics m = metrics_with_error(0.0);
+    compare_decision d = compare_decide(&m, 2e-4, NAN, &tolerance);
+    cr_assert_not(d.passed);
+    assert_reason_contains(&d, "naive baseline's own error 2.00e-04 is over its ceiling 1.00e-04");
+    d = compare_decide(&m, CEILING, NAN, &tolerance); /* exactly the ceiling: the rule is <= */
+    cr_assert(d.passed, "%s", d.reason);
 }
 
 Test(compare, decide__nan_error_fails) {
     cpparity_tolerance tolerance = make_tolerance(HUGE_TOLERANCE, HUGE_TOLERANCE, HUGE_TOLERANCE);
     compare_metrics m = metrics_with_error(NAN);
-    compare_decision cp = compare_decide(&m, 1e-6, &tolerance, false);
-    cr_assert_not(cp.passed);
-    assert_reason_contains(&cp, "NaN");
-    compare_decision baseline = compare_decide(&m, 0.0, &tolerance, true);
-    cr_assert_not(baseline.passed);
-    assert_reason_contains(&baseline, "NaN");
+    compare_decision d = compare_decide(&m, 1e-6, 1e-6, &tolerance);
+    cr_assert_not(d.passed);
+    assert_reason_contains(&d, "NaN");
 }
 
-Test(compare, decide_cp__nan_baseline_fails) {
+Test(compare, decide__nan_naive_error_fails) {
     cpparity_tolerance tolerance = make_tolerance(HUGE_TOLERANCE, HUGE_TOLERANCE, HUGE_TOLERANCE);
     compare_metrics m = metrics_with_error(0.0);
-    compare_decision d = compare_decide(&m, NAN, &tolerance, false);
+    compare_decision d = compare_decide(&m, NAN, NAN, &tolerance);
     cr_assert_not(d.passed);
-    assert_reason_contains(&d, "baseline error is NaN");
+    assert_reason_contains(&d, "naive baseline's own error nan");
 }
 
 Test(compare, decide__metrics_from_compare_feed_the_rule) {
     /* the worked example has relative L2 0.5; ratio 2 and floor 0.125 are dyadic so the limits
-     * below are exact; the ceiling 1 is unused for a cp run */
+     * below are exact; the ceiling 1 holds the naive errors used */
     compare_metrics m;
     compare_float32(&m, example_x, example_r, 4, NULL);
     cpparity_tolerance tolerance = make_tolerance(2.0, 0.125, 1.0);
-    compare_decision d = compare_decide(&m, 0.1875, &tolerance, false); /* 2·0.1875+0.125 = 0.5 */
+    compare_decision d = compare_decide(&m, 0.1875, NAN, &tolerance); /* 2·0.1875+0.125 = 0.5 */
     cr_assert(d.passed, "%s", d.reason);
-    d = compare_decide(&m, 0.125, &tolerance, false); /* 2·0.125+0.125 = 0.375 < 0.5 */
+    d = compare_decide(&m, 0.125, NAN, &tolerance); /* 2·0.125+0.125 = 0.375 < 0.5 */
     cr_assert_not(d.passed, "%s", d.reason);
 }

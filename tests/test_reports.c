@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "reports/failing_tensors.h"
 #include "reports/junit.h"
 #include "reports/markdown.h"
 #include "tests/support/test_files.h"
@@ -47,6 +48,7 @@ static tensor_record make_record(const char *name, int rank, double error, doubl
     record.metrics.relative_l2 = error;
     record.metrics.worst_index = -1;
     record.baseline_error = 1e-7;
+    record.cp1_error = NAN; /* a cp = 1 record; the CP-only part has its own test below */
     record.tolerance = (cpparity_tolerance){.ratio = 2.0,
                                             .floor = 1e-6,
                                             .ceiling = 1e-4,
@@ -214,7 +216,7 @@ Test(junit, failure__message_escaped_and_failing_tensors_listed_worst_first) {
     cr_expect(logits < grad, "the worst failing tensor comes first");
     EXPECT_CONTAINS(text, "worst element [0, 6, 7]");
     EXPECT_CONTAINS(text, "worst element [1, 3]");
-    EXPECT_CONTAINS(text, "ratio 2 (case) x baseline 1e-07 + floor 1e-06 (suite)");
+    EXPECT_CONTAINS(text, "ratio 2 (case) x naive 1e-07 + floor 1e-06 (suite)");
     EXPECT_CONTAINS(text, "reason: error above limit");
     const char *failure = strstr(text, "<failure "), *end = strstr(text, "</failure>");
     cr_assert(failure != NULL && end != NULL);
@@ -271,7 +273,7 @@ Test(markdown, failing_item__section_lists_failing_tensors_with_escaped_pipes) {
     EXPECT_CONTAINS(text, "### FAIL: tiny-case, cp 2, f32\n");
     EXPECT_CONTAINS(text, "logits &lt;rank 1> & \"grads\" 'x' \\| error 3e-05 > limit");
     cr_expect_null(strstr(text, "'x' | error"), "a '|' in a message must be escaped");
-    EXPECT_CONTAINS(text, "| logits | 1 | 3e-05 | 1.2e-06 | ratio 2 (case) × baseline 1e-07 + "
+    EXPECT_CONTAINS(text, "| logits | 1 | 3e-05 | 1.2e-06 | ratio 2 (case) × naive 1e-07 + "
                           "floor 1e-06 (suite) | [0, 6, 7] | error above limit |\n");
     EXPECT_CONTAINS(text, "| grads/layers.0.q_proj | 0 | 4e-06 | 2.5e-06 |");
     EXPECT_CONTAINS(text, "| [1, 3] |");
@@ -280,4 +282,15 @@ Test(markdown, failing_item__section_lists_failing_tensors_with_escaped_pipes) {
     cr_expect_null(strstr(text, "| loss | 0 |"), "passing tensors are not listed");
     EXPECT_CONTAINS(text, "### ERROR: tiny-case, cp 1, bf16\n\nrank 1 died\n");
     free(text);
+}
+
+Test(failing_tensors, limit_origin__naive_rule_then_the_cp_only_rule) {
+    tensor_record record = make_record("logits", 1, 3e-5, 1.2e-6, false);
+    char text[256];
+    failing_tensors_limit_origin(&record, "x", text, sizeof text);
+    cr_assert_str_eq(text, "ratio 2 (case) x naive 1e-07 + floor 1e-06 (suite)");
+    record.cp1_error = 8e-7;
+    failing_tensors_limit_origin(&record, "x", text, sizeof text);
+    cr_assert_str_eq(text, "ratio 2 (case) x naive 1e-07 + floor 1e-06 (suite); CP only: x cp 1 "
+                           "8e-07");
 }

@@ -288,7 +288,7 @@ Test(results_file, attributes__root_provenance_summary_case_and_items) {
     write_and_open(&w);
     hid_t f = w.file;
     expect_string(f, "/", "format", "cpparity-results");
-    cr_expect_eq(read_int64(f, "/", "format_version"), 1);
+    cr_expect_eq(read_int64(f, "/", "format_version"), 2); /* docs/results-file.md: version 2 */
     expect_string(f, "/provenance", "host", "testhost");
     expect_string(f, "/provenance", "command_line", "cpparity run cases/tiny.yaml");
     expect_string(f, "/provenance", "kernel", "cpu-reference 1");

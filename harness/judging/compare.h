@@ -29,10 +29,15 @@ void compare_float64(compare_metrics *metrics, const double *x, const double *r,
 /* Row-major coordinates of a flat index in a tensor of `rank` dimensions. */
 void compare_coordinates(int64_t index, int rank, const int64_t *shape, int64_t *coordinates);
 
-/* The pass rule. For the baseline itself (is_baseline): passes when nonfinite == 0 and
- * error <= tolerance.ceiling. For a CP run: passes when nonfinite == 0 and
- * error <= tolerance.ratio × baseline_error + tolerance.floor. NaN errors never pass. */
-compare_decision compare_decide(const compare_metrics *metrics, double baseline_error,
-                                const cpparity_tolerance *tolerance, bool is_baseline);
+/* The pass rule of docs/tolerances.md for one tensor, at error e = metrics->relative_l2:
+ *   - no non-finite value where the reference is finite, and e is not NaN;
+ *   - e <= ratio × naive_error + floor (naive_error: the naive same-dtype baseline's error on the
+ *     same elements), the limit;
+ *   - for a cp > 1 item (cp1_error not NaN): also e <= ratio × cp1_error + floor, the CP-only
+ *     check against the implementation's own error at cp = 1.
+ * The ceiling bounds the baseline, not e: a naive_error over it (or NaN) fails the tensor with a
+ * reason saying the baseline itself is out of bounds. The reason names the rule that failed. */
+compare_decision compare_decide(const compare_metrics *metrics, double naive_error,
+                                double cp1_error, const cpparity_tolerance *tolerance);
 
 #endif

@@ -8,9 +8,13 @@
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "common/monotonic_clock.h"
+#include "common/model_parameters.h"
 #include "reference/model.h"
 
 static void outputs_free(reference_outputs *outputs) {
+    for (int d = 0; d < CPPARITY_DTYPE_COUNT; d++) {
+        naive_outputs_free(&outputs->naive[d]);
+    }
     free(outputs->logits);
     free(outputs->gradients);
     free(outputs->fully_masked);
@@ -106,6 +110,60 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
     cache->entries[cache->count] = fresh;
     *outputs = &cache->entries[cache->count++];
     *computed_now = 1;
+    return CPPARITY_OK;
+}
+
+/* The naive baseline of the case in dtype, from the inputs and weights the fixtures give. */
+static cpparity_status compute_naive(naive_outputs *naive, const cpparity_case *c, uint64_t seed,
+                                     cpparity_dtype dtype, cpparity_error *error) {
+    cpparity_batch batch = {0};
+    cpparity_tensor_table table = {0};
+    double *weights = NULL;
+    cpparity_status status = fixture_batch_build(&batch, c->rows, c->batch_size, c->seq_len,
+                                                 c->model.vocab_size, seed, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_model_parameter_table(&c->model, &table, error);
+    }
+    if (status == CPPARITY_OK) {
+        weights = malloc((size_t)table.total * sizeof *weights);
+        if (weights == NULL) {
+            status =
+                cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                   "out of memory (weights of the naive baseline of %s)", c->name);
+        }
+    }
+    if (status == CPPARITY_OK) {
+        fixture_fill_parameters(weights, &table, seed);
+        status = naive_model_run(&c->model, &batch, &table, weights, dtype, naive, error);
+    }
+    free(weights);
+    cpparity_tensor_table_free(&table);
+    cpparity_batch_free(&batch);
+    return status;
+}
+
+cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t case_index,
+                                               const cpparity_case *c, uint64_t seed,
+                                               cpparity_dtype dtype,
+                                               const reference_outputs **outputs,
+                                               double *seconds_now, cpparity_error *error) {
+    int computed_now = 0;
+    *seconds_now = 0.0;
+    cpparity_status status =
+        reference_cache_get(cache, case_index, c, seed, outputs, &computed_now, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    reference_outputs *entry = (reference_outputs *)*outputs;
+    *seconds_now = computed_now ? entry->seconds : 0.0;
+    if (!entry->naive_ready[dtype]) {
+        status = compute_naive(&entry->naive[dtype], c, seed, dtype, error);
+        if (status != CPPARITY_OK) {
+            return status;
+        }
+        entry->naive_ready[dtype] = true;
+        *seconds_now += entry->naive[dtype].seconds;
+    }
     return CPPARITY_OK;
 }
 

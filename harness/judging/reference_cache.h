@@ -2,15 +2,18 @@
  * reference_cache.h — the float64 reference's outputs for a case, computed once per (case, seed)
  * on the rank that compares that case and kept for its other cp sizes and dtypes (the reference
  * does not depend on either). Only what comparison needs is kept: loss, logits, every gradient
- * and which query rows are fully masked.
+ * and which query rows are fully masked — and, per dtype, the naive same-dtype baseline of the
+ * same inputs (naive_model.h), which the pass rule multiplies.
  */
 #ifndef CPPARITY_HARNESS_JUDGING_REFERENCE_CACHE_H
 #define CPPARITY_HARNESS_JUDGING_REFERENCE_CACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/error.h"
 #include "common/tensor_table.h"
+#include "harness/judging/naive_model.h"
 #include "common/case.h"
 
 typedef struct reference_outputs {
@@ -23,6 +26,9 @@ typedef struct reference_outputs {
     uint8_t *fully_masked;                 /* [B, S] 1: the query row sees no key in some layer */
     cpparity_tensor_table parameter_table; /* model.md's names, shapes and offsets */
     double seconds;                        /* what computing it took */
+    naive_outputs naive[CPPARITY_DTYPE_COUNT]; /* the naive same-dtype baseline per dtype,
+                                                  computed on demand (naive_model.h) */
+    bool naive_ready[CPPARITY_DTYPE_COUNT];    /* naive[dtype] holds it */
 } reference_outputs;
 
 typedef struct reference_cache {
@@ -38,6 +44,15 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
                                     const cpparity_case *c, uint64_t seed,
                                     const reference_outputs **outputs, int *computed_now,
                                     cpparity_error *error);
+
+/* The same outputs with naive[dtype] computed (once) from the same inputs and weights.
+ * *seconds_now is the time spent computing now (reference and baseline), 0 when both were
+ * cached. Errors as reference_cache_get, or the baseline's own. */
+cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t case_index,
+                                               const cpparity_case *c, uint64_t seed,
+                                               cpparity_dtype dtype,
+                                               const reference_outputs **outputs,
+                                               double *seconds_now, cpparity_error *error);
 
 void reference_cache_free(reference_cache *cache);
 

@@ -1,10 +1,14 @@
 /*
  * tolerance.c — cpparity's built-in tolerances (see tolerance.h and docs/tolerances.md).
  *
- * Errors are relative L2 errors against the float64 reference. Ratios follow FlashAttention's
- * practice (2× for outputs, 3× for gradients, against an implementation of the same precision).
- * The floor absorbs the reordering noise that sharding adds on top of the baseline; the ceiling
- * bounds the baseline (cp = 1) itself against float64, so a kernel wrong at cp = 1 fails too.
+ * Errors are relative L2 errors against the float64 reference. A tensor passes when its error is
+ * at most ratio × the naive same-dtype baseline's error + floor (and, for cp > 1, at most
+ * ratio × its own error at cp = 1 + floor). Ratios follow FlashAttention's practice (2× for
+ * outputs, 3× for gradients, against a naive implementation of the same precision). The floor
+ * absorbs differences of summation order and blocking between two correct implementations of
+ * the same precision, which the ratio alone does not cover where the baseline's error is tiny.
+ * The ceiling bounds the naive baseline itself against float64: a baseline over it means the
+ * harness (or the ceiling) is wrong, and the run says so instead of judging.
  */
 #include "harness/judging/tolerance.h"
 
@@ -16,9 +20,12 @@ cpparity_tolerance cpparity_tolerance_default(cpparity_dtype dtype, cpparity_ten
         tolerance.floor = 1e-6;
         tolerance.ceiling = 1e-4;
     } else {
-        /* bfloat16 has a unit roundoff of 3.9e-3 */
+        /* bfloat16 has a unit roundoff of 3.9e-3; stored at ~20 points per layer, outputs of a
+         * small model err by ~1e-2. Gradients pass through the softmax Jacobian, whose
+         * cancellations make dq and dk of a naive bf16 model err by up to ~5e-2 per tensor
+         * (measured: tests/test_naive_model.c), so their ceiling is 1e-1. */
         tolerance.floor = 1e-2;
-        tolerance.ceiling = 5e-2;
+        tolerance.ceiling = kind == CPPARITY_KIND_GRADS ? 1e-1 : 5e-2;
     }
     tolerance.ratio_origin = CPPARITY_ORIGIN_DEFAULT;
     tolerance.floor_origin = CPPARITY_ORIGIN_DEFAULT;

@@ -151,10 +151,10 @@ static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run
     return status;
 }
 
-/* The tightest limit a case's tensors get: min over the tensors of its baseline items of
- * ratio × baseline error + floor, the limit every other run of the case is held to. It depends
- * on the case (and the dtypes run) alone, never on which cp sizes the job's rank count allowed;
- * infinite when no baseline of the case was compared. */
+/* The tightest limit a case's tensors get: min over the tensors of its cp = 1 items of
+ * ratio × naive baseline error + floor (the pass rule's limit). It depends on the case (and the
+ * dtypes run) alone, never on which cp sizes the job's rank count allowed; infinite when no
+ * cp = 1 item of the case was compared. */
 static double tightest_limit(const run_results *results, const cpparity_case *c) {
     double tightest = INFINITY;
     for (int64_t i = 0; i < results->item_count; i++) {
@@ -164,9 +164,7 @@ static double tightest_limit(const run_results *results, const cpparity_case *c)
             continue;
         }
         for (int64_t t = 0; t < item->tensor_count; t++) {
-            const tensor_record *record = &item->tensors[t];
-            const double limit =
-                record->tolerance.ratio * record->metrics.relative_l2 + record->tolerance.floor;
+            const double limit = item->tensors[t].decision.limit;
             if (isfinite(limit) && limit > 0.0 && limit < tightest) {
                 tightest = limit;
             }

@@ -245,10 +245,11 @@ static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *
         }
     }
     const reference_outputs *reference = NULL;
-    int computed_now = 0;
+    double seconds_now = 0.0;
     cpparity_error reference_error;
-    const cpparity_status reference_status = reference_cache_get(
-        cache, planned->case_index, c, planned->seed, &reference, &computed_now, &reference_error);
+    const cpparity_status reference_status =
+        reference_cache_get_with_naive(cache, planned->case_index, c, planned->seed, planned->dtype,
+                                       &reference, &seconds_now, &reference_error);
     cpparity_status status = CPPARITY_OK;
     if (reference_status != CPPARITY_OK) {
         item->outcome = RUN_ERROR;
@@ -256,11 +257,12 @@ static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *
         snprintf(item->message, sizeof item->message, "reference: %.1000s",
                  reference_error.message);
     } else {
-        /* the reference's time is counted once, for the item that computed it */
-        item->reference_seconds = computed_now ? reference->seconds : 0.0;
+        /* the reference's (and the naive baseline's) time is counted once, for the item that
+         * computed it */
+        item->reference_seconds = seconds_now;
         const judge_inputs in = {
-            reference,     losses, logits, gradients, expected_local_len(c->seq_len, cp),
-            options->store};
+            reference, &reference->naive[planned->dtype],  losses,        logits,
+            gradients, expected_local_len(c->seq_len, cp), options->store};
         status = judge_item(item, planned->case_index, &in, baselines, error);
     }
     free(losses);

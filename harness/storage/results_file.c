@@ -32,7 +32,9 @@ typedef struct metrics_row {
     double worst_reference;            /* r there */
     int64_t w0, w1, w2, w3;            /* coordinates of worst_index, -1 where unused */
     int64_t position_offset;           /* first global position of the rank's slice */
-    double baseline_error;             /* error of the same tensor at cp = 1 */
+    double baseline_error;             /* the naive same-dtype baseline's error on the same
+                                          elements */
+    double cp1_error;                  /* the same tensor's error at cp = 1, NaN at cp = 1 */
     double ratio;                      /* tolerance applied */
     double floor;                      /* tolerance applied */
     double ceiling;                    /* tolerance applied */
@@ -40,6 +42,7 @@ typedef struct metrics_row {
     char floor_origin[SHORT_NAME];     /* idem */
     char ceiling_origin[SHORT_NAME];   /* idem */
     double limit;                      /* compare_decision.limit */
+    double cp1_limit;                  /* compare_decision.cp1_limit */
     int8_t passed;                     /* compare_decision.passed */
     char reason[CPPARITY_REASON_TEXT]; /* compare_decision.reason */
 } metrics_row;
@@ -294,6 +297,7 @@ static hid_t metrics_type(cpparity_error *error) {
         {"w3", offsetof(metrics_row, w3), H5T_NATIVE_INT64},
         {"position_offset", offsetof(metrics_row, position_offset), H5T_NATIVE_INT64},
         {"baseline_error", offsetof(metrics_row, baseline_error), H5T_NATIVE_DOUBLE},
+        {"cp1_error", offsetof(metrics_row, cp1_error), H5T_NATIVE_DOUBLE},
         {"ratio", offsetof(metrics_row, ratio), H5T_NATIVE_DOUBLE},
         {"floor", offsetof(metrics_row, floor), H5T_NATIVE_DOUBLE},
         {"ceiling", offsetof(metrics_row, ceiling), H5T_NATIVE_DOUBLE},
@@ -301,6 +305,7 @@ static hid_t metrics_type(cpparity_error *error) {
         {"floor_origin", offsetof(metrics_row, floor_origin), short_type},
         {"ceiling_origin", offsetof(metrics_row, ceiling_origin), short_type},
         {"limit", offsetof(metrics_row, limit), H5T_NATIVE_DOUBLE},
+        {"cp1_limit", offsetof(metrics_row, cp1_limit), H5T_NATIVE_DOUBLE},
         {"passed", offsetof(metrics_row, passed), H5T_NATIVE_INT8},
         {"reason", offsetof(metrics_row, reason), reason_type},
     };
@@ -361,6 +366,7 @@ static void fill_metrics_row(metrics_row *row, const tensor_record *record) {
     }
     row->position_offset = record->position_offset;
     row->baseline_error = record->baseline_error;
+    row->cp1_error = record->cp1_error;
     row->ratio = t->ratio;
     row->floor = t->floor;
     row->ceiling = t->ceiling;
@@ -371,6 +377,7 @@ static void fill_metrics_row(metrics_row *row, const tensor_record *record) {
     snprintf(row->ceiling_origin, sizeof row->ceiling_origin, "%s",
              cpparity_tolerance_origin_name(t->ceiling_origin));
     row->limit = record->decision.limit;
+    row->cp1_limit = record->decision.cp1_limit;
     row->passed = record->decision.passed ? 1 : 0;
     copy_bounded(row->reason, sizeof row->reason, record->decision.reason,
                  sizeof record->decision.reason);

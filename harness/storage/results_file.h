@@ -8,7 +8,8 @@
  * Layout (ints are int64 and flags int64 0/1 unless noted; strings are fixed-length ASCII; every
  * dataset has a `Description` attribute):
  *
- *   /                   format = "cpparity-results", format_version = 1
+ *   /                   format = "cpparity-results", format_version = 2 (2: baseline_error
+ *                       is the naive same-dtype baseline's error; cp1_error, cp1_limit added)
  *   /provenance         attributes: version, git_commit, compiler, libraries, host,
  *                       command_line, comm, device, implementation, kernel, store,
  *                       start_time, end_time
@@ -44,9 +45,12 @@
  *                       absolute (int8), worst_index (int64), worst_value, worst_reference
  *                       (float64), w0..w3 (int64: coordinates of worst_index, -1 past the
  *                       tensor's rank or when there is no worst element), position_offset
- *                       (int64), baseline_error, ratio, floor, ceiling (float64), ratio_origin,
- *                       floor_origin, ceiling_origin (S8: "default", "suite", "case"), limit
- *                       (float64), passed (int8), reason (S160)
+ *                       (int64), baseline_error (the naive baseline's error on the same
+ *                       elements), cp1_error (the tensor's error at cp = 1; NaN at cp = 1), ratio,
+ *                       floor, ceiling (float64), ratio_origin, floor_origin, ceiling_origin (S8:
+ *                       "default", "suite", "case"), limit (ratio × baseline_error + floor),
+ *                       cp1_limit (ratio × cp1_error + floor; NaN at cp = 1) (float64), passed
+ *                       (int8), reason (S160)
  *     tensors/          always present; for each record with stored values a float32 dataset
  *                       "<tensor name, '/' → ':'>@rank<r>" in the record's shape, and with a
  *                       stored reference a float64 dataset of the same name + ".reference".
@@ -65,7 +69,7 @@
 #include "common/results.h"
 
 /* The version written as /format_version; bumped when a reader would misread the layout. */
-#define RESULTS_FILE_FORMAT_VERSION 1
+#define RESULTS_FILE_FORMAT_VERSION 2
 
 /* Writes results to a new HDF5 file at path (the layout above). Refuses an existing path with
  * CPPARITY_ERROR_INPUT naming "--out"; any HDF5 failure, an item without a case, an unsafe case

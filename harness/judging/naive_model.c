@@ -1,0 +1,582 @@
+/*
+ * naive_model.c — the straightforward same-dtype baseline (see naive_model.h): the model of
+ * docs/model.md in float32 plain loops, attention row by row with a two-pass softmax, bfloat16
+ * rounding at the storage points for bf16. Backward adds into zeroed gradients, layer by layer
+ * in reverse, as the reference does.
+ */
+#include "harness/judging/naive_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/model_parameters.h"
+#include "common/monotonic_clock.h"
+#include "reference/mask.h"
+
+/* --- storage ---------------------------------------------------------------------------- */
+
+/* x rounded to the nearest bfloat16 (ties to even; NaN kept), as docs/model.md defines the
+ * storage: written here again so that the baseline shares no code with distributed/. */
+static float round_bfloat16(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        return x;
+    }
+    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* Rounds count stored values to dtype (nothing for float32). */
+static void store(cpparity_dtype dtype, float *x, int64_t count) {
+    if (dtype != CPPARITY_DTYPE_BF16) {
+        return;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        x[i] = round_bfloat16(x[i]);
+    }
+}
+
+/* --- layers, float32, sums in index order -------------------------------------------------- */
+
+/* out (N, O) = in (N, I) · weightᵀ, weight (O, I). */
+static void linear_forward(float *out, const float *in, const float *weight, int64_t rows,
+                           int64_t in_features, int64_t out_features) {
+    for (int64_t n = 0; n < rows; n++) {
+        for (int64_t o = 0; o < out_features; o++) {
+            float sum = 0.0f;
+            for (int64_t i = 0; i < in_features; i++) {
+                sum += in[n * in_features + i] * weight[o * in_features + i];
+            }
+            out[n * out_features + o] = sum;
+        }
+    }
+}
+
+/* din (N, I) += dout · weight; dweight (O, I) += doutᵀ · in. */
+static void linear_backward(float *din, float *dweight, const float *dout, const float *in,
+                            const float *weight, int64_t rows, int64_t in_features,
+                            int64_t out_features) {
+    for (int64_t n = 0; n < rows; n++) {
+        for (int64_t i = 0; i < in_features; i++) {
+            float sum = 0.0f;
+            for (int64_t o = 0; o < out_features; o++) {
+                sum += dout[n * out_features + o] * weight[o * in_features + i];
+            }
+            din[n * in_features + i] += sum;
+        }
+    }
+    for (int64_t o = 0; o < out_features; o++) {
+        for (int64_t i = 0; i < in_features; i++) {
+            float sum = 0.0f;
+            for (int64_t n = 0; n < rows; n++) {
+                sum += dout[n * out_features + o] * in[n * in_features + i];
+            }
+            dweight[o * in_features + i] += sum;
+        }
+    }
+}
+
+/* out = weight ⊙ in / sqrt(mean(in²) + eps) per row; rstd saves the scale. */
+static void rmsnorm_forward(float *out, float *rstd, const float *in, const float *weight,
+                            int64_t rows, int64_t dim, float eps) {
+    for (int64_t n = 0; n < rows; n++) {
+        float squares = 0.0f;
+        for (int64_t i = 0; i < dim; i++) {
+            squares += in[n * dim + i] * in[n * dim + i];
+        }
+        rstd[n] = 1.0f / sqrtf(squares / (float)dim + eps);
+        for (int64_t i = 0; i < dim; i++) {
+            out[n * dim + i] = in[n * dim + i] * rstd[n] * weight[i];
+        }
+    }
+}
+
+/* din += d rmsnorm / d in · dout; dweight += d rmsnorm / d weight · dout. */
+static void rmsnorm_backward(float *din, float *dweight, const float *dout, const float *in,
+                             const float *weight, const float *rstd, int64_t rows, int64_t dim) {
+    for (int64_t n = 0; n < rows; n++) {
+        const float *x = in + n * dim, *g = dout + n * dim;
+        float dot = 0.0f;
+        for (int64_t i = 0; i < dim; i++) {
+            dot += g[i] * weight[i] * x[i];
+        }
+        const float correction = dot * rstd[n] * rstd[n] * rstd[n] / (float)dim;
+        for (int64_t i = 0; i < dim; i++) {
+            din[n * dim + i] += g[i] * weight[i] * rstd[n] - x[i] * correction;
+            dweight[i] += g[i] * x[i] * rstd[n];
+        }
+    }
+}
+
+/* x (N, heads, Dh) rotated by +angle (sign 1) or −angle (sign −1), "half" layout. */
+static void rope(float *x, const float *cosines, const float *sines, int64_t rows, int64_t heads,
+                 int64_t head_dim, float sign) {
+    const int64_t half = head_dim / 2;
+    for (int64_t n = 0; n < rows; n++) {
+        for (int64_t h = 0; h < heads; h++) {
+            float *head = x + (n * heads + h) * head_dim;
+            for (int64_t i = 0; i < half; i++) {
+                const float a = head[i], b = head[i + half];
+                const float c = cosines[n * half + i], s = sign * sines[n * half + i];
+                head[i] = a * c - b * s;
+                head[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+/* --- attention, row by row ----------------------------------------------------------------- */
+
+/* The dimensions attention runs on. */
+typedef struct attention_shape {
+    int64_t batch, seq_len, heads, kv_heads, head_dim;
+} attention_shape;
+
+/* keys[0..*count) = the keys query q of row b may attend, in increasing order. */
+static void allowed_keys(const reference_mask *mask, int64_t b, int64_t q, int64_t *keys,
+                         int64_t *count) {
+    *count = 0;
+    for (int64_t k = 0; k <= q; k++) {
+        if (reference_mask_allowed(mask, b, q, k)) {
+            keys[(*count)++] = k;
+        }
+    }
+}
+
+/* out (B,S,H,Dh), lse (B,H,S) from q, k, v: scores of each row, maximum, exponentials, sum. */
+static void attention_forward(float *out, float *lse, const float *q, const float *k,
+                              const float *v, const reference_mask *mask, attention_shape s,
+                              float scale, int64_t *keys, float *scores) {
+    const int64_t group = s.heads / s.kv_heads, Dh = s.head_dim;
+    for (int64_t b = 0; b < s.batch; b++) {
+        for (int64_t t = 0; t < s.seq_len; t++) {
+            int64_t count = 0;
+            allowed_keys(mask, b, t, keys, &count);
+            for (int64_t h = 0; h < s.heads; h++) {
+                const float *query = q + ((b * s.seq_len + t) * s.heads + h) * Dh;
+                float *row = out + ((b * s.seq_len + t) * s.heads + h) * Dh;
+                const int64_t kv = h / group;
+                memset(row, 0, (size_t)Dh * sizeof *row);
+                if (count == 0) {
+                    lse[(b * s.heads + h) * s.seq_len + t] = -INFINITY;
+                    continue;
+                }
+                float maximum = -INFINITY;
+                for (int64_t j = 0; j < count; j++) {
+                    const float *key = k + ((b * s.seq_len + keys[j]) * s.kv_heads + kv) * Dh;
+                    float dot = 0.0f;
+                    for (int64_t d = 0; d < Dh; d++) {
+                        dot += query[d] * key[d];
+                    }
+                    scores[j] = scale * dot;
+                    maximum = scores[j] > maximum ? scores[j] : maximum;
+                }
+                float sum = 0.0f;
+                for (int64_t j = 0; j < count; j++) {
+                    scores[j] = expf(scores[j] - maximum);
+                    sum += scores[j];
+                }
+                for (int64_t j = 0; j < count; j++) {
+                    const float p = scores[j] / sum;
+                    const float *value = v + ((b * s.seq_len + keys[j]) * s.kv_heads + kv) * Dh;
+                    for (int64_t d = 0; d < Dh; d++) {
+                        row[d] += p * value[d];
+                    }
+                }
+                lse[(b * s.heads + h) * s.seq_len + t] = maximum + logf(sum);
+            }
+        }
+    }
+}
+
+/* dq, dk, dv += gradients of Σ dout ⊙ out, probabilities recomputed from lse. */
+static void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                               const float *k, const float *v, const float *out, const float *lse,
+                               const reference_mask *mask, attention_shape s, float scale,
+                               int64_t *keys) {
+    const int64_t group = s.heads / s.kv_heads, Dh = s.head_dim;
+    for (int64_t b = 0; b < s.batch; b++) {
+        for (int64_t t = 0; t < s.seq_len; t++) {
+            int64_t count = 0;
+            allowed_keys(mask, b, t, keys, &count);
+            for (int64_t h = 0; h < s.heads && count > 0; h++) {
+                const int64_t row = ((b * s.seq_len + t) * s.heads + h) * Dh;
+                const int64_t kv = h / group;
+                const float row_lse = lse[(b * s.heads + h) * s.seq_len + t];
+                float delta = 0.0f;
+                for (int64_t d = 0; d < Dh; d++) {
+                    delta += dout[row + d] * out[row + d];
+                }
+                for (int64_t j = 0; j < count; j++) {
+                    const int64_t key = ((b * s.seq_len + keys[j]) * s.kv_heads + kv) * Dh;
+                    float dot = 0.0f, dp = 0.0f;
+                    for (int64_t d = 0; d < Dh; d++) {
+                        dot += q[row + d] * k[key + d];
+                        dp += dout[row + d] * v[key + d];
+                    }
+                    const float p = expf(scale * dot - row_lse);
+                    const float ds = p * (dp - delta);
+                    for (int64_t d = 0; d < Dh; d++) {
+                        dq[row + d] += scale * ds * k[key + d];
+                        dk[key + d] += scale * ds * q[row + d];
+                        dv[key + d] += p * dout[row + d];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* --- the model ---------------------------------------------------------------------------- */
+
+/* One layer's saved values. */
+typedef struct naive_layer {
+    float *input, *input_rstd, *input_normed;  /* (N,D), (N), (N,D) */
+    float *q, *k, *v, *attention, *lse;        /* (N,H,Dh), (N,Hkv,Dh) ×2, (N,H,Dh), (B,H,S) */
+    float *residual, *post_rstd, *post_normed; /* (N,D), (N), (N,D) */
+    float *gate, *up, *swiglu;                 /* (N,F) ×3 */
+} naive_layer;
+
+/* Everything one run holds. */
+typedef struct naive_run {
+    const cpparity_model_config *config;
+    cpparity_dtype dtype;
+    int64_t batch, seq_len, tokens;          /* B, S, N = B·S */
+    cpparity_model_parameters at;            /* parameter offsets */
+    float *weights;                          /* every parameter, rounded to dtype */
+    naive_layer layers[CPPARITY_MAX_LAYERS]; /* saved values */
+    float *final_input, *final_rstd, *final_normed, *logits;
+    float *cosines, *sines; /* (N, Dh/2) */
+    reference_mask masks[CPPARITY_MAX_LAYERS];
+    int64_t *keys;   /* (S) scratch: allowed keys of a row */
+    float *scores;   /* (S) scratch */
+    float **buffers; /* every float allocation above, for release */
+    int64_t buffer_count, buffer_capacity;
+    int64_t labels; /* labels != −100 in the batch */
+} naive_run;
+
+/* A zeroed float buffer of count elements kept for release; NULL when out of memory. */
+static float *buffer(naive_run *run, int64_t count) {
+    if (run->buffer_count == run->buffer_capacity) {
+        const int64_t capacity = run->buffer_capacity * 2 + 32;
+        float **grown = realloc(run->buffers, (size_t)capacity * sizeof *grown);
+        if (grown == NULL) {
+            return NULL;
+        }
+        run->buffers = grown;
+        run->buffer_capacity = capacity;
+    }
+    float *made = calloc((size_t)(count > 0 ? count : 1), sizeof *made);
+    if (made != NULL) {
+        run->buffers[run->buffer_count++] = made;
+    }
+    return made;
+}
+
+static void run_free(naive_run *run) {
+    for (int64_t i = 0; i < run->buffer_count; i++) {
+        free(run->buffers[i]);
+    }
+    free(run->buffers);
+    for (int64_t l = 0; l < CPPARITY_MAX_LAYERS; l++) {
+        reference_mask_free(&run->masks[l]);
+    }
+    free(run->keys);
+    free(run->weights);
+}
+
+/* Allocates the saved values of every layer; false when out of memory. */
+static bool allocate(naive_run *run) {
+    const cpparity_model_config *c = run->config;
+    const int64_t N = run->tokens, D = c->hidden_size, F = c->intermediate_size;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
+    bool ok = true;
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        naive_layer *a = &run->layers[l];
+        float **fields[] = {&a->input,    &a->input_rstd, &a->input_normed, &a->q,
+                            &a->k,        &a->v,          &a->attention,    &a->lse,
+                            &a->residual, &a->post_rstd,  &a->post_normed,  &a->gate,
+                            &a->up,       &a->swiglu};
+        const int64_t sizes[] = {N * D,        N,          N * D, N * H * Dh, N * Hkv * Dh,
+                                 N * Hkv * Dh, N * H * Dh, N * H, N * D,      N,
+                                 N * D,        N * F,      N * F, N * F};
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            *fields[i] = buffer(run, sizes[i]);
+            ok = ok && *fields[i] != NULL;
+        }
+    }
+    run->final_input = buffer(run, N * D);
+    run->final_rstd = buffer(run, N);
+    run->final_normed = buffer(run, N * D);
+    run->logits = buffer(run, N * c->vocab_size);
+    run->cosines = buffer(run, N * (Dh / 2));
+    run->sines = buffer(run, N * (Dh / 2));
+    run->scores = buffer(run, run->seq_len);
+    run->keys = malloc((size_t)(run->seq_len > 0 ? run->seq_len : 1) * sizeof *run->keys);
+    return ok && run->final_input && run->final_rstd && run->final_normed && run->logits &&
+           run->cosines && run->sines && run->scores && run->keys;
+}
+
+/* The residual add: out = a + b. */
+static void add(float *out, const float *a, const float *b, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        out[i] = a[i] + b[i];
+    }
+}
+
+static void forward(naive_run *run, const cpparity_batch *batch, float *projection) {
+    const cpparity_model_config *c = run->config;
+    const int64_t N = run->tokens, D = c->hidden_size, F = c->intermediate_size;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
+    const float *w = run->weights;
+    const float eps = (float)c->rms_norm_eps, scale = 1.0f / sqrtf((float)Dh);
+    const attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
+    for (int64_t n = 0; n < N; n++) {
+        memcpy(run->layers[0].input + n * D, w + run->at.embed_tokens + batch->input_ids[n] * D,
+               (size_t)D * sizeof(float));
+    }
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        naive_layer *a = &run->layers[l];
+        const cpparity_layer_parameters *p = &run->at.layers[l];
+        float *out = l + 1 < c->num_hidden_layers ? run->layers[l + 1].input : run->final_input;
+        rmsnorm_forward(a->input_normed, a->input_rstd, a->input, w + p->input_layernorm, N, D,
+                        eps);
+        store(run->dtype, a->input_normed, N * D);
+        linear_forward(a->q, a->input_normed, w + p->q_proj, N, D, H * Dh);
+        linear_forward(a->k, a->input_normed, w + p->k_proj, N, D, Hkv * Dh);
+        linear_forward(a->v, a->input_normed, w + p->v_proj, N, D, Hkv * Dh);
+        store(run->dtype, a->q, N * H * Dh);
+        store(run->dtype, a->k, N * Hkv * Dh);
+        store(run->dtype, a->v, N * Hkv * Dh);
+        rope(a->q, run->cosines, run->sines, N, H, Dh, 1.0f);
+        rope(a->k, run->cosines, run->sines, N, Hkv, Dh, 1.0f);
+        store(run->dtype, a->q, N * H * Dh);
+        store(run->dtype, a->k, N * Hkv * Dh);
+        attention_forward(a->attention, a->lse, a->q, a->k, a->v, &run->masks[l], shape, scale,
+                          run->keys, run->scores);
+        store(run->dtype, a->attention, N * H * Dh);
+        linear_forward(projection, a->attention, w + p->o_proj, N, H * Dh, D);
+        store(run->dtype, projection, N * D);
+        add(a->residual, a->input, projection, N * D);
+        store(run->dtype, a->residual, N * D);
+        rmsnorm_forward(a->post_normed, a->post_rstd, a->residual, w + p->post_attention_layernorm,
+                        N, D, eps);
+        store(run->dtype, a->post_normed, N * D);
+        linear_forward(a->gate, a->post_normed, w + p->gate_proj, N, D, F);
+        linear_forward(a->up, a->post_normed, w + p->up_proj, N, D, F);
+        store(run->dtype, a->gate, N * F);
+        store(run->dtype, a->up, N * F);
+        for (int64_t i = 0; i < N * F; i++) {
+            a->swiglu[i] = a->gate[i] / (1.0f + expf(-a->gate[i])) * a->up[i];
+        }
+        store(run->dtype, a->swiglu, N * F);
+        linear_forward(projection, a->swiglu, w + p->down_proj, N, F, D);
+        store(run->dtype, projection, N * D);
+        add(out, a->residual, projection, N * D);
+        store(run->dtype, out, N * D);
+    }
+    rmsnorm_forward(run->final_normed, run->final_rstd, run->final_input, w + run->at.norm, N, D,
+                    eps);
+    store(run->dtype, run->final_normed, N * D);
+    linear_forward(run->logits, run->final_normed, w + run->at.lm_head, N, D, c->vocab_size);
+    store(run->dtype, run->logits, N * c->vocab_size);
+}
+
+/* log Σ exp of a row of logits, shifted by its maximum. */
+static float log_sum_exp(const float *row, int64_t count) {
+    float maximum = row[0];
+    for (int64_t i = 1; i < count; i++) {
+        maximum = row[i] > maximum ? row[i] : maximum;
+    }
+    float sum = 0.0f;
+    for (int64_t i = 0; i < count; i++) {
+        sum += expf(row[i] - maximum);
+    }
+    return maximum + logf(sum);
+}
+
+/* Gradient buffers of one layer, reused in reverse order. */
+typedef struct naive_gradients {
+    float *stream, *residual, *normed, *swiglu, *gate, *up, *attention, *q, *k, *v, *logits;
+} naive_gradients;
+
+static void backward(naive_run *run, const cpparity_batch *batch, naive_gradients *d, float *g) {
+    const cpparity_model_config *c = run->config;
+    const int64_t N = run->tokens, D = c->hidden_size, F = c->intermediate_size;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
+    const int64_t V = c->vocab_size;
+    const float *w = run->weights;
+    const float scale = 1.0f / sqrtf((float)Dh), per_label = 1.0f / (float)run->labels;
+    const attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
+    for (int64_t n = 0; n < N; n++) {
+        if (batch->labels[n] == CPPARITY_IGNORE_INDEX) {
+            continue;
+        }
+        const float *row = run->logits + n * V;
+        const float lse = log_sum_exp(row, V);
+        for (int64_t v = 0; v < V; v++) {
+            d->logits[n * V + v] = expf(row[v] - lse) * per_label;
+        }
+        d->logits[n * V + batch->labels[n]] -= per_label;
+    }
+    linear_backward(d->normed, g + run->at.lm_head, d->logits, run->final_normed,
+                    w + run->at.lm_head, N, D, V);
+    rmsnorm_backward(d->stream, g + run->at.norm, d->normed, run->final_input, w + run->at.norm,
+                     run->final_rstd, N, D);
+    for (int64_t l = c->num_hidden_layers - 1; l >= 0; l--) {
+        const naive_layer *a = &run->layers[l];
+        const cpparity_layer_parameters *p = &run->at.layers[l];
+        memcpy(d->residual, d->stream, (size_t)(N * D) * sizeof(float));
+        memset(d->swiglu, 0, (size_t)(N * F) * sizeof(float));
+        linear_backward(d->swiglu, g + p->down_proj, d->stream, a->swiglu, w + p->down_proj, N, F,
+                        D);
+        for (int64_t i = 0; i < N * F; i++) {
+            const float sigma = 1.0f / (1.0f + expf(-a->gate[i]));
+            const float silu = a->gate[i] * sigma;
+            d->up[i] = d->swiglu[i] * silu;
+            d->gate[i] = d->swiglu[i] * a->up[i] * (sigma + silu * (1.0f - sigma));
+        }
+        memset(d->normed, 0, (size_t)(N * D) * sizeof(float));
+        linear_backward(d->normed, g + p->gate_proj, d->gate, a->post_normed, w + p->gate_proj, N,
+                        D, F);
+        linear_backward(d->normed, g + p->up_proj, d->up, a->post_normed, w + p->up_proj, N, D, F);
+        rmsnorm_backward(d->residual, g + p->post_attention_layernorm, d->normed, a->residual,
+                         w + p->post_attention_layernorm, a->post_rstd, N, D);
+        memcpy(d->stream, d->residual, (size_t)(N * D) * sizeof(float));
+        memset(d->attention, 0, (size_t)(N * H * Dh) * sizeof(float));
+        linear_backward(d->attention, g + p->o_proj, d->residual, a->attention, w + p->o_proj, N,
+                        H * Dh, D);
+        memset(d->q, 0, (size_t)(N * H * Dh) * sizeof(float));
+        memset(d->k, 0, (size_t)(N * Hkv * Dh) * sizeof(float));
+        memset(d->v, 0, (size_t)(N * Hkv * Dh) * sizeof(float));
+        attention_backward(d->q, d->k, d->v, d->attention, a->q, a->k, a->v, a->attention, a->lse,
+                           &run->masks[l], shape, scale, run->keys);
+        rope(d->q, run->cosines, run->sines, N, H, Dh, -1.0f);
+        rope(d->k, run->cosines, run->sines, N, Hkv, Dh, -1.0f);
+        memset(d->normed, 0, (size_t)(N * D) * sizeof(float));
+        linear_backward(d->normed, g + p->q_proj, d->q, a->input_normed, w + p->q_proj, N, D,
+                        H * Dh);
+        linear_backward(d->normed, g + p->k_proj, d->k, a->input_normed, w + p->k_proj, N, D,
+                        Hkv * Dh);
+        linear_backward(d->normed, g + p->v_proj, d->v, a->input_normed, w + p->v_proj, N, D,
+                        Hkv * Dh);
+        rmsnorm_backward(d->stream, g + p->input_layernorm, d->normed, a->input,
+                         w + p->input_layernorm, a->input_rstd, N, D);
+    }
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t i = 0; i < D; i++) {
+            g[run->at.embed_tokens + batch->input_ids[n] * D + i] += d->stream[n * D + i];
+        }
+    }
+}
+
+/* Rotary tables (N, Dh/2): angles in float64, stored as float32. */
+static void rope_tables(naive_run *run, const cpparity_batch *batch) {
+    const int64_t half = run->config->head_dim / 2;
+    for (int64_t n = 0; n < run->tokens; n++) {
+        for (int64_t i = 0; i < half; i++) {
+            const double frequency =
+                pow(run->config->rope_theta, -(double)(2 * i) / (double)run->config->head_dim);
+            const double angle = (double)batch->position_ids[n] * frequency;
+            run->cosines[n * half + i] = (float)cos(angle);
+            run->sines[n * half + i] = (float)sin(angle);
+        }
+    }
+}
+
+cpparity_status naive_model_run(const cpparity_model_config *config, const cpparity_batch *batch,
+                                const cpparity_tensor_table *table, const double *values,
+                                cpparity_dtype dtype, naive_outputs *outputs,
+                                cpparity_error *error) {
+    memset(outputs, 0, sizeof *outputs);
+    const double start = monotonic_seconds();
+    naive_run run;
+    memset(&run, 0, sizeof run);
+    run.config = config;
+    run.dtype = dtype;
+    run.batch = batch->batch;
+    run.seq_len = batch->seq_len;
+    run.tokens = batch->batch * batch->seq_len;
+    cpparity_status status = cpparity_model_config_validate(config, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_model_parameters_locate(config, table, &run.at, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    const int64_t N = run.tokens, D = config->hidden_size, F = config->intermediate_size;
+    const int64_t H = config->num_attention_heads, Hkv = config->num_key_value_heads;
+    const int64_t Dh = config->head_dim, V = config->vocab_size;
+    for (int64_t n = 0; n < N; n++) {
+        run.labels += batch->labels[n] != CPPARITY_IGNORE_INDEX;
+    }
+    if (run.labels == 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "naive baseline: the batch has no valid label");
+    }
+    run.weights = malloc((size_t)table->total * sizeof *run.weights);
+    float *projection = NULL;
+    naive_gradients d = {0};
+    bool ok = run.weights != NULL && allocate(&run);
+    if (ok) {
+        projection = buffer(&run, N * D);
+        float **fields[] = {&d.stream,    &d.residual, &d.normed, &d.swiglu, &d.gate,  &d.up,
+                            &d.attention, &d.q,        &d.k,      &d.v,      &d.logits};
+        const int64_t sizes[] = {N * D,      N * D,      N * D,        N * F,        N * F, N * F,
+                                 N * H * Dh, N * H * Dh, N * Hkv * Dh, N * Hkv * Dh, N * V};
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            *fields[i] = buffer(&run, sizes[i]);
+            ok = ok && *fields[i] != NULL;
+        }
+        outputs->logits = malloc((size_t)(N * V) * sizeof(float));
+        outputs->gradients = calloc((size_t)table->total, sizeof(float));
+        ok = ok && projection != NULL && outputs->logits != NULL && outputs->gradients != NULL;
+    }
+    if (!ok) {
+        run_free(&run);
+        naive_outputs_free(outputs);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "naive baseline: out of memory");
+    }
+    for (int64_t i = 0; i < table->total; i++) {
+        run.weights[i] = (float)values[i];
+    }
+    store(dtype, run.weights, table->total);
+    for (int64_t l = 0; l < config->num_hidden_layers && status == CPPARITY_OK; l++) {
+        status = reference_mask_init(&run.masks[l], run.batch, run.seq_len, batch->attention_mask,
+                                     batch->position_ids, cpparity_model_layer(config, l),
+                                     REFERENCE_MASK_DEFAULT_BLOCK, error);
+    }
+    if (status == CPPARITY_OK) {
+        rope_tables(&run, batch);
+        forward(&run, batch, projection);
+        float loss_sum = 0.0f;
+        for (int64_t n = 0; n < N; n++) {
+            if (batch->labels[n] != CPPARITY_IGNORE_INDEX) {
+                loss_sum +=
+                    log_sum_exp(run.logits + n * V, V) - run.logits[n * V + batch->labels[n]];
+            }
+        }
+        outputs->loss = loss_sum / (float)run.labels;
+        backward(&run, batch, &d, outputs->gradients);
+        memcpy(outputs->logits, run.logits, (size_t)(N * V) * sizeof(float));
+        outputs->dtype = dtype;
+        outputs->seconds = monotonic_seconds() - start;
+    }
+    run_free(&run);
+    if (status != CPPARITY_OK) {
+        naive_outputs_free(outputs);
+    }
+    return status;
+}
+
+void naive_outputs_free(naive_outputs *outputs) {
+    if (outputs == NULL) {
+        return;
+    }
+    free(outputs->logits);
+    free(outputs->gradients);
+    memset(outputs, 0, sizeof *outputs);
+}
