@@ -1,7 +1,7 @@
 # cpparity — the two commands of the README:
 #   make run    install what is missing, build, run the default suite on CPU ranks
 #   make test   install what is missing, build, run every test (unit, sanitized, CLI)
-# Other targets: make build, make other-builds, make format, make clean.
+# Other targets: make build, make other-builds, make coverage, make format, make clean.
 #
 # Warnings are errors in `make test` (and so in CI), never in a user's own `make build` or
 # `make run`: CMake's CMAKE_COMPILE_WARNING_AS_ERROR is passed on only there.
@@ -23,7 +23,7 @@ endif
 
 WARNINGS_AS_ERRORS ?= OFF
 
-.PHONY: all deps configure build other-builds test run format clean
+.PHONY: all deps configure build other-builds coverage test run format clean
 
 all: build
 
@@ -50,8 +50,13 @@ other-builds: deps
 	  (cd $$dir && ctest --output-on-failure -j $(JOBS) -L unit); \
 	done
 
+# Line and branch coverage of distributed/ under the CI suite, with thresholds
+# (scripts/coverage.sh); uncovered lines are listed in build-coverage/uncovered.txt.
+coverage: deps
+	scripts/coverage.sh build-coverage
+
 test: WARNINGS_AS_ERRORS = ON
-test: build other-builds
+test: build other-builds coverage
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The CI suite on CPU ranks (COMM=local threads by default, COMM=mpi through mpirun), into a new
@@ -82,4 +87,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD_DIR) $(foreach build,$(OTHER_BUILDS),build-$(subst :,-,$(build)))
+	rm -rf $(BUILD_DIR) build-coverage $(foreach build,$(OTHER_BUILDS),build-$(subst :,-,$(build)))

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# coverage.sh — line and branch coverage of the implementation under test (distributed/) under
+# the CI suite, measured with gcov, checked against thresholds.
+#
+#   scripts/coverage.sh BUILD_DIR [MIN_LINES MIN_BRANCHES]
+#
+# Builds cpparity with --coverage into BUILD_DIR, runs cases/ci.yaml on 1, 2 and 4 local ranks
+# and, when mpirun exists, on 2 MPI ranks, then sums gcov's counts over distributed/*.c (and the headers they inline, such as
+# mask_predicate.h). Prints one line per file and the totals; exits 1 when the line or branch
+# ("taken at least once") percentage is below its threshold (defaults 78 and 60: a few points
+# under what the suite reached when they were set, 81.2 and 64.7; what stays uncovered is error
+# handling — out of memory, failed MPI calls, timeouts — which the unit tests reach). Lines never run
+# are listed in BUILD_DIR/uncovered.txt.
+set -euo pipefail
+build=${1:?usage: coverage.sh BUILD_DIR [MIN_LINES MIN_BRANCHES]}
+min_lines=${2:-78}
+min_branches=${3:-60}
+source_dir=$(cd "$(dirname "$0")/.." && pwd)
+
+cmake -S "$source_dir" -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCPPARITY_SANITIZED_TESTS=OFF \
+  -DCMAKE_C_FLAGS="--coverage -O0" -DCMAKE_EXE_LINKER_FLAGS="--coverage" >/dev/null
+cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target cpparity >/dev/null
+find "$build" -name '*.gcda' -delete
+for ranks in 1 2 4; do
+  out="$build/coverage-$ranks.h5"
+  rm -f "$out"
+  "$build/cpparity" run "$source_dir/cases/ci.yaml" --comm local --ranks "$ranks" --allow-not-run \
+    --out "$out" >/dev/null
+done
+if command -v mpirun >/dev/null; then
+  out="$build/coverage-mpi.h5"
+  rm -f "$out"
+  root=$([ "$(id -u)" = 0 ] && echo --allow-run-as-root || true)
+  OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun -np 2 --oversubscribe $root \
+    "$build/cpparity" run "$source_dir/cases/ci.yaml" --allow-not-run --out "$out" >/dev/null
+fi
+
+report=$(mktemp -d)
+trap 'rm -rf "$report"' EXIT
+: > "$build/uncovered.txt"
+for objects in "$build"/distributed/CMakeFiles/*.dir; do
+  (cd "$report" && gcov -b -o "$objects" "$objects"/*.gcda >/dev/null 2>&1) || true
+done
+python3 - "$report" "$source_dir" "$build/uncovered.txt" "$min_lines" "$min_branches" <<'PYTHON'
+import glob, os, re, sys
+report, source, uncovered_path, min_lines, min_branches = sys.argv[1:]
+totals = [0, 0, 0, 0]  # lines run, lines, branches taken, branches
+with open(uncovered_path, "w") as uncovered:
+    for path in sorted(glob.glob(os.path.join(report, "*.gcov"))):
+        lines = open(path).read().splitlines()
+        name = lines[0].split("Source:", 1)[1].strip()
+        if not name.startswith(os.path.join(source, "distributed/")):
+            continue
+        run = total = taken = branches = 0
+        for line in lines:
+            if line.startswith("branch"):
+                branches += 1
+                taken += "taken 0%" not in line and "never executed" not in line
+                continue
+            fields = line.split(":", 2)
+            if len(fields) < 3 or fields[0].strip() in ("-", ""):
+                continue
+            total += 1
+            if fields[0].strip().startswith("#####"):
+                uncovered.write(f"{os.path.relpath(name, source)}:{fields[1].strip()}: "
+                                f"{fields[2].strip()}\n")
+            else:
+                run += 1
+        for i, value in enumerate((run, total, taken, branches)):
+            totals[i] += value
+        print(f"{os.path.relpath(name, source):40s} lines {run:4d}/{total:<4d} "
+              f"branches {taken:4d}/{branches}")
+line_percent = 100.0 * totals[0] / max(totals[1], 1)
+branch_percent = 100.0 * totals[2] / max(totals[3], 1)
+print(f"distributed/ under cases/ci.yaml: lines {line_percent:.1f}% ({totals[0]}/{totals[1]}), "
+      f"branches taken {branch_percent:.1f}% ({totals[2]}/{totals[3]}); "
+      f"thresholds {min_lines}% and {min_branches}%")
+sys.exit(0 if line_percent >= float(min_lines) and branch_percent >= float(min_branches) else 1)
+PYTHON
