@@ -14,6 +14,8 @@
 # BUILD_DIR/uncovered.txt.
 set -euo pipefail
 build=${1:?usage: coverage.sh BUILD_DIR [MIN_LINES MIN_BRANCHES]}
+mkdir -p "$build"
+build=$(cd "$build" && pwd) # absolute: gcov runs in another folder
 min_lines=${2:-78}
 min_branches=${3:-60}
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,6 +75,8 @@ with open(uncovered_path, "w") as uncovered:
               f"branches {taken:4d}/{branches}")
 line_percent = 100.0 * totals[0] / max(totals[1], 1)
 branch_percent = 100.0 * totals[2] / max(totals[3], 1)
+if totals[1] == 0:
+    sys.exit("coverage.sh: no gcov data for distributed/ was found")
 print(f"distributed/ under cases/ci.yaml: lines {line_percent:.1f}% ({totals[0]}/{totals[1]}), "
       f"branches taken {branch_percent:.1f}% ({totals[2]}/{totals[3]}); "
       f"thresholds {min_lines}% and {min_branches}%")
