@@ -116,11 +116,19 @@ static void judge(judged *j) {
     cr_assert_eq(baseline_table_add(&baselines, 0, &cp1, &error), CPPARITY_OK);
     cr_assert_eq(judge_item(&j->item, 0, &in, &baselines, &error), CPPARITY_OK, "%s",
                  error.message);
+    for (int64_t i = 0; i < cp1.tensor_count; i++) {
+        free(cp1.tensors[i].values);
+        free(cp1.tensors[i].reference);
+    }
     free(cp1.tensors);
     baseline_table_free(&baselines);
 }
 
 static void release(judged *j) {
+    for (int64_t i = 0; i < j->item.tensor_count; i++) {
+        free(j->item.tensors[i].values);
+        free(j->item.tensors[i].reference);
+    }
     free(j->item.tensors);
     free(j->reference.logits);
     free(j->reference.gradients);
@@ -137,6 +145,10 @@ static void expect(judged *j, run_outcome outcome, const char *text) {
                  j->item.message);
     cr_assert(strstr(j->item.message, text) != NULL, "message '%s' lacks '%s'", j->item.message,
               text);
+    for (int64_t i = 0; i < j->item.tensor_count; i++) { /* judged with --store metrics */
+        cr_assert_null(j->item.tensors[i].values, "--store metrics kept %s",
+                       j->item.tensors[i].name);
+    }
     release(j);
 }
 

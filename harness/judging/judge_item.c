@@ -300,7 +300,9 @@ cpparity_status judge_item(run_item *item, int64_t case_index, const judge_input
     cpparity_status status = compare_all(item, in, error);
     if (status == CPPARITY_OK) {
         decide(item, case_index, baselines);
-        keep_failures(item, in);
+        if (in->store == RUN_STORE_FAILURES) {
+            keep_failures(item, in); /* --store all kept everything, --store metrics keeps none */
+        }
         trim_stored(item, in->store);
     }
     return status;
