@@ -23,10 +23,10 @@ typedef struct cpu_instance {
 static cpparity_status cpu_check(const cpparity_model_config *config, int64_t cp,
                                  cpparity_dtype dtype, const cpparity_attention_kernel *kernel,
                                  cpparity_error *error) {
-    if (dtype != CPPARITY_DTYPE_F32 && dtype != CPPARITY_DTYPE_BF16) {
+    if ((int)dtype < 0 || (int)dtype >= CPPARITY_DTYPE_COUNT ||
+        !cpparity_cpu_implementation.dtypes[dtype]) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: the cpu implementation stores float32 or bfloat16, "
-                                  "not %s",
+                                  "refused: the cpu implementation has no %s storage",
                                   cpparity_dtype_name(dtype));
     }
     if (kernel == NULL || kernel->device != CPPARITY_KERNEL_DEVICE_CPU ||

@@ -106,14 +106,12 @@ static void judge(judged *j) {
     cp1.cp = 1;
     cp1.is_baseline = true;
     cpparity_error error;
-    const judge_inputs in = {&j->reference, &j->naive, j->losses,        j->logits,
-                             j->gradients,  SEQ / CP,  RUN_STORE_METRICS};
-    cr_assert_eq(judge_item(&cp1, 0,
-                            &(judge_inputs){&j->reference, &j->naive, j->losses, j->logits,
-                                            j->gradients, SEQ, RUN_STORE_METRICS},
-                            &baselines, &error),
-                 CPPARITY_OK, "%s", error.message);
+    /* B = 1: the cp = 1 slice is the whole sequence, the concatenation of the CP slices */
+    judge_inputs in = {&j->reference, &j->naive, j->losses,        j->logits,
+                       j->gradients,  SEQ,       RUN_STORE_METRICS};
+    cr_assert_eq(judge_item(&cp1, 0, &in, &baselines, &error), CPPARITY_OK, "%s", error.message);
     cr_assert_eq(baseline_table_add(&baselines, 0, &cp1, &error), CPPARITY_OK);
+    in.local_len = SEQ / CP;
     cr_assert_eq(judge_item(&j->item, 0, &in, &baselines, &error), CPPARITY_OK, "%s",
                  error.message);
     for (int64_t i = 0; i < cp1.tensor_count; i++) {

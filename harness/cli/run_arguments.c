@@ -113,7 +113,7 @@ static cpparity_status parse_choice(const char *text, const char *flag, const ch
 
 cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
                                     cpparity_error *error) {
-    struct option long_options[16 + RUN_OUTPUT_COUNT] = {
+    static const struct option fixed_options[] = {
         {"case", required_argument, NULL, OPTION_CASE},
         {"device", required_argument, NULL, OPTION_DEVICE},
         {"comm", required_argument, NULL, OPTION_COMM},
@@ -126,7 +126,10 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         {"allow-not-run", no_argument, NULL, OPTION_ALLOW_NOT_RUN},
         {"help", no_argument, NULL, OPTION_HELP},
     };
-    int option_count = 11;
+    enum { FIXED = sizeof fixed_options / sizeof *fixed_options };
+    struct option long_options[FIXED + RUN_OUTPUT_COUNT + 1];
+    memcpy(long_options, fixed_options, sizeof fixed_options);
+    int option_count = FIXED;
     for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
         long_options[option_count++] = (struct option){run_output_writers[o].flag + 2,
                                                        required_argument, NULL, OPTION_OUTPUT + o};

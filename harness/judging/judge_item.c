@@ -94,7 +94,6 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
     const int64_t cp = item->cp, B = c->batch_size, L = in->local_len;
     const int64_t V = c->model.vocab_size, P = ref->parameter_table.total;
     const int64_t slice = B * L * V;
-    (void)P;
     item->tensors_expected = cp * (2 + ref->parameter_table.count);
     item->tensors = calloc((size_t)item->tensors_expected, sizeof *item->tensors);
     double *reference_slice = malloc((size_t)slice * sizeof(double));
