@@ -26,6 +26,7 @@ const char *cpparity_tolerance_origin_name(cpparity_tolerance_origin origin) {
 void cpparity_row_layouts_free(cpparity_row_layout *rows, int64_t count) {
     for (int64_t i = 0; rows != NULL && i < count; i++) {
         free(rows[i].document_lengths);
+        free(rows[i].start_positions);
     }
     free(rows);
 }

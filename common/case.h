@@ -55,6 +55,9 @@ typedef struct cpparity_tolerance {
     cpparity_tolerance_origin ceiling_origin; /* where ceiling came from */
 } cpparity_tolerance;
 
+/* The largest start position a document may declare (positions stay far from overflow). */
+#define CPPARITY_MAX_START_POSITION ((int64_t)1 << 40)
+
 typedef struct cpparity_row_layout {
     int64_t left_padding;      /* leading padding tokens */
     int64_t document_count;    /* number of documents */
@@ -62,6 +65,10 @@ typedef struct cpparity_row_layout {
     int64_t right_padding;     /* trailing padding tokens */
     bool padding_continues;    /* padding_positions: continue — padding position_ids count on
                                   through the adjacent document (HF's arange), instead of 0 */
+    int64_t *start_positions;  /* (document_count) position_ids of each document's first token,
+                                  <= CPPARITY_MAX_START_POSITION; NULL when not given: 0, except
+                                  that the first document continues the count of left padding
+                                  with padding_continues. Owned by the suite */
 } cpparity_row_layout;
 
 typedef struct cpparity_case {

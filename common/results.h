@@ -130,6 +130,7 @@ typedef struct run_provenance {
     char device[16];                          /* "cpu" or "cuda" */
     char implementation[64]; /* the implementation under test (distributed/implementation.h) */
     char kernel[256];        /* attention kernel name and version */
+    char fault[32];          /* the fault --inject planted (common/fault.h), "none" */
     int ranks;               /* ranks of the job */
     uint64_t seed;           /* --seed, or 0 when the cases' own seeds were used */
     bool seed_overridden;    /* --seed given */

@@ -39,6 +39,7 @@
 #include "common/model_config.h"
 #include "common/tensor_table.h"
 #include "distributed/comm.h"
+#include "common/fault.h"
 #include "distributed/kernel.h"
 
 /* What one instance is created for. Everything is borrowed for the instance's life except
@@ -50,6 +51,9 @@ typedef struct cpparity_implementation_setup {
     cpparity_dtype dtype;                    /* storage dtype of parameters and activations */
     cpparity_comm *comm;                     /* the CP group; cp = comm->size */
     const cpparity_attention_kernel *kernel; /* the attention kernel to call */
+    cpparity_fault fault; /* a fault to plant (fault.h; self-test only), NONE normally; an
+                             implementation that cannot plant it fails create with an input
+                             error naming it */
 } cpparity_implementation_setup;
 
 typedef struct cpparity_implementation {

@@ -9,15 +9,18 @@
 #include <string.h>
 
 #include "distributed/implementation.h"
+#include "distributed/kernel_cpu.h"
 #include "distributed/model_f32.h"
 #include "distributed/shard.h"
 
 /* One instance: the model and the slice of the batch forward was given. */
 typedef struct cpu_instance {
-    f32_model model;      /* parameters, gradients, activations */
-    cpparity_batch local; /* this rank's B × L tokens of the last forward */
-    bool forward_done;    /* forward ran (backward needs it) */
-    bool backward_done;   /* backward ran (gradients are complete) */
+    f32_model model;                   /* parameters, gradients, activations */
+    cpparity_batch local;              /* this rank's B × L tokens of the last forward */
+    bool forward_done;                 /* forward ran (backward needs it) */
+    bool backward_done;                /* backward ran (gradients are complete) */
+    kernel_cpu_options kernel_options; /* a fault planted in the built-in kernel */
+    cpparity_attention_kernel kernel;  /* the built-in kernel with those options */
 } cpu_instance;
 
 static cpparity_status cpu_check(const cpparity_model_config *config, int64_t cp,
@@ -39,6 +42,33 @@ static cpparity_status cpu_check(const cpparity_model_config *config, int64_t cp
     return f32_model_check_parallelism(config, cp, error);
 }
 
+/* The self-test's fault (fault.h) in the model and, for the kernel's faults and gqa-kv-mapping,
+ * in a copy of the built-in kernel told about it. */
+static cpparity_status plant_fault(cpu_instance *made, const cpparity_implementation_setup *setup,
+                                   cpparity_error *error) {
+    const cpparity_fault fault = setup->fault;
+    if ((int)fault < 0 || fault >= CPPARITY_FAULT_COUNT) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "no fault number %d", (int)fault);
+    }
+    if (fault == CPPARITY_FAULT_NONE) {
+        return CPPARITY_OK;
+    }
+    made->kernel_options.fault = fault;
+    made->kernel_options.shard_length = made->model.shard.local_len;
+    const bool copied =
+        kernel_cpu_with_options(&made->kernel, setup->kernel, &made->kernel_options);
+    if (cpparity_faults[fault].kernel && !copied) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "--inject %s lives in the built-in cpu-f32 kernel; kernel %s "
+                                  "cannot have it planted",
+                                  cpparity_faults[fault].name, setup->kernel->name);
+    }
+    if (copied) {
+        made->model.kernel = &made->kernel;
+    }
+    return f32_model_set_fault(&made->model, fault, error);
+}
+
 static cpparity_status cpu_create(const cpparity_implementation_setup *setup, void **instance,
                                   cpparity_error *error) {
     *instance = NULL;
@@ -55,6 +85,12 @@ static cpparity_status cpu_create(const cpparity_implementation_setup *setup, vo
     status = f32_model_init(&made->model, setup->config, setup->batch, setup->seq_len, setup->dtype,
                             setup->comm, setup->kernel, error);
     if (status != CPPARITY_OK) {
+        free(made);
+        return status;
+    }
+    status = plant_fault(made, setup, error);
+    if (status != CPPARITY_OK) {
+        f32_model_free(&made->model);
         free(made);
         return status;
     }
@@ -84,6 +120,9 @@ static cpparity_status cpu_forward(void *instance, const cpparity_batch *batch,
     self->forward_done = false;
     self->backward_done = false;
     cpparity_status status = shard_slice_batch(&self->local, batch, &model->shard, error);
+    if (status == CPPARITY_OK && model->fault != CPPARITY_FAULT_NONE) {
+        shard_inject(&self->local, &model->shard, model->fault);
+    }
     if (status == CPPARITY_OK) {
         status = f32_model_forward(model, &self->local, error);
     }

@@ -32,6 +32,74 @@ static float dot(const float *a, const float *b, int64_t n) {
     return sum;
 }
 
+/* The fault planted through the context (kernel_cpu.h), none without options. */
+static cpparity_fault fault_of(const void *context) {
+    const kernel_cpu_options *options = context;
+    return options != NULL ? options->fault : CPPARITY_FAULT_NONE;
+}
+
+/* The kv head query head h reads: h / group (gqa-kv-mapping: h mod kv_heads). */
+static int64_t kv_head(int64_t h, int64_t group, int64_t kv_heads, cpparity_fault fault) {
+    return fault == CPPARITY_FAULT_GQA_KV_MAPPING ? h % kv_heads : h / group;
+}
+
+/* End of the key tile starting at k0: min(k0 + TILE, S); k0 (an empty tile) for a short last
+ * tile under kernel-tiling. */
+static int64_t key_tile_end(int64_t k0, int64_t seq_len, cpparity_fault fault) {
+    const int64_t k1 = k0 + TILE < seq_len ? k0 + TILE : seq_len;
+    return fault == CPPARITY_FAULT_KERNEL_TILING && k1 - k0 < TILE ? k0 : k1;
+}
+
+/* The shard-local faults' predicate: mask_allowed with the window compared on each token's index
+ * inside its shard (window-local), or with a chunk grid restarting at each shard's first token
+ * after left padding (chunk-local). */
+static bool allowed_shard_local(const cpparity_mask_description *mask,
+                                const kernel_cpu_options *options, int64_t b, int64_t q,
+                                int64_t k) {
+    const int64_t L = options->shard_length;
+    cpparity_mask_description plain = *mask;
+    if (options->fault == CPPARITY_FAULT_WINDOW_LOCAL && mask->layer_type == 1) {
+        plain.layer_type = 0;
+        return mask_allowed(&plain, b, q, k) && q % L - k % L < mask->window;
+    }
+    if (options->fault == CPPARITY_FAULT_CHUNK_LOCAL && mask->layer_type == 2 &&
+        mask->chunk_origin == 0) {
+        plain.layer_type = 0;
+        const int64_t lp = mask->left_padding[b];
+        const int64_t q_origin = q / L * L > lp ? q / L * L : lp;
+        const int64_t k_origin = k / L * L > lp ? k / L * L : lp;
+        return mask_allowed(&plain, b, q, k) && q / L == k / L &&
+               mask_floor_div(q - q_origin, mask->chunk_size) ==
+                   mask_floor_div(k - k_origin, mask->chunk_size);
+    }
+    return mask_allowed(mask, b, q, k);
+}
+
+/* May query q attend key k (in a PARTIAL tile)? */
+static bool allowed(const cpparity_mask_description *mask, const void *context, int64_t b,
+                    int64_t q, int64_t k) {
+    const cpparity_fault fault = fault_of(context);
+    if (fault == CPPARITY_FAULT_WINDOW_LOCAL || fault == CPPARITY_FAULT_CHUNK_LOCAL) {
+        return allowed_shard_local(mask, context, b, q, k);
+    }
+    return mask_allowed(mask, b, q, k);
+}
+
+/* The tile's class; under the shard-local faults every causal tile is PARTIAL (their predicate
+ * is not the one the classification assumes). */
+static int classify(const cpparity_mask_description *mask, const void *context, int64_t b,
+                    int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+    const cpparity_fault fault = fault_of(context);
+    if (fault == CPPARITY_FAULT_WINDOW_LOCAL || fault == CPPARITY_FAULT_CHUNK_LOCAL) {
+        return k0 >= q1 || k1 <= k0 ? MASK_TILE_EMPTY : MASK_TILE_PARTIAL;
+    }
+    if (k1 <= k0) {
+        return MASK_TILE_EMPTY; /* a tile kernel-tiling dropped */
+    }
+    return mask_classify_tile_scanning(mask, b, q0, q1, k0, k1,
+                                       fault != CPPARITY_FAULT_TILE_CLASSIFICATION);
+}
+
 static int check_dims(const cpparity_attention_dims *d, const cpparity_mask_description *mask,
                       char *error, size_t capacity) {
     if (d->heads < 1 || d->kv_heads < 1 || d->head_dim < 1 || d->heads % d->kv_heads != 0 ||
@@ -51,7 +119,7 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
                        const void *k_data, const void *v_data,
                        const cpparity_mask_description *mask, const cpparity_attention_dims *d,
                        float scale, void *stream, char *error, size_t capacity) {
-    (void)context;
+    const cpparity_fault fault = fault_of(context);
     if (stream != NULL || check_dims(d, mask, error, capacity)) {
         if (stream != NULL) {
             snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
@@ -71,25 +139,26 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
         for (int64_t q0 = 0; q0 < S; q0 += TILE) {
             const int64_t q1 = q0 + TILE < S ? q0 + TILE : S;
             for (int64_t h = 0; h < d->heads; h++) {
-                const int64_t g = h / group;
+                const int64_t g = kv_head(h, group, d->kv_heads, fault);
                 for (int64_t t = q0; t < q1; t++) {
                     const float *query = q + at(d, d->heads, b, t, h);
                     online_softmax state = {-INFINITY, 0.0f};
                     memset(accumulator, 0, (size_t)Dh * sizeof(float));
                     for (int64_t k0 = 0; k0 < q1; k0 += TILE) {
-                        const int64_t k1 = k0 + TILE < S ? k0 + TILE : S;
-                        const int tile = mask_classify_tile(mask, b, q0, q1, k0, k1);
+                        const int64_t k1 = key_tile_end(k0, S, fault);
+                        const int tile = classify(mask, context, b, q0, q1, k0, k1);
                         if (tile == MASK_TILE_EMPTY) {
                             continue;
                         }
                         float scores[TILE];
                         online_softmax tile_state = {-INFINITY, 0.0f};
                         for (int64_t key = k0; key < k1; key++) {
-                            const bool allowed =
-                                tile == MASK_TILE_FULL || mask_allowed(mask, b, t, key);
+                            const bool pair_allowed =
+                                tile == MASK_TILE_FULL || allowed(mask, context, b, t, key);
                             scores[key - k0] =
-                                allowed ? scale * dot(query, k + at(d, d->kv_heads, b, key, g), Dh)
-                                        : -INFINITY;
+                                pair_allowed
+                                    ? scale * dot(query, k + at(d, d->kv_heads, b, key, g), Dh)
+                                    : -INFINITY;
                             if (scores[key - k0] > tile_state.maximum) {
                                 tile_state.maximum = scores[key - k0];
                             }
@@ -111,16 +180,24 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
                         }
                         float tile_factor;
                         const float factor = online_softmax_merge(&state, tile_state, &tile_factor);
+                        /* softmax-merge: what was accumulated keeps its old scale */
+                        const float kept = fault == CPPARITY_FAULT_SOFTMAX_MERGE ? 1.0f : factor;
                         for (int64_t i = 0; i < Dh; i++) {
                             accumulator[i] =
-                                accumulator[i] * factor + tile_accumulator[i] * tile_factor;
+                                accumulator[i] * kept + tile_accumulator[i] * tile_factor;
                         }
                     }
                     float *output = out + at(d, d->heads, b, t, h);
+                    /* fully-masked-nan: no guard, 0 / 0 */
+                    const bool guarded = fault != CPPARITY_FAULT_FULLY_MASKED_NAN;
                     for (int64_t i = 0; i < Dh; i++) {
-                        output[i] = state.sum > 0.0f ? accumulator[i] / state.sum : 0.0f;
+                        output[i] =
+                            state.sum > 0.0f || !guarded ? accumulator[i] / state.sum : 0.0f;
                     }
-                    lse[(b * d->heads + h) * S + t] = online_softmax_lse(state);
+                    const int64_t lse_at = fault == CPPARITY_FAULT_LSE_LAYOUT
+                                               ? (b * S + t) * d->heads + h
+                                               : (b * d->heads + h) * S + t;
+                    lse[lse_at] = online_softmax_lse(state);
                 }
             }
         }
@@ -134,7 +211,7 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
                         const void *v_data, const void *out_data, const float *lse,
                         const cpparity_mask_description *mask, const cpparity_attention_dims *d,
                         float scale, void *stream, char *error, size_t capacity) {
-    (void)context;
+    const cpparity_fault fault = fault_of(context);
     if (stream != NULL || check_dims(d, mask, error, capacity)) {
         if (stream != NULL) {
             snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
@@ -151,7 +228,7 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
         for (int64_t q0 = 0; q0 < S; q0 += TILE) {
             const int64_t q1 = q0 + TILE < S ? q0 + TILE : S;
             for (int64_t h = 0; h < d->heads; h++) {
-                const int64_t g = h / group;
+                const int64_t g = kv_head(h, group, d->kv_heads, fault);
                 for (int64_t t = q0; t < q1; t++) {
                     const float row_lse = lse[(b * d->heads + h) * S + t];
                     if (row_lse == -INFINITY) {
@@ -160,14 +237,16 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
                     const int64_t offset = at(d, d->heads, b, t, h);
                     const float *query = q + offset, *grad_out = dout + offset;
                     const float delta = dot(grad_out, out + offset, Dh);
+                    /* backward-only: dk without the softmax scale */
+                    const float dk_scale = fault == CPPARITY_FAULT_BACKWARD_ONLY ? 1.0f : scale;
                     for (int64_t k0 = 0; k0 < q1; k0 += TILE) {
-                        const int64_t k1 = k0 + TILE < S ? k0 + TILE : S;
-                        const int tile = mask_classify_tile(mask, b, q0, q1, k0, k1);
+                        const int64_t k1 = key_tile_end(k0, S, fault);
+                        const int tile = classify(mask, context, b, q0, q1, k0, k1);
                         if (tile == MASK_TILE_EMPTY) {
                             continue;
                         }
                         for (int64_t key = k0; key < k1; key++) {
-                            if (tile != MASK_TILE_FULL && !mask_allowed(mask, b, t, key)) {
+                            if (tile != MASK_TILE_FULL && !allowed(mask, context, b, t, key)) {
                                 continue;
                             }
                             const int64_t kv = at(d, d->kv_heads, b, key, g);
@@ -175,7 +254,7 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
                             const float ds = p * (dot(grad_out, v + kv, Dh) - delta);
                             for (int64_t i = 0; i < Dh; i++) {
                                 dq[offset + i] += scale * ds * k[kv + i];
-                                dk[kv + i] += scale * ds * query[i];
+                                dk[kv + i] += dk_scale * ds * query[i];
                                 dv[kv + i] += p * grad_out[i];
                             }
                         }
@@ -202,4 +281,15 @@ static const cpparity_attention_kernel cpu_f32_kernel = {
 
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void) {
     return &cpu_f32_kernel;
+}
+
+bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
+                             const cpparity_attention_kernel *kernel,
+                             const kernel_cpu_options *options) {
+    if (kernel == NULL || kernel->forward != cpu_forward || kernel->backward != cpu_backward) {
+        return false;
+    }
+    *copy = *kernel;
+    copy->context = (void *)options;
+    return true;
 }

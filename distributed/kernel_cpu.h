@@ -7,9 +7,26 @@
 #ifndef CPPARITY_DISTRIBUTED_KERNEL_CPU_H
 #define CPPARITY_DISTRIBUTED_KERNEL_CPU_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/fault.h"
 #include "distributed/kernel.h"
 
 /* The kernel (a static object: never freed). */
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void);
+
+/* What a copy of the kernel is told beyond kernel.h: a planted fault (fault.h; the kernel's
+ * own faults, gqa-kv-mapping, and none) and the shard length L the shard-local faults need. */
+typedef struct kernel_cpu_options {
+    cpparity_fault fault; /* CPPARITY_FAULT_NONE: the kernel as built */
+    int64_t shard_length; /* L: tokens per rank (window-local, chunk-local) */
+} kernel_cpu_options;
+
+/* Fills *copy with kernel whose context is options (borrowed: it must outlive the copy) when
+ * kernel is this built-in kernel; false, copy untouched, for any other kernel. */
+bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
+                             const cpparity_attention_kernel *kernel,
+                             const kernel_cpu_options *options);
 
 #endif

@@ -1,6 +1,7 @@
 /* mask_description.c — the compact mask over the gathered sequence (see mask_description.h). */
 #include "mask_description.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,57 @@ cpparity_status mask_storage_build(mask_storage *storage, int64_t batch, int64_t
         }
     }
     return CPPARITY_OK;
+}
+
+void mask_storage_inject(mask_storage *storage, cpparity_fault fault, int64_t shard_length) {
+    const int64_t S = storage->seq_len;
+    for (int64_t b = 0; b < storage->batch; b++) {
+        const int64_t row = b * S;
+        switch (fault) {
+        case CPPARITY_FAULT_MASK_DROPPED: /* plain causal: one document, every key valid */
+            storage->left_padding[b] = 0;
+            for (int64_t t = 0; t < S; t++) {
+                storage->key_valid[row + t] = 1;
+                storage->document[row + t] = 0;
+                storage->document_start[row + t] = 0;
+            }
+            break;
+        case CPPARITY_FAULT_PAD_LEAK:
+            memset(storage->key_valid + row, 1, (size_t)S);
+            break;
+        case CPPARITY_FAULT_CHUNK_NO_LEFT_PAD:
+            storage->left_padding[b] = 0;
+            break;
+        case CPPARITY_FAULT_PADDING_SIDE: { /* the n real tokens assumed to come first */
+            int64_t real = 0;
+            for (int64_t t = 0; t < S; t++) {
+                real += storage->key_valid[row + t] != 0;
+            }
+            for (int64_t t = 0; t < S; t++) {
+                storage->key_valid[row + t] = t < real;
+            }
+            storage->left_padding[b] = 0;
+            break;
+        }
+        case CPPARITY_FAULT_DOCS_LOCAL: { /* a new document at every shard start as well */
+            int64_t document = 0, start = 0, previous = storage->document[row];
+            for (int64_t t = 1; t < S; t++) {
+                const int64_t original = storage->document[row + t];
+                const bool shard_start = shard_length > 0 && t % shard_length == 0;
+                if (original != previous || shard_start) {
+                    document++;
+                    start = t;
+                }
+                previous = original;
+                storage->document[row + t] = document;
+                storage->document_start[row + t] = start;
+            }
+            break;
+        }
+        default:
+            return;
+        }
+    }
 }
 
 cpparity_mask_description mask_storage_describe(const mask_storage *storage,

@@ -10,6 +10,7 @@
 
 #include "common/attention_layer.h"
 #include "common/error.h"
+#include "common/fault.h"
 #include "distributed/kernel.h"
 
 #ifdef __cplusplus
@@ -29,6 +30,11 @@ typedef struct mask_storage {
 cpparity_status mask_storage_build(mask_storage *storage, int64_t batch, int64_t seq_len,
                                    const int8_t *attention_mask, const int64_t *position_ids,
                                    cpparity_error *error);
+
+/* Plants a fault of the mask (fault.h: mask-dropped, chunk-no-left-pad, docs-local,
+ * padding-side, pad-leak) into built storage; shard_length is L (docs-local splits documents at
+ * every multiple of it). Nothing for the other faults. */
+void mask_storage_inject(mask_storage *storage, cpparity_fault fault, int64_t shard_length);
 
 /* The description of one layer over storage (pointers into storage). */
 cpparity_mask_description mask_storage_describe(const mask_storage *storage,

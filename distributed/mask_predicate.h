@@ -48,10 +48,12 @@ static inline CPPARITY_HOST_DEVICE bool mask_allowed(const cpparity_mask_descrip
 }
 
 /* Classifies queries [q0, q1) × keys [k0, k1) of row b: EMPTY (skip), FULL (no predicate
- * needed) or PARTIAL (evaluate per pair). Cost O(k1 − k0) for the key-validity scan. */
-static inline CPPARITY_HOST_DEVICE int mask_classify_tile(const cpparity_mask_description *mask,
-                                                          int64_t b, int64_t q0, int64_t q1,
-                                                          int64_t k0, int64_t k1) {
+ * needed) or PARTIAL (evaluate per pair). Cost O(k1 − k0) for the key-validity scan, which
+ * scan_keys = false skips, taking every key as valid: that is the self-test's
+ * "tile-classification" fault (common/fault.h), never what a kernel should call. */
+static inline CPPARITY_HOST_DEVICE int
+mask_classify_tile_scanning(const cpparity_mask_description *mask, int64_t b, int64_t q0,
+                            int64_t q1, int64_t k0, int64_t k1, bool scan_keys) {
     const int64_t row = b * mask->seq_len;
     if (k0 >= q1) {
         return MASK_TILE_EMPTY; /* every key after every query */
@@ -75,8 +77,8 @@ static inline CPPARITY_HOST_DEVICE int mask_classify_tile(const cpparity_mask_de
             return MASK_TILE_PARTIAL;
         }
     }
-    int64_t valid = 0;
-    for (int64_t k = k0; k < k1; k++) {
+    int64_t valid = scan_keys ? 0 : k1 - k0;
+    for (int64_t k = k0; scan_keys && k < k1; k++) {
         valid += mask->key_valid[row + k];
     }
     if (valid == 0) {
@@ -87,6 +89,13 @@ static inline CPPARITY_HOST_DEVICE int mask_classify_tile(const cpparity_mask_de
     const bool window_full = mask->layer_type != 1 || (q1 - 1) - k0 < mask->window;
     return (causal_full && one_document && window_full && valid == k1 - k0) ? MASK_TILE_FULL
                                                                             : MASK_TILE_PARTIAL;
+}
+
+/* mask_classify_tile_scanning with the key-validity scan: what every kernel calls. */
+static inline CPPARITY_HOST_DEVICE int mask_classify_tile(const cpparity_mask_description *mask,
+                                                          int64_t b, int64_t q0, int64_t q1,
+                                                          int64_t k0, int64_t k1) {
+    return mask_classify_tile_scanning(mask, b, q0, q1, k0, k1, true);
 }
 
 #endif

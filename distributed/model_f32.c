@@ -3,6 +3,7 @@
 
 #include "distributed/bfloat16.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,7 +173,54 @@ cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tenso
 }
 
 const float *f32_model_logits(const f32_model *model) {
-    return model->activations + model->logits;
+    return model->reported_logits != NULL ? model->reported_logits
+                                          : model->activations + model->logits;
+}
+
+cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cpparity_error *error) {
+    const int64_t B = model->batch, L = model->shard.local_len;
+    model->fault = fault;
+    if (fault == CPPARITY_FAULT_POSITIONS_LOCAL && model->rope_positions == NULL) {
+        model->rope_positions = malloc((size_t)(B * L) * sizeof(int64_t));
+        for (int64_t i = 0; model->rope_positions != NULL && i < B * L; i++) {
+            model->rope_positions[i] = i % L; /* restarted at every shard */
+        }
+    }
+    if (fault == CPPARITY_FAULT_STALE_RANK_SLICE && model->reported_logits == NULL) {
+        model->reported_logits = calloc((size_t)(B * L * model->config.vocab_size), sizeof(float));
+    }
+    if ((fault == CPPARITY_FAULT_POSITIONS_LOCAL && model->rope_positions == NULL) ||
+        (fault == CPPARITY_FAULT_STALE_RANK_SLICE && model->reported_logits == NULL)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (fault %s)", model->comm->rank,
+                                  cpparity_fault_name(fault));
+    }
+    return CPPARITY_OK;
+}
+
+cpparity_mask_description f32_model_layer_mask(const f32_model *model, int64_t l) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t layer = model->fault == CPPARITY_FAULT_LAYER_TYPE_MIXUP
+                              ? c->num_hidden_layers - 1 - l /* another layer's type */
+                              : l;
+    cpparity_mask_description mask =
+        mask_storage_describe(&model->mask, cpparity_model_layer(c, layer));
+    if (model->fault == CPPARITY_FAULT_WINDOW_OFF_BY_ONE) {
+        mask.window += 1;
+    } else if (model->fault == CPPARITY_FAULT_MASK_DROPPED) {
+        mask.layer_type = 0; /* plain causal */
+    }
+    return mask;
+}
+
+float f32_model_attention_scale(const f32_model *model) {
+    return model->fault == CPPARITY_FAULT_SCALE_DROPPED
+               ? 1.0f
+               : 1.0f / sqrtf((float)model->config.head_dim);
+}
+
+const int64_t *f32_model_rope_positions(const f32_model *model, const cpparity_batch *local) {
+    return model->rope_positions != NULL ? model->rope_positions : local->position_ids;
 }
 
 void f32_model_free(f32_model *model) {
@@ -182,5 +230,7 @@ void f32_model_free(f32_model *model) {
     free(model->parameters);
     free(model->gradients);
     free(model->activations);
+    free(model->rope_positions);
+    free(model->reported_logits);
     memset(model, 0, sizeof *model);
 }

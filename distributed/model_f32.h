@@ -36,6 +36,7 @@
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
 #include "distributed/comm.h"
+#include "common/fault.h"
 #include "distributed/kernel.h"
 #include "distributed/mask_description.h"
 #include "distributed/shard.h"
@@ -71,10 +72,13 @@ typedef struct f32_model {
     f32_layer_activations layer[CPPARITY_MAX_LAYERS];
     int64_t final_input, final_rstd, final_normed, logits; /* [B,L,D], [B,L], [B,L,D], [B,L,V] */
     mask_storage mask;                                     /* over the gathered, padded sequence */
-    float loss;            /* global loss, identical on every rank */
-    float loss_sum;        /* Σ token losses over this rank's labels */
-    int64_t labels_local;  /* labeled tokens on this rank */
-    int64_t labels_global; /* labeled tokens in the whole batch */
+    float loss;              /* global loss, identical on every rank */
+    float loss_sum;          /* Σ token losses over this rank's labels */
+    int64_t labels_local;    /* labeled tokens on this rank */
+    int64_t labels_global;   /* labeled tokens in the whole batch */
+    cpparity_fault fault;    /* a fault planted for the self-test (fault.h), NONE as built */
+    int64_t *rope_positions; /* positions-local only: [B, L] shard-local indices, else NULL */
+    float *reported_logits;  /* stale-rank-slice only: the slice reported, else NULL */
 } f32_model;
 
 /* Checks that the configuration can run at comm->size ranks, before any compute. The message of
@@ -96,6 +100,19 @@ void f32_model_store(const f32_model *model, float *x, int64_t count);
  * shape. CPPARITY_ERROR_INPUT naming the parameter when one is missing or misshapen. */
 cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tensor_table *table,
                                           const double *values, cpparity_error *error);
+
+/* Plants fault (fault.h) in the model; call before the first forward. Runtime error when the
+ * fault's buffers cannot be allocated. */
+cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cpparity_error *error);
+
+/* The mask description of layer l (with the model's planted mask faults). */
+cpparity_mask_description f32_model_layer_mask(const f32_model *model, int64_t l);
+
+/* The softmax scale passed to the kernel: 1/sqrt(head_dim). */
+float f32_model_attention_scale(const f32_model *model);
+
+/* The positions rotary embeddings use for this rank's slice: its position_ids. */
+const int64_t *f32_model_rope_positions(const f32_model *model, const cpparity_batch *local);
 
 /* Forward on this rank's slice (B × L tokens, distributed/shard.h): logits of the slice, loss. */
 cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,

@@ -44,7 +44,8 @@ static cpparity_status kv_to_heads(f32_model *model, float *out, const float *in
     cpparity_status status = ulysses_sequence_to_heads(model->comm, d->repeated, in, B, L, cp,
                                                        c->head_dim, d->exchange, error);
     if (status == CPPARITY_OK) {
-        ulysses_sum_repeated_kv(out, d->repeated, B * L, c->num_key_value_heads, cp, c->head_dim);
+        ulysses_sum_repeated_kv_mapped(out, d->repeated, B * L, c->num_key_value_heads, cp,
+                                       c->head_dim, model->fault);
     }
     return status;
 }
@@ -77,20 +78,19 @@ static cpparity_status layer_backward(f32_model *model, int64_t l, const cpparit
     memcpy(d->stream, d->residual, (size_t)(N * D) * sizeof(float));
     f32_linear_backward(d->attention, g + p->o_proj, d->residual, act + a->attention, w + p->o_proj,
                         N, H * Dh, D, 0);
-    cpparity_status status = ulysses_heads_to_sequence(model->comm, d->sequence_out, d->attention,
-                                                       B, L, H, Dh, d->exchange, error);
+    cpparity_status status = ulysses_heads_to_sequence_ordered(
+        model->comm, d->sequence_out, d->attention, B, L, H, Dh, d->exchange, model->fault, error);
     if (status != CPPARITY_OK) {
         return status;
     }
-    const cpparity_mask_description mask =
-        mask_storage_describe(&model->mask, cpparity_model_layer(c, l));
+    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
     const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
                                           model->local_kv_heads, Dh};
     char message[512] = "";
     if (model->kernel->backward(model->kernel->context, d->sequence_q, d->sequence_k, d->sequence_v,
                                 d->sequence_out, act + a->sequence_q, act + a->sequence_k,
                                 act + a->sequence_v, act + a->sequence_out, act + a->sequence_lse,
-                                &mask, &dims, 1.0f / sqrtf((float)Dh), NULL, message,
+                                &mask, &dims, f32_model_attention_scale(model), NULL, message,
                                 sizeof message) != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d layer %lld: kernel %s backward failed: %s",
@@ -107,8 +107,9 @@ static cpparity_status layer_backward(f32_model *model, int64_t l, const cpparit
     if (status != CPPARITY_OK) {
         return status;
     }
-    f32_rope_apply(d->q, local->position_ids, N, H, Dh, c->rope_theta, -1);
-    f32_rope_apply(d->k, local->position_ids, N, Hkv, Dh, c->rope_theta, -1);
+    const int64_t *positions = f32_model_rope_positions(model, local);
+    f32_rope_apply(d->q, positions, N, H, Dh, c->rope_theta, -1);
+    f32_rope_apply(d->k, positions, N, Hkv, Dh, c->rope_theta, -1);
     f32_linear_backward(d->normed, g + p->q_proj, d->q, act + a->input_normed, w + p->q_proj, N, D,
                         H * Dh, 0);
     f32_linear_backward(d->normed, g + p->k_proj, d->k, act + a->input_normed, w + p->k_proj, N, D,
@@ -118,6 +119,42 @@ static cpparity_status layer_backward(f32_model *model, int64_t l, const cpparit
     f32_rmsnorm_backward(d->stream, g + p->input_layernorm, d->normed, act + a->input,
                          w + p->input_layernorm, act + a->input_rstd, N, D);
     return CPPARITY_OK;
+}
+
+/* Every rank saw only its tokens: the gradient is the sum over the group, identical bits on
+ * every rank. The faults grad-not-reduced, grad-scaled-by-cp and grad-reduce-order live here. */
+static cpparity_status reduce_gradients(f32_model *model, cpparity_error *error) {
+    float *g = model->gradients;
+    const int64_t total = model->parameter_table.total, cp = model->shard.cp;
+    if (model->fault == CPPARITY_FAULT_GRAD_NOT_REDUCED) {
+        return CPPARITY_OK;
+    }
+    if (model->fault == CPPARITY_FAULT_GRAD_REDUCE_ORDER) { /* summed from this rank on */
+        float *all = malloc((size_t)(cp * total) * sizeof(float));
+        if (all == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: out of memory",
+                                      model->comm->rank);
+        }
+        cpparity_status status =
+            cpparity_all_gather(model->comm, g, all, total, CPPARITY_FLOAT32, NULL, error);
+        for (int64_t i = 0; status == CPPARITY_OK && i < total; i++) {
+            float sum = 0.0f;
+            for (int64_t r = 0; r < cp; r++) {
+                sum += all[((model->shard.rank + r) % cp) * total + i];
+            }
+            g[i] = sum;
+        }
+        free(all);
+        return status;
+    }
+    cpparity_status status =
+        cpparity_all_reduce_sum(model->comm, g, g, total, CPPARITY_FLOAT32, NULL, error);
+    if (status == CPPARITY_OK && model->fault == CPPARITY_FAULT_GRAD_SCALED_BY_CP) {
+        for (int64_t i = 0; i < total; i++) {
+            g[i] /= (float)cp; /* averaged, as data parallelism would */
+        }
+    }
+    return status;
 }
 
 cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local,
@@ -169,8 +206,12 @@ cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local
         const float *w = model->parameters;
         float *g = model->gradients;
         memset(g, 0, (size_t)model->parameter_table.total * sizeof(float));
+        const float token_weight =
+            model->fault == CPPARITY_FAULT_LOSS_MEAN_OF_MEANS
+                ? 1.0f / ((float)model->labels_local * (float)cp) /* mean of per-rank means */
+                : 1.0f / (float)model->labels_global;
         f32_cross_entropy_backward(d.logits, act + model->logits, local->labels, N, c->vocab_size,
-                                   1.0f / (float)model->labels_global);
+                                   token_weight);
         f32_linear_backward(d.normed, g + model->parameter.lm_head, d.logits,
                             act + model->final_normed, w + model->parameter.lm_head, N, D,
                             c->vocab_size, 0);
@@ -183,9 +224,7 @@ cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local
         if (status == CPPARITY_OK) {
             f32_embedding_backward(g + model->parameter.embed_tokens, d.stream, local->input_ids, N,
                                    D);
-            /* every rank saw only its tokens: the gradient is the sum over the group */
-            status = cpparity_all_reduce_sum(model->comm, g, g, model->parameter_table.total,
-                                             CPPARITY_FLOAT32, NULL, error);
+            status = reduce_gradients(model, error);
         }
     }
     for (int i = 0; i < BUFFERS; i++) {

@@ -41,6 +41,9 @@ static cpparity_status gather_mask(f32_model *model, const cpparity_batch *local
         mask_storage_free(&model->mask);
         status = mask_storage_build(&model->mask, B, S, mask_rows, position_rows, error);
     }
+    if (status == CPPARITY_OK && model->fault != CPPARITY_FAULT_NONE) {
+        mask_storage_inject(&model->mask, model->fault, L);
+    }
     free(masks);
     free(positions);
     free(mask_rows);
@@ -61,12 +64,14 @@ static cpparity_status kv_to_sequence(f32_model *model, float *out, const float 
     const cpparity_model_config *c = &model->config;
     const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
     if (!model->kv_replicated) {
-        return ulysses_heads_to_sequence(model->comm, out, in, B, L, c->num_key_value_heads,
-                                         c->head_dim, scratch->exchange, error);
+        return ulysses_heads_to_sequence_ordered(model->comm, out, in, B, L, c->num_key_value_heads,
+                                                 c->head_dim, scratch->exchange, model->fault,
+                                                 error);
     }
-    ulysses_repeat_kv(scratch->repeated, in, B * L, c->num_key_value_heads, cp, c->head_dim);
-    return ulysses_heads_to_sequence(model->comm, out, scratch->repeated, B, L, cp, c->head_dim,
-                                     scratch->exchange, error);
+    ulysses_repeat_kv_mapped(scratch->repeated, in, B * L, c->num_key_value_heads, cp, c->head_dim,
+                             model->fault);
+    return ulysses_heads_to_sequence_ordered(model->comm, out, scratch->repeated, B, L, cp,
+                                             c->head_dim, scratch->exchange, model->fault, error);
 }
 
 static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity_batch *local,
@@ -89,13 +94,15 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
     f32_model_store(model, act + a->q, N * H * Dh);
     f32_model_store(model, act + a->k, N * Hkv * Dh);
     f32_model_store(model, act + a->v, N * Hkv * Dh);
-    f32_rope_apply(act + a->q, local->position_ids, N, H, Dh, c->rope_theta, 1);
-    f32_rope_apply(act + a->k, local->position_ids, N, Hkv, Dh, c->rope_theta, 1);
+    const int64_t *positions = f32_model_rope_positions(model, local);
+    f32_rope_apply(act + a->q, positions, N, H, Dh, c->rope_theta, 1);
+    f32_rope_apply(act + a->k, positions, N, Hkv, Dh, c->rope_theta, 1);
     f32_model_store(model, act + a->q, N * H * Dh);
     f32_model_store(model, act + a->k, N * Hkv * Dh);
 
-    cpparity_status status = ulysses_heads_to_sequence(model->comm, act + a->sequence_q, act + a->q,
-                                                       B, L, H, Dh, scratch->exchange, error);
+    cpparity_status status =
+        ulysses_heads_to_sequence_ordered(model->comm, act + a->sequence_q, act + a->q, B, L, H, Dh,
+                                          scratch->exchange, model->fault, error);
     if (status == CPPARITY_OK) {
         status = kv_to_sequence(model, act + a->sequence_k, act + a->k, scratch, error);
     }
@@ -105,14 +112,13 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
     if (status != CPPARITY_OK) {
         return status;
     }
-    const cpparity_mask_description mask =
-        mask_storage_describe(&model->mask, cpparity_model_layer(c, l));
+    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
     const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
                                           model->local_kv_heads, Dh};
     char message[512] = "";
     if (model->kernel->forward(model->kernel->context, act + a->sequence_out, act + a->sequence_lse,
                                act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
-                               &dims, 1.0f / sqrtf((float)Dh), NULL, message,
+                               &dims, f32_model_attention_scale(model), NULL, message,
                                sizeof message) != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d layer %lld: kernel %s forward failed: %s",
@@ -146,6 +152,25 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
     }
     f32_model_store(model, out, N * D);
     return CPPARITY_OK;
+}
+
+/* stale-rank-slice: the slice reported is the next rank's (every rank's logits gathered). */
+static cpparity_status report_stale_slice(f32_model *model, cpparity_error *error) {
+    const int64_t slice = model->batch * model->shard.local_len * model->config.vocab_size;
+    const int64_t cp = model->shard.cp;
+    float *all = malloc((size_t)(cp * slice) * sizeof(float));
+    if (all == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: out of memory",
+                                  model->comm->rank);
+    }
+    cpparity_status status = cpparity_all_gather(model->comm, model->activations + model->logits,
+                                                 all, slice, CPPARITY_FLOAT32, NULL, error);
+    if (status == CPPARITY_OK) {
+        memcpy(model->reported_logits, all + (model->shard.rank + 1) % cp * slice,
+               (size_t)slice * sizeof(float));
+    }
+    free(all);
+    return status;
 }
 
 cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
@@ -196,6 +221,16 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
     f32_linear_forward(act + model->logits, act + model->final_normed, w + model->parameter.lm_head,
                        N, D, c->vocab_size);
     f32_model_store(model, act + model->logits, N * c->vocab_size);
+    if (model->fault == CPPARITY_FAULT_AUTOPAD_TRUNCATE) { /* truncated tokens: no logits */
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t t = 0; t < L; t++) {
+                if (model->shard.offset + t >= shard_truncated_length(&model->shard)) {
+                    memset(act + model->logits + (b * L + t) * c->vocab_size, 0,
+                           (size_t)c->vocab_size * sizeof(float));
+                }
+            }
+        }
+    }
     model->loss_sum = f32_cross_entropy_sum(act + model->logits, local->labels, N, c->vocab_size,
                                             &model->labels_local);
     /* the global label count and loss sum: a mean of per-rank means would be wrong */
@@ -214,5 +249,14 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
                                   "the batch has no valid label (every label is -100)");
     }
     model->loss = loss_sum / (float)model->labels_global;
-    return CPPARITY_OK;
+    if (model->fault == CPPARITY_FAULT_LOSS_MEAN_OF_MEANS) {
+        float mean = model->loss_sum / (float)model->labels_local;
+        status =
+            cpparity_all_reduce_sum(model->comm, &mean, &mean, 1, CPPARITY_FLOAT32, NULL, error);
+        model->loss = mean / (float)model->shard.cp;
+    }
+    if (status == CPPARITY_OK && model->fault == CPPARITY_FAULT_STALE_RANK_SLICE) {
+        status = report_stale_slice(model, error);
+    }
+    return status;
 }

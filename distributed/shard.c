@@ -38,3 +38,26 @@ cpparity_status shard_slice_batch(cpparity_batch *local, const cpparity_batch *f
     }
     return CPPARITY_OK;
 }
+
+int64_t shard_truncated_length(const shard_layout *layout) {
+    return layout->seq_len / layout->cp * layout->cp;
+}
+
+void shard_inject(cpparity_batch *local, const shard_layout *layout, cpparity_fault fault) {
+    const int64_t L = layout->local_len, kept = shard_truncated_length(layout);
+    for (int64_t b = 0; b < local->batch; b++) {
+        for (int64_t t = 0; t < L; t++) {
+            const int64_t i = b * L + t, global = layout->offset + t;
+            if (fault == CPPARITY_FAULT_LABEL_SHIFT_IN_SHARD && t == L - 1) {
+                local->labels[i] = CPPARITY_IGNORE_INDEX;
+            } else if (fault == CPPARITY_FAULT_AUTOPAD_TRUNCATE && global >= kept - 1 &&
+                       kept < layout->seq_len) {
+                local->labels[i] = CPPARITY_IGNORE_INDEX;
+                local->attention_mask[i] = global >= kept ? 0 : local->attention_mask[i];
+            } else if (fault == CPPARITY_FAULT_AUTOPAD_UNMASKED && global >= layout->seq_len) {
+                local->attention_mask[i] = 1;
+                local->labels[i] = SHARD_PAD_TOKEN;
+            }
+        }
+    }
+}

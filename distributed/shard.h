@@ -11,6 +11,7 @@
 
 #include "common/batch.h"
 #include "common/error.h"
+#include "common/fault.h"
 
 /* The token id of automatic padding (never compared: its labels are ignored). */
 #define SHARD_PAD_TOKEN 0
@@ -31,5 +32,15 @@ shard_layout shard_layout_make(int64_t seq_len, int64_t cp, int64_t rank);
  * padding positions beyond S. Labels are taken from the full batch, shifted before sharding. */
 cpparity_status shard_slice_batch(cpparity_batch *local, const cpparity_batch *full,
                                   const shard_layout *layout, cpparity_error *error);
+
+/* Plants a fault of the slice (fault.h) into local, built by shard_slice_batch:
+ * label-shift-in-shard (the last token of the slice loses its label: its target lies on the
+ * next rank), autopad-truncate (tokens past cp · floor(S / cp) become padding without labels,
+ * and the token before them loses its target), autopad-unmasked (automatic padding becomes a
+ * real token labelled SHARD_PAD_TOKEN). Nothing for the other faults. */
+void shard_inject(cpparity_batch *local, const shard_layout *layout, cpparity_fault fault);
+
+/* First global position autopad-truncate drops: cp · floor(S / cp). */
+int64_t shard_truncated_length(const shard_layout *layout);
 
 #endif

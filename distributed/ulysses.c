@@ -1,17 +1,37 @@
 /* ulysses.c — packing, all-to-all and unpacking around attention (see ulysses.h). */
 #include "ulysses.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 cpparity_status ulysses_heads_to_sequence(cpparity_comm *comm, float *out, const float *in,
                                           int64_t batch, int64_t local_len, int64_t heads,
                                           int64_t head_dim, float *scratch, cpparity_error *error) {
+    return ulysses_heads_to_sequence_ordered(comm, out, in, batch, local_len, heads, head_dim,
+                                             scratch, CPPARITY_FAULT_NONE, error);
+}
+
+cpparity_status ulysses_heads_to_sequence_ordered(cpparity_comm *comm, float *out, const float *in,
+                                                  int64_t batch, int64_t local_len, int64_t heads,
+                                                  int64_t head_dim, float *scratch,
+                                                  cpparity_fault fault, cpparity_error *error) {
     const int64_t cp = comm->size, local_heads = heads / cp;
     const int64_t block = batch * local_len * local_heads * head_dim; /* elements per rank */
     const size_t row_bytes = (size_t)(local_heads * head_dim) * sizeof(float);
     float *send = scratch, *receive = scratch + cp * block;
+    if (fault == CPPARITY_FAULT_A2A_HEAD_ORDER) { /* rank j gets heads i·cp + j: strided */
+        for (int64_t j = 0; j < cp; j++) {
+            for (int64_t token = 0; token < batch * local_len; token++) {
+                for (int64_t i = 0; i < local_heads; i++) {
+                    memcpy(send + j * block + (token * local_heads + i) * head_dim,
+                           in + (token * heads + i * cp + j) * head_dim,
+                           (size_t)head_dim * sizeof(float));
+                }
+            }
+        }
+    }
     /* block j = heads of rank j for my tokens, [B, L, H/cp, Dh] */
-    for (int64_t j = 0; j < cp; j++) {
+    for (int64_t j = 0; j < cp && fault != CPPARITY_FAULT_A2A_HEAD_ORDER; j++) {
         for (int64_t b = 0; b < batch; b++) {
             for (int64_t t = 0; t < local_len; t++) {
                 memcpy(send + j * block + (b * local_len + t) * local_heads * head_dim,
@@ -74,10 +94,20 @@ cpparity_status ulysses_sequence_to_heads(cpparity_comm *comm, float *out, const
 
 void ulysses_repeat_kv(float *out, const float *in, int64_t tokens, int64_t kv_heads, int64_t cp,
                        int64_t head_dim) {
-    const int64_t repeats = cp / kv_heads;
+    ulysses_repeat_kv_mapped(out, in, tokens, kv_heads, cp, head_dim, CPPARITY_FAULT_NONE);
+}
+
+/* The kv head repeat j of cp carries: j / (cp / kv_heads) (gqa-kv-mapping: j mod kv_heads). */
+static int64_t repeated_head(int64_t j, int64_t kv_heads, int64_t cp, cpparity_fault fault) {
+    return fault == CPPARITY_FAULT_GQA_KV_MAPPING ? j % kv_heads : j / (cp / kv_heads);
+}
+
+void ulysses_repeat_kv_mapped(float *out, const float *in, int64_t tokens, int64_t kv_heads,
+                              int64_t cp, int64_t head_dim, cpparity_fault fault) {
     for (int64_t t = 0; t < tokens; t++) {
         for (int64_t j = 0; j < cp; j++) {
-            memcpy(out + (t * cp + j) * head_dim, in + (t * kv_heads + j / repeats) * head_dim,
+            memcpy(out + (t * cp + j) * head_dim,
+                   in + (t * kv_heads + repeated_head(j, kv_heads, cp, fault)) * head_dim,
                    (size_t)head_dim * sizeof(float));
         }
     }
@@ -85,16 +115,26 @@ void ulysses_repeat_kv(float *out, const float *in, int64_t tokens, int64_t kv_h
 
 void ulysses_sum_repeated_kv(float *out, const float *in, int64_t tokens, int64_t kv_heads,
                              int64_t cp, int64_t head_dim) {
-    const int64_t repeats = cp / kv_heads;
+    ulysses_sum_repeated_kv_mapped(out, in, tokens, kv_heads, cp, head_dim, CPPARITY_FAULT_NONE);
+}
+
+void ulysses_sum_repeated_kv_mapped(float *out, const float *in, int64_t tokens, int64_t kv_heads,
+                                    int64_t cp, int64_t head_dim, cpparity_fault fault) {
+    memset(out, 0, (size_t)(tokens * kv_heads * head_dim) * sizeof(float));
     for (int64_t t = 0; t < tokens; t++) {
-        for (int64_t g = 0; g < kv_heads; g++) {
-            float *sum = out + (t * kv_heads + g) * head_dim;
-            memset(sum, 0, (size_t)head_dim * sizeof(float));
-            for (int64_t j = g * repeats; j < (g + 1) * repeats; j++) {
-                const float *part = in + (t * cp + j) * head_dim;
-                for (int64_t d = 0; d < head_dim; d++) {
-                    sum[d] += part[d];
+        bool taken[CPPARITY_ULYSSES_MAX_KV_HEADS] = {false};
+        for (int64_t j = 0; j < cp; j++) { /* repeats in order: a fixed summation order */
+            const int64_t g = repeated_head(j, kv_heads, cp, fault);
+            if (fault == CPPARITY_FAULT_KV_SUM_BACK && g < CPPARITY_ULYSSES_MAX_KV_HEADS) {
+                if (taken[g]) {
+                    continue; /* kv-sum-back: only the first repeat kept */
                 }
+                taken[g] = true;
+            }
+            float *sum = out + (t * kv_heads + g) * head_dim;
+            const float *part = in + (t * cp + j) * head_dim;
+            for (int64_t d = 0; d < head_dim; d++) {
+                sum[d] += part[d];
             }
         }
     }

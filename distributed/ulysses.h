@@ -15,11 +15,21 @@
 
 #include "common/error.h"
 #include "distributed/comm.h"
+#include "common/fault.h"
+
+/* The most kv heads the kv-sum-back fault tracks (more are summed as usual). */
+#define CPPARITY_ULYSSES_MAX_KV_HEADS 64
 
 /* out [B, L·cp, heads/cp, Dh] from in [B, L, heads, Dh]; scratch holds 2·B·L·heads·Dh floats. */
 cpparity_status ulysses_heads_to_sequence(cpparity_comm *comm, float *out, const float *in,
                                           int64_t batch, int64_t local_len, int64_t heads,
                                           int64_t head_dim, float *scratch, cpparity_error *error);
+
+/* The same with a planted fault (fault.h): a2a-head-order sends rank r heads i·cp + r. */
+cpparity_status ulysses_heads_to_sequence_ordered(cpparity_comm *comm, float *out, const float *in,
+                                                  int64_t batch, int64_t local_len, int64_t heads,
+                                                  int64_t head_dim, float *scratch,
+                                                  cpparity_fault fault, cpparity_error *error);
 
 /* out [B, L, heads, Dh] from in [B, L·cp, heads/cp, Dh]; the inverse of the above. */
 cpparity_status ulysses_sequence_to_heads(cpparity_comm *comm, float *out, const float *in,
@@ -33,5 +43,12 @@ void ulysses_repeat_kv(float *out, const float *in, int64_t tokens, int64_t kv_h
 /* out [B, L, kv_heads, Dh] = sums of the cp / kv_heads repeats in in [B, L, cp, Dh]. */
 void ulysses_sum_repeated_kv(float *out, const float *in, int64_t tokens, int64_t kv_heads,
                              int64_t cp, int64_t head_dim);
+
+/* The same two with a planted fault: gqa-kv-mapping maps repeat j to kv head j mod kv_heads
+ * (in both), kv-sum-back keeps only the first repeat of each kv head's gradient. */
+void ulysses_repeat_kv_mapped(float *out, const float *in, int64_t tokens, int64_t kv_heads,
+                              int64_t cp, int64_t head_dim, cpparity_fault fault);
+void ulysses_sum_repeated_kv_mapped(float *out, const float *in, int64_t tokens, int64_t kv_heads,
+                                    int64_t cp, int64_t head_dim, cpparity_fault fault);
 
 #endif

@@ -10,6 +10,12 @@ void console_preamble(FILE *stream, const run_provenance *p, int64_t cases, int6
     fprintf(stream, "# cpparity %s (commit %s)\n", p->version, p->git_commit);
     fprintf(stream, "# ranks %d, comm %s, device %s, implementation %s, kernel %s, store %s\n",
             p->ranks, p->comm, p->device, p->implementation, p->kernel, p->store);
+    if (p->fault[0] != '\0' && strcmp(p->fault, "none") != 0) {
+        fprintf(stream,
+                "# FAULT INJECTED: %s — the implementation under test is broken on purpose "
+                "(--inject); failures are expected\n",
+                p->fault);
+    }
     if (p->seed_overridden) {
         fprintf(stream, "# seed %llu for every case\n", (unsigned long long)p->seed);
     } else {

@@ -30,7 +30,7 @@ def main():
         assert int(results.attrs["format_version"]) == 2
         provenance = results["provenance"].attrs
         for key in ("version", "git_commit", "compiler", "command_line", "comm", "device",
-                    "implementation", "kernel", "start_time", "end_time"):
+                    "implementation", "kernel", "fault", "start_time", "end_time"):
             assert key in provenance, f"provenance lacks {key}"
         if arguments.compiler:
             compiler = text(provenance["compiler"])

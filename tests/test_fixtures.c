@@ -15,7 +15,7 @@
 
 Test(fixtures, packed_row_with_padding__positions_restart_and_labels_stay_in_documents) {
     int64_t lengths[] = {3, 1, 2};
-    const cpparity_row_layout rows[] = {{2, 3, lengths, 1, false}};
+    const cpparity_row_layout rows[] = {{2, 3, lengths, 1, false, NULL}};
     cpparity_batch batch;
     cr_assert_eq(fixture_batch_build(&batch, rows, 1, 9, 100, 5, NULL), CPPARITY_OK);
     const int8_t mask[9] = {0, 0, 1, 1, 1, 1, 1, 1, 0};
@@ -39,7 +39,7 @@ Test(fixtures, packed_row_with_padding__positions_restart_and_labels_stay_in_doc
 
 Test(fixtures, padding_positions_continue__padding_counts_through_the_neighbouring_documents) {
     int64_t lengths[] = {3, 2};
-    const cpparity_row_layout rows[] = {{2, 2, lengths, 2, true}};
+    const cpparity_row_layout rows[] = {{2, 2, lengths, 2, true, NULL}};
     cpparity_batch batch;
     cr_assert_eq(fixture_batch_build(&batch, rows, 1, 9, 100, 5, NULL), CPPARITY_OK);
     /* left padding 0 1, first document continues 2 3 4, second restarts 0 1, right padding 2 3 */
@@ -52,10 +52,28 @@ Test(fixtures, padding_positions_continue__padding_counts_through_the_neighbouri
     cpparity_batch_free(&batch);
 }
 
+Test(fixtures, start_positions__jump_or_continue_and_labels_follow_the_positions) {
+    /* documents of 3, 2 and 2 tokens declared to start at positions 5, 100 and 102: the first
+     * starts mid-document, the second jumps (a new document), the third continues the second
+     * (one document by masks.md's definition, so the label crosses the layout's boundary) */
+    int64_t lengths[] = {3, 2, 2}, starts[] = {5, 100, 102};
+    const cpparity_row_layout rows[] = {{1, 3, lengths, 0, true, starts}};
+    cpparity_batch batch;
+    cr_assert_eq(fixture_batch_build(&batch, rows, 1, 8, 100, 5, NULL), CPPARITY_OK);
+    const int64_t positions[8] = {0, 5, 6, 7, 100, 101, 102, 103};
+    for (int t = 0; t < 8; t++) {
+        cr_expect_eq(batch.position_ids[t], positions[t], "position_ids[%d]", t);
+    }
+    cr_expect_eq(batch.labels[3], CPPARITY_IGNORE_INDEX, "position 7 -> 100 is a jump");
+    cr_expect_eq(batch.labels[5], batch.input_ids[6], "position 101 -> 102 continues");
+    cr_expect_eq(batch.labels[0], CPPARITY_IGNORE_INDEX, "padding never has a label");
+    cpparity_batch_free(&batch);
+}
+
 Test(fixtures, input_ids__depend_only_on_seed_and_global_index) {
     int64_t long_row[] = {12}, short_rows[] = {5, 7};
-    const cpparity_row_layout one[] = {{0, 1, long_row, 0, false}};
-    const cpparity_row_layout packed[] = {{0, 2, short_rows, 0, false}};
+    const cpparity_row_layout one[] = {{0, 1, long_row, 0, false, NULL}};
+    const cpparity_row_layout packed[] = {{0, 2, short_rows, 0, false, NULL}};
     cpparity_batch a, b, other_seed;
     cr_assert_eq(fixture_batch_build(&a, one, 1, 12, 1000, 9, NULL), CPPARITY_OK);
     cr_assert_eq(fixture_batch_build(&b, packed, 1, 12, 1000, 9, NULL), CPPARITY_OK);
@@ -71,7 +89,7 @@ Test(fixtures, input_ids__depend_only_on_seed_and_global_index) {
 
 Test(fixtures, row_not_adding_up__is_an_input_error) {
     int64_t lengths[] = {4};
-    const cpparity_row_layout rows[] = {{1, 1, lengths, 1, false}};
+    const cpparity_row_layout rows[] = {{1, 1, lengths, 1, false, NULL}};
     cpparity_batch batch;
     cpparity_error error;
     cr_expect_eq(fixture_batch_build(&batch, rows, 1, 7, 100, 1, &error), CPPARITY_ERROR_INPUT);

@@ -38,8 +38,8 @@ static cpparity_model_config small_config(void) {
 
 /* Left padding, two documents, right padding: every mask feature crosses the shard boundary. */
 static int64_t lengths_a[] = {4, 5}, lengths_b[] = {9};
-static const cpparity_row_layout rows[BATCH] = {{1, 2, lengths_a, 1, false},
-                                                {0, 1, lengths_b, 2, false}};
+static const cpparity_row_layout rows[BATCH] = {{1, 2, lengths_a, 1, false, NULL},
+                                                {0, 1, lengths_b, 2, false, NULL}};
 
 /* What the float64 reference gives for the same case. */
 typedef struct expected_outputs {
@@ -135,7 +135,8 @@ static cpparity_status bf16_body(cpparity_comm *comm, void *argument, cpparity_e
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
     const int64_t V = run->config.vocab_size, L = (SEQ_LEN + comm->size - 1) / comm->size;
     const cpparity_implementation_setup setup = {
-        &run->config, BATCH, SEQ_LEN, CPPARITY_DTYPE_BF16, comm, cpparity_cpu_f32_kernel()};
+        &run->config,       BATCH, SEQ_LEN, CPPARITY_DTYPE_BF16, comm, cpparity_cpu_f32_kernel(),
+        CPPARITY_FAULT_NONE};
     void *instance = NULL;
     float *logits = malloc((size_t)(BATCH * L * V) * sizeof(float));
     double *expected = malloc((size_t)(BATCH * L * V) * sizeof(double));
@@ -205,7 +206,8 @@ static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_e
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
     const int64_t V = run->config.vocab_size, L = (SEQ_LEN + comm->size - 1) / comm->size;
     const cpparity_implementation_setup setup = {
-        &run->config, BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, comm, cpparity_cpu_f32_kernel()};
+        &run->config,       BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, comm, cpparity_cpu_f32_kernel(),
+        CPPARITY_FAULT_NONE};
     void *instance = NULL;
     float *logits = malloc((size_t)(BATCH * L * V) * sizeof(float));
     float *gradient = malloc((size_t)run->table.total * sizeof(float));
@@ -337,7 +339,8 @@ static cpparity_status misuse_body(cpparity_comm *comm, void *argument, cpparity
     shared_run *run = argument;
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
     const cpparity_implementation_setup setup = {
-        &run->config, BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, comm, cpparity_cpu_f32_kernel()};
+        &run->config,       BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, comm, cpparity_cpu_f32_kernel(),
+        CPPARITY_FAULT_NONE};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     RANK_CHECK(status == CPPARITY_OK, "create: %s", error->message);

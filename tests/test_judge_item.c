@@ -45,7 +45,7 @@ static void prepare(judged *j) {
     c->seq_len = SEQ;
     c->batch_size = BATCH;
     j->length = SEQ;
-    j->row = (cpparity_row_layout){0, 1, &j->length, 0, false};
+    j->row = (cpparity_row_layout){0, 1, &j->length, 0, false, NULL};
     c->rows = &j->row;
     for (int d = 0; d < CPPARITY_DTYPE_COUNT; d++) {
         for (int k = 0; k < CPPARITY_KIND_COUNT; k++) {

@@ -27,8 +27,8 @@
 
 /* Left padding, packed documents, right padding. */
 static int64_t lengths_a[] = {5, 4}, lengths_b[] = {3, 8};
-static const cpparity_row_layout rows[BATCH] = {{2, 2, lengths_a, 2, false},
-                                                {0, 2, lengths_b, 2, true}};
+static const cpparity_row_layout rows[BATCH] = {{2, 2, lengths_a, 2, false, NULL},
+                                                {0, 2, lengths_b, 2, true, NULL}};
 
 /* The case: a model, its batch, weights and float64 outputs. */
 typedef struct naive_case {
@@ -170,8 +170,9 @@ static cpparity_status implementation_body(cpparity_comm *comm, void *argument,
                                            cpparity_error *error) {
     implementation_run *run = argument;
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
-    const cpparity_implementation_setup setup = {&run->c->config, BATCH, SEQ_LEN,
-                                                 run->dtype,      comm,  cpparity_cpu_f32_kernel()};
+    const cpparity_implementation_setup setup = {
+        &run->c->config,    BATCH, SEQ_LEN, run->dtype, comm, cpparity_cpu_f32_kernel(),
+        CPPARITY_FAULT_NONE};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     if (status == CPPARITY_OK) {

@@ -48,7 +48,8 @@ static double loss_of(reference_model *model, const cpparity_batch *batch) {
 
 static void expect_finite_differences(const cpparity_model_config *config, uint64_t seed) {
     int64_t lengths_a[] = {4, 5}, lengths_b[] = {6, 1, 2};
-    const cpparity_row_layout rows[] = {{2, 2, lengths_a, 0, false}, {0, 3, lengths_b, 2, false}};
+    const cpparity_row_layout rows[] = {{2, 2, lengths_a, 0, false, NULL},
+                                        {0, 3, lengths_b, 2, false, NULL}};
     reference_model model;
     cpparity_batch batch;
     build(&model, &batch, config, rows, 2, 11, seed);
@@ -113,7 +114,7 @@ Test(reference_model, batch_without_valid_label__is_an_input_error) {
     const cpparity_model_config config = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
     int64_t lengths[] = {1, 1, 1};
     const cpparity_row_layout rows[] = {
-        {1, 3, lengths, 1, false}}; /* length-1 documents: no label */
+        {1, 3, lengths, 1, false, NULL}}; /* length-1 documents: no label */
     reference_model model;
     cpparity_batch batch;
     build(&model, &batch, &config, rows, 1, 5, 3);
@@ -144,8 +145,8 @@ static void copy_tokens(cpparity_batch *target, int64_t target_row, int64_t targ
 Test(reference_model, packed_row__summed_loss_equals_documents_run_as_separate_rows) {
     const cpparity_model_config config =
         test_small_model(CPPARITY_LAYER_SLIDING, CPPARITY_LAYER_CHUNKED);
-    int64_t lengths[] = {5, 1, 4, 3, false};
-    const cpparity_row_layout packed_rows[] = {{0, 4, lengths, 0, false}};
+    int64_t lengths[] = {5, 1, 4, 3};
+    const cpparity_row_layout packed_rows[] = {{0, 4, lengths, 0, false, NULL}};
     reference_model packed;
     cpparity_batch packed_batch;
     build(&packed, &packed_batch, &config, packed_rows, 1, 13, 21);
@@ -179,7 +180,7 @@ Test(reference_model, packed_row__summed_loss_equals_documents_run_as_separate_r
 static void expect_padding_changes_nothing(const cpparity_model_config *config, int64_t left,
                                            int64_t right) {
     int64_t lengths[] = {4, 1, 5};
-    const cpparity_row_layout plain_rows[] = {{0, 3, lengths, 0, false}};
+    const cpparity_row_layout plain_rows[] = {{0, 3, lengths, 0, false, NULL}};
     reference_model plain, padded;
     cpparity_batch plain_batch, padded_batch;
     build(&plain, &plain_batch, config, plain_rows, 1, 10, 31);
@@ -233,7 +234,8 @@ Test(reference_model, left_padding__changes_nothing_even_for_chunked_layers) {
 static void expect_same_model(const cpparity_model_config *config,
                               const cpparity_model_config *variant, const char *what) {
     int64_t lengths_a[] = {9}, lengths_b[] = {3, 4};
-    const cpparity_row_layout rows[] = {{0, 1, lengths_a, 0, false}, {1, 2, lengths_b, 1, false}};
+    const cpparity_row_layout rows[] = {{0, 1, lengths_a, 0, false, NULL},
+                                        {1, 2, lengths_b, 1, false, NULL}};
     reference_model first, second;
     cpparity_batch batch;
     build(&first, &batch, config, rows, 2, 9, 41);
@@ -276,7 +278,7 @@ Test(reference_model, tied_and_untied_heads_with_equal_weights__gradients_agree)
     cpparity_model_config untied = tied;
     untied.tie_word_embeddings = false;
     int64_t lengths[] = {6, 3};
-    const cpparity_row_layout rows[] = {{1, 2, lengths, 0, false}};
+    const cpparity_row_layout rows[] = {{1, 2, lengths, 0, false, NULL}};
     reference_model tied_model, untied_model;
     cpparity_batch batch;
     build(&tied_model, &batch, &tied, rows, 1, 10, 51);

@@ -91,7 +91,8 @@ typedef struct item_test {
 static cpparity_status item_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
     (void)error;
     item_test *test = argument;
-    const run_target target = {&test->implementation, cpparity_cpu_f32_kernel()};
+    const run_target target = {&test->implementation, cpparity_cpu_f32_kernel(),
+                               CPPARITY_FAULT_NONE};
     baseline_table baselines = {0};
     reference_cache cache = {0};
     test->status = run_item_execute(comm, 0, &test->plan, 0, &test->options, &target, &baselines,

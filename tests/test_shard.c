@@ -21,7 +21,7 @@ Test(shard, s17_cp4__padded_to_20_with_slices_of_5) {
 
 Test(shard, last_rank__holds_real_tokens_then_masked_padding) {
     int64_t lengths[] = {9, 8};
-    const cpparity_row_layout rows[] = {{0, 2, lengths, 0, false}};
+    const cpparity_row_layout rows[] = {{0, 2, lengths, 0, false, NULL}};
     cpparity_batch full, local;
     cr_assert_eq(fixture_batch_build(&full, rows, 1, 17, 50, 7, NULL), CPPARITY_OK);
     const shard_layout layout = shard_layout_make(17, 4, 3); /* positions 15..19 */
@@ -44,7 +44,7 @@ Test(shard, last_rank__holds_real_tokens_then_masked_padding) {
 
 Test(shard, label_crossing_a_shard_boundary__is_kept) {
     int64_t lengths[] = {16};
-    const cpparity_row_layout rows[] = {{0, 1, lengths, 0, false}};
+    const cpparity_row_layout rows[] = {{0, 1, lengths, 0, false, NULL}};
     cpparity_batch full, local;
     cr_assert_eq(fixture_batch_build(&full, rows, 1, 16, 50, 3, NULL), CPPARITY_OK);
     const shard_layout layout = shard_layout_make(16, 2, 0); /* positions 0..7 */

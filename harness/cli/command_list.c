@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "common/fault.h"
 #include <unistd.h>
 
 #include "common/case.h"
@@ -13,10 +15,12 @@
 static void usage(FILE *stream) {
     fprintf(stream,
             "usage: cpparity list [SUITE.yaml ...] [--names | --model]\n"
+            "       cpparity list --faults\n"
             "  One line per case: name, what it exercises, cp sizes.\n"
             "  Default suite: %s\n"
             "  --names   only the case names, one per line (for scripts)\n"
-            "  --model   each case's resolved model configuration, one field per line\n",
+            "  --model   each case's resolved model configuration, one field per line\n"
+            "  --faults  the faults `run --inject` and `selftest` plant: name, where, the bug\n",
             cpparity_default_suite());
 }
 
@@ -100,10 +104,20 @@ static void print_model(const cpparity_case *c) {
     }
 }
 
+/* The fault table (common/fault.h), one fault per line. */
+static void print_faults(void) {
+    for (int f = 1; f < CPPARITY_FAULT_COUNT; f++) {
+        const cpparity_fault_info *info = &cpparity_faults[f];
+        printf("%-21s %s%s\n%-21s   planted in %s\n", info->name, info->bug,
+               info->kernel ? " (built-in kernel only)" : "", "", info->where);
+    }
+}
+
 int command_list(int argc, char **argv) {
     static const struct option options[] = {
         {"names", no_argument, NULL, 'n'},
         {"model", no_argument, NULL, 'm'},
+        {"faults", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -115,6 +129,9 @@ int command_list(int argc, char **argv) {
             names_only = 1;
         } else if (option == 'm') {
             model = 1;
+        } else if (option == 'f') {
+            print_faults();
+            return 0;
         } else if (option == 'h') {
             usage(stdout);
             return 0;

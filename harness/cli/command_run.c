@@ -1,5 +1,6 @@
 /*
- * command_run.c — `cpparity run`: the options, what is under test (the implementation for
+ * command_run.c — `cpparity run` and `cpparity selftest` (which share options, targets, plans
+ * and the job's start): the options, what is under test (the implementation for
  * --device, the kernel for --kernel), the plan, and run_job on every rank of a job started by
  * the communicator backend (comm_launch.h: threads for local, the MPI job for mpi). The exit
  * code is identical on every rank.
@@ -20,6 +21,7 @@
 #include "harness/cli/run_arguments.h"
 #include "harness/running/run.h"
 #include "harness/running/run_plan.h"
+#include "harness/running/selftest.h"
 #include "harness/version.h"
 
 /* The compiler that built this file (and so cpparity), for provenance. */
@@ -33,6 +35,8 @@
 
 /* Everything a rank of the job needs, shared read-only by local ranks. */
 typedef struct run_command {
+    run_command_kind kind;              /* run or selftest */
+    const char *name;                   /* "run" or "selftest", for messages */
     run_plan *plan;                     /* built before the job started */
     cpparity_status plan_status;        /* how building it went */
     cpparity_error plan_error;          /* why it failed */
@@ -56,15 +60,16 @@ static void library_versions(char *text, size_t size, const cpparity_comm_backen
     }
 }
 
-/* results/<UTC timestamp>.h5, creating results/ when needed. */
-static void default_out_path(char *path, size_t size) {
+/* results/<UTC timestamp>.h5 (selftest: results/selftest-<UTC timestamp>.h5), creating results/
+ * when needed. */
+static void default_out_path(char *path, size_t size, run_command_kind kind) {
     mkdir("results", 0775);
     time_t now = time(NULL);
     struct tm utc;
     gmtime_r(&now, &utc);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-    snprintf(path, size, "results/%s.h5", stamp);
+    snprintf(path, size, "results/%s%s.h5", kind == RUN_COMMAND_SELFTEST ? "selftest-" : "", stamp);
 }
 
 /* Output paths that exist are refused before anything runs (nothing is ever overwritten). */
@@ -84,21 +89,22 @@ static cpparity_status check_outputs(const run_options *options, const char *out
 /* Every rank agrees on local (the worst status wins); a rank that failed prints why, unless
  * rank 0 failed too (then rank 0 alone speaks). Returns the agreed status (3 when the
  * communicator itself failed). */
-static cpparity_status agree_and_report(cpparity_comm *world, cpparity_status local,
-                                        const cpparity_error *local_error) {
+static cpparity_status agree_and_report(cpparity_comm *world, const char *name,
+                                        cpparity_status local, const cpparity_error *local_error) {
     cpparity_error error;
     int64_t first = local;
     cpparity_status agreed = CPPARITY_OK;
     if (cpparity_broadcast(world, &first, 1, CPPARITY_INT64, 0, NULL, &error) != CPPARITY_OK ||
         cpparity_agree_status(world, local, &agreed, &error) != CPPARITY_OK) {
-        fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, error.message);
+        fprintf(stderr, "cpparity %s: rank %d: %s\n", name, world->world_rank, error.message);
         return CPPARITY_ERROR_RUNTIME;
     }
     if (local != CPPARITY_OK && (world->rank == 0 || first == CPPARITY_OK)) {
         if (world->rank == 0) {
-            fprintf(stderr, "cpparity run: %s\n", local_error->message);
+            fprintf(stderr, "cpparity %s: %s\n", name, local_error->message);
         } else {
-            fprintf(stderr, "cpparity run: rank %d: %s\n", world->world_rank, local_error->message);
+            fprintf(stderr, "cpparity %s: rank %d: %s\n", name, world->world_rank,
+                    local_error->message);
         }
     }
     return agreed;
@@ -107,7 +113,8 @@ static cpparity_status agree_and_report(cpparity_comm *world, cpparity_status lo
 /* What every rank of the job runs: agree on the plan and the outputs, then run. */
 static int run_main(cpparity_comm *world, void *argument) {
     const run_command *command = argument;
-    cpparity_status status = agree_and_report(world, command->plan_status, &command->plan_error);
+    cpparity_status status =
+        agree_and_report(world, command->name, command->plan_status, &command->plan_error);
     if (status != CPPARITY_OK) {
         return (int)status;
     }
@@ -117,9 +124,13 @@ static int run_main(cpparity_comm *world, void *argument) {
     if (world->rank == 0) {
         outputs = check_outputs(command->options, command->environment->out_path, &error);
     }
-    status = agree_and_report(world, outputs, &error);
+    status = agree_and_report(world, command->name, outputs, &error);
     if (status != CPPARITY_OK) {
         return (int)status;
+    }
+    if (command->kind == RUN_COMMAND_SELFTEST) {
+        return selftest_job(world, command->plan, command->options, command->target,
+                            command->environment);
     }
     return run_job(world, command->plan, command->options, command->target, command->environment);
 }
@@ -159,46 +170,48 @@ static const cpparity_attention_kernel *choose_kernel(const run_options *options
     return kernel;
 }
 
-int command_run(int argc, char **argv) {
+/* run or selftest: argv[0] is the sub-command. */
+static int command_main(int argc, char **argv, run_command_kind kind) {
     run_options options;
     cpparity_error error;
-    if (run_arguments_parse(&options, argc, argv, &error) != CPPARITY_OK) {
-        fprintf(stderr, "cpparity run: %s\n", error.message);
-        run_arguments_usage(stderr);
+    const char *name = argv[0];
+    if (run_arguments_parse(&options, argc, argv, kind, &error) != CPPARITY_OK) {
+        fprintf(stderr, "cpparity %s: %s\n", name, error.message);
+        run_arguments_usage(stderr, kind);
         return 2;
     }
     if (options.help) {
-        run_arguments_usage(stdout);
+        run_arguments_usage(stdout, kind);
         return 0;
     }
     const cpparity_comm_backend *backend =
         options.comm != NULL ? comm_backend_find(options.comm) : comm_backend_detect();
     if (backend == NULL) {
         fprintf(stderr,
-                "cpparity run: --comm %s: this cpparity was built without that communicator "
+                "cpparity %s: --comm %s: this cpparity was built without that communicator "
                 "(environment)\n",
-                options.comm);
+                name, options.comm);
         return 3;
     }
     const cpparity_implementation *implementation =
         implementation_registry_for_device(options.device);
     if (implementation == NULL) {
         fprintf(stderr,
-                "cpparity run: --device %s: this cpparity has no implementation under test for "
+                "cpparity %s: --device %s: this cpparity has no implementation under test for "
                 "that device (environment)\n",
-                options.device);
+                name, options.device);
         return 3;
     }
     const cpparity_attention_kernel *kernel = choose_kernel(&options, implementation, &error);
     if (kernel == NULL) {
-        fprintf(stderr, "cpparity run: %s\n", error.message);
+        fprintf(stderr, "cpparity %s: %s\n", name, error.message);
         return 2;
     }
     if (options.ranks != 0 && backend->ranks_from_launcher) {
         fprintf(stderr,
-                "cpparity run: --ranks applies to --comm local only (mpirun -np sets the ranks "
+                "cpparity %s: --ranks applies to --comm local only (mpirun -np sets the ranks "
                 "of --comm %s)\n",
-                backend->name);
+                name, backend->name);
         return 2;
     }
     openblas_set_num_threads(1); /* ranks are the parallelism; one BLAS thread each */
@@ -206,15 +219,16 @@ int command_run(int argc, char **argv) {
     if (options.outputs[RUN_OUTPUT_RESULTS] != NULL) {
         snprintf(out_path, sizeof out_path, "%s", options.outputs[RUN_OUTPUT_RESULTS]);
     } else {
-        default_out_path(out_path, sizeof out_path);
+        default_out_path(out_path, sizeof out_path, kind);
     }
     join_arguments(command_line, sizeof command_line, argc, argv);
     library_versions(libraries, sizeof libraries, backend);
     const run_environment environment = {CPPARITY_VERSION, CPPARITY_GIT_COMMIT, BUILT_WITH,
                                          libraries,        command_line,        out_path};
-    const run_target target = {implementation, kernel};
+    const run_target target = {implementation, kernel, options.fault};
     run_plan plan;
-    run_command command = {&plan, CPPARITY_OK, {CPPARITY_OK, ""}, &options, &target, &environment};
+    run_command command = {kind,     name,    &plan,       CPPARITY_OK, {CPPARITY_OK, ""},
+                           &options, &target, &environment};
     command.plan_status = run_plan_build(&plan, &options, &command.plan_error);
     int ranks = options.ranks;
     if (ranks == 0 && !backend->ranks_from_launcher) {
@@ -223,11 +237,19 @@ int command_run(int argc, char **argv) {
     int code = 3;
     if (backend->launch(ranks, options.timeout_seconds, run_main, &command, &code, &error) !=
         CPPARITY_OK) {
-        fprintf(stderr, "cpparity run: %s\n", error.message);
+        fprintf(stderr, "cpparity %s: %s\n", name, error.message);
         code = code > (int)error.status ? code : (int)error.status;
     }
     if (command.plan_status == CPPARITY_OK) {
         run_plan_free(&plan);
     }
     return code;
+}
+
+int command_run(int argc, char **argv) {
+    return command_main(argc, argv, RUN_COMMAND_RUN);
+}
+
+int command_selftest(int argc, char **argv) {
+    return command_main(argc, argv, RUN_COMMAND_SELFTEST);
 }

@@ -9,5 +9,6 @@
 int command_list(int argc, char **argv);
 int command_export(int argc, char **argv);
 int command_run(int argc, char **argv);
+int command_selftest(int argc, char **argv);
 
 #endif

@@ -19,6 +19,8 @@ static void usage(FILE *stream) {
             "usage: cpparity COMMAND [options]\n"
             "commands available in this version:\n"
             "  run [SUITE.yaml ...] [options]          run, compare, write results\n"
+            "  selftest [SUITE.yaml ...] [options]     plant every known bug; each must be\n"
+            "                                          caught, the clean run must pass\n"
             "  list [SUITE.yaml ...]                   one line per case\n"
             "  export SUITE.yaml --case NAME -o FILE.h5  inputs, weights, masks and\n"
             "                                          float64 reference outputs\n"
@@ -82,6 +84,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "run") == 0) {
         return command_run(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "selftest") == 0) {
+        return command_selftest(argc - 1, argv + 1);
     }
     if (strcmp(argv[1], "list") == 0) {
         return command_list(argc - 1, argv + 1);

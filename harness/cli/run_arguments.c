@@ -24,22 +24,50 @@ enum {
     OPTION_STORE,
     OPTION_ALLOW_NOT_RUN,
     OPTION_HELP,
+    OPTION_INJECT,
+    OPTION_SEEDS,
+    OPTION_FAULT,
     OPTION_OUTPUT = 512,
 };
 
-void run_arguments_usage(FILE *stream) {
+/* Whether an output flag belongs to the command: selftest writes the results file only. */
+static bool output_allowed(int output, run_command_kind kind) {
+    return kind == RUN_COMMAND_RUN || output == RUN_OUTPUT_RESULTS;
+}
+
+void run_arguments_usage(FILE *stream, run_command_kind kind) {
     char dtypes[64], stores[64];
     cpparity_names_join(cpparity_dtype_names, CPPARITY_DTYPE_COUNT, "|", "|", dtypes,
                         sizeof dtypes);
     cpparity_names_join(run_store_names, RUN_STORE_COUNT, "|", "|", stores, sizeof stores);
-    fprintf(stream,
-            "usage: cpparity run [SUITE.yaml ...] [options]\n"
-            "  Runs every case (and cp size) of the suites on the implementation under test and\n"
-            "  the float64 reference, compares loss, each rank's logits and every gradient,\n"
-            "  and writes one HDF5 results file. Default suite: cases/ci.yaml.\n"
-            "  --case PATTERN      only cases whose name matches (repeatable; shell glob)\n");
+    if (kind == RUN_COMMAND_SELFTEST) {
+        fprintf(stream,
+                "usage: cpparity selftest [SUITE.yaml ...] [options]\n"
+                "  Proves the suites catch real bugs: runs them clean (every case must pass),\n"
+                "  then once per fault planted in the implementation under test (`cpparity list\n"
+                "  --faults`; each must fail in at least 2 cases), then clean again under\n"
+                "  --seeds N other seeds (any failure is a false alarm). Prints the detection\n"
+                "  matrix and writes it, with the clean run, to the results file.\n"
+                "  Default suite: cases/ci.yaml. Exit 0 when all of that holds, 1 when not.\n"
+                "  --seeds N           clean reruns under seeds 1..N (default 0)\n"
+                "  --fault NAME        only this fault (repeatable; default every fault)\n"
+                "  --case PATTERN      only cases whose name matches (repeatable; shell glob)\n");
+    } else {
+        fprintf(stream,
+                "usage: cpparity run [SUITE.yaml ...] [options]\n"
+                "  Runs every case (and cp size) of the suites on the implementation under test "
+                "and\n"
+                "  the float64 reference, compares loss, each rank's logits and every gradient,\n"
+                "  and writes one HDF5 results file. Default suite: cases/ci.yaml.\n"
+                "  --case PATTERN      only cases whose name matches (repeatable; shell glob)\n"
+                "  --inject FAULT      plant a fault in the implementation under test on purpose\n"
+                "                      (self-test; the faults: cpparity list --faults)\n");
+    }
     for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
         const run_output_writer *writer = &run_output_writers[o];
+        if (!output_allowed(o, kind)) {
+            continue;
+        }
         char flag[64];
         snprintf(flag, sizeof flag, "%s %s", writer->flag, writer->argument);
         fprintf(stream, "  %-19s %s\n", flag, writer->usage);
@@ -111,8 +139,21 @@ static cpparity_status parse_choice(const char *text, const char *flag, const ch
     return CPPARITY_OK;
 }
 
+/* The fault called text, or an input error naming the flag and pointing at the list. */
+static cpparity_status parse_fault(const char *text, const char *flag, cpparity_fault *fault,
+                                   cpparity_error *error) {
+    const int found = cpparity_fault_from_name(text);
+    if (found <= 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: unknown fault '%s' (`cpparity list --faults` lists them)",
+                                  flag, text);
+    }
+    *fault = (cpparity_fault)found;
+    return CPPARITY_OK;
+}
+
 cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
-                                    cpparity_error *error) {
+                                    run_command_kind kind, cpparity_error *error) {
     static const struct option fixed_options[] = {
         {"case", required_argument, NULL, OPTION_CASE},
         {"device", required_argument, NULL, OPTION_DEVICE},
@@ -125,6 +166,9 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         {"store", required_argument, NULL, OPTION_STORE},
         {"allow-not-run", no_argument, NULL, OPTION_ALLOW_NOT_RUN},
         {"help", no_argument, NULL, OPTION_HELP},
+        {"inject", required_argument, NULL, OPTION_INJECT},
+        {"seeds", required_argument, NULL, OPTION_SEEDS},
+        {"fault", required_argument, NULL, OPTION_FAULT},
     };
     enum { FIXED = sizeof fixed_options / sizeof *fixed_options };
     struct option long_options[FIXED + RUN_OUTPUT_COUNT + 1];
@@ -148,8 +192,25 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
     while (status == CPPARITY_OK &&
            (option = getopt_long(argc, argv, ":", long_options, NULL)) != -1) {
         if (option >= OPTION_OUTPUT && option < OPTION_OUTPUT + RUN_OUTPUT_COUNT) {
+            if (!output_allowed(option - OPTION_OUTPUT, kind)) {
+                return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                          "%s: selftest writes the results file (--out) only",
+                                          run_output_writers[option - OPTION_OUTPUT].flag);
+            }
             options->outputs[option - OPTION_OUTPUT] = optarg;
             continue;
+        }
+        const bool selftest_only = option == OPTION_SEEDS || option == OPTION_FAULT;
+        if ((kind == RUN_COMMAND_RUN && selftest_only) ||
+            (kind == RUN_COMMAND_SELFTEST && option == OPTION_INJECT)) {
+            const char *flag = option == OPTION_INJECT  ? "--inject"
+                               : option == OPTION_SEEDS ? "--seeds"
+                                                        : "--fault";
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s: not an option of %s%s",
+                                      flag, argv[0],
+                                      option == OPTION_INJECT ? " (selftest plants every fault "
+                                                                "itself; --fault picks some)"
+                                                              : "");
         }
         switch (option) {
         case OPTION_CASE:
@@ -210,6 +271,27 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         case OPTION_HELP:
             options->help = true;
             break;
+        case OPTION_INJECT:
+            status = parse_fault(optarg, "--inject", &options->fault, error);
+            break;
+        case OPTION_SEEDS:
+            status = parse_integer(optarg, "--seeds", 0, 10000, &value, error);
+            options->seeds = (int)value;
+            break;
+        case OPTION_FAULT: {
+            cpparity_fault fault = CPPARITY_FAULT_NONE;
+            status = parse_fault(optarg, "--fault", &fault, error);
+            for (int f = 0; status == CPPARITY_OK && f < options->fault_count; f++) {
+                if (options->faults[f] == fault) {
+                    status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                                "--fault %s: given twice", optarg);
+                }
+            }
+            if (status == CPPARITY_OK) {
+                options->faults[options->fault_count++] = fault;
+            }
+            break;
+        }
         case ':':
             return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s needs a value",
                                       argv[optind - 1]);

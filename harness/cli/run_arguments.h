@@ -13,11 +13,16 @@
 #include "common/error.h"
 #include "harness/running/run_options.h"
 
-/* Parses argv (argv[0] = "run"). CPPARITY_ERROR_INPUT with the flag named on a bad option. */
-cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
-                                    cpparity_error *error);
+/* The sub-command parsed: `run`, or `selftest` (no --inject, --junit or --markdown; adds
+ * --seeds and --fault). */
+typedef enum run_command_kind { RUN_COMMAND_RUN = 0, RUN_COMMAND_SELFTEST = 1 } run_command_kind;
 
-/* Prints the --help text, with the registered kernels, devices and communicators. */
-void run_arguments_usage(FILE *stream);
+/* Parses argv (argv[0] = the sub-command). CPPARITY_ERROR_INPUT with the flag named on a bad
+ * option. */
+cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
+                                    run_command_kind kind, cpparity_error *error);
+
+/* Prints the --help text of kind, with the registered kernels, devices and communicators. */
+void run_arguments_usage(FILE *stream, run_command_kind kind);
 
 #endif

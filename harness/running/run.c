@@ -31,13 +31,21 @@ static void free_item_tensors(run_item *item) {
     item->tensor_count = 0;
 }
 
-/* Unpacked items land at their plan index in the results (rank 0) and are printed as they
- * arrive. */
+/* Where collected items go: the results (rank 0), printed as they arrive when print is set. */
+typedef struct item_store {
+    run_results *results;
+    bool print;
+} item_store;
+
+/* Unpacked items land at their plan index in the results (rank 0). */
 static void store_item(int64_t plan_index, run_item *item, void *context) {
-    run_results *results = context;
+    item_store *store = context;
+    run_results *results = store->results;
     free_item_tensors(&results->items[plan_index]);
     results->items[plan_index] = *item;
-    console_item(stdout, &results->items[plan_index]);
+    if (store->print) {
+        console_item(stdout, &results->items[plan_index]);
+    }
 }
 
 static int compare_sizes(const void *a, const void *b) {
@@ -67,7 +75,7 @@ static cpparity_status share_baselines(cpparity_comm *world, baseline_table *tab
 
 /* Sends what the group leaders packed to rank 0, which stores and prints those items. */
 static cpparity_status collect(cpparity_comm *world, run_plan *plan, const byte_buffer *packed,
-                               run_results *results, cpparity_error *error) {
+                               item_store *store, cpparity_error *error) {
     void *received = NULL;
     int64_t *sizes = calloc((size_t)world->size, sizeof *sizes);
     cpparity_status status =
@@ -79,8 +87,10 @@ static cpparity_status collect(cpparity_comm *world, run_plan *plan, const byte_
         for (int r = 0; r < world->size; r++) {
             total += sizes[r];
         }
-        console_progress_clear();
-        status = run_exchange_unpack(received, total, plan, store_item, results, error);
+        if (store->print) {
+            console_progress_clear();
+        }
+        status = run_exchange_unpack(received, total, plan, store_item, store, error);
     }
     free(received);
     free(sizes);
@@ -96,7 +106,7 @@ static cpparity_status collect(cpparity_comm *world, run_plan *plan, const byte_
 static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run_options *options,
                                  const run_target *target, int64_t cp,
                                  const baseline_table *baselines, reference_cache *cache,
-                                 run_results *results, cpparity_error *error) {
+                                 item_store *store, cpparity_error *error) {
     const int groups = (int)(world->size / cp);
     const int color = (int)(world->rank / cp);
     /* this group's queue, in plan order */
@@ -128,7 +138,7 @@ static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run
             const int64_t i = queue[round];
             const run_plan_item *planned = &plan->items[i];
             const int root = (int)(planned->case_index % world->size % cp);
-            if (group->rank == root) {
+            if (group->rank == root && store->print) {
                 console_progress(plan->cases[planned->case_index]->name, cp,
                                  cpparity_dtype_name(planned->dtype));
             }
@@ -141,7 +151,7 @@ static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run
             free_item_tensors(&item);
         }
         if (status == CPPARITY_OK) {
-            status = collect(world, plan, &packed, results, error);
+            status = collect(world, plan, &packed, store, error);
         }
         byte_buffer_free(&packed);
     }
@@ -274,8 +284,8 @@ static int exit_code(const run_results *results, const run_options *options) {
 }
 
 /* Rank 0: counts, discrimination, footer, results file and reports. Returns the exit code. */
-static int finish(run_results *results, run_plan *plan, const run_options *options,
-                  const run_environment *environment) {
+void run_results_count(run_results *results) {
+    results->passed = results->failed = results->refused = results->not_run = results->errors = 0;
     for (int64_t i = 0; i < results->item_count; i++) {
         switch (results->items[i].outcome) {
         case RUN_PASS:
@@ -295,6 +305,11 @@ static int finish(run_results *results, run_plan *plan, const run_options *optio
             break;
         }
     }
+}
+
+static int finish(run_results *results, run_plan *plan, const run_options *options,
+                  const run_environment *environment) {
+    run_results_count(results);
     for (int64_t i = 0; i < results->item_count; i++) {
         if (!plan->items[i].runnable) {
             console_item(stdout, &results->items[i]); /* listed with what it would need */
@@ -303,7 +318,7 @@ static int finish(run_results *results, run_plan *plan, const run_options *optio
     cpparity_error error;
     int code = exit_code(results, options);
     console_discrimination(stdout, results);
-    utc_now(results->provenance.end_time, sizeof results->provenance.end_time);
+    run_provenance_finish(&results->provenance);
     for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
         const run_output_writer *writer = &run_output_writers[o];
         const char *path = o == RUN_OUTPUT_RESULTS ? environment->out_path : options->outputs[o];
@@ -342,45 +357,31 @@ int run_job(cpparity_comm *world, run_plan *shared, const run_options *options,
     return code;
 }
 
-static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_options *options,
-                            const run_target *target, const run_environment *environment) {
-    run_results results;
-    memset(&results, 0, sizeof results);
-    cpparity_error error;
+/* Rank 0: every item of the plan, runnable or not, begun and marked not run yet. */
+static cpparity_status begin_items(run_results *results, const run_plan *plan,
+                                   cpparity_error *error) {
+    results->item_count = plan->item_count;
+    results->items = calloc((size_t)plan->item_count + 1, sizeof *results->items);
+    if (results->items == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        const run_plan_item *planned = &plan->items[i];
+        run_item *item = &results->items[i];
+        run_item_begin(item, plan, planned);
+        item->outcome = RUN_NOT_RUN;
+        snprintf(item->message, sizeof item->message, "%s",
+                 planned->runnable ? "did not run" : planned->not_run_reason);
+    }
+    return CPPARITY_OK;
+}
+
+cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options *options,
+                         const run_target *target, reference_cache *cache, bool print,
+                         run_results *results, cpparity_error *error) {
     cpparity_status status = CPPARITY_OK;
-    if (world->rank == 0) {
-        run_provenance *p = &results.provenance;
-        snprintf(p->version, sizeof p->version, "%s", environment->version);
-        snprintf(p->git_commit, sizeof p->git_commit, "%s", environment->git_commit);
-        snprintf(p->compiler, sizeof p->compiler, "%s", environment->compiler);
-        snprintf(p->libraries, sizeof p->libraries, "%s", environment->libraries);
-        gethostname(p->host, sizeof p->host - 1);
-        snprintf(p->command_line, sizeof p->command_line, "%s", environment->command_line);
-        snprintf(p->comm, sizeof p->comm, "%s", world->kind);
-        snprintf(p->device, sizeof p->device, "%s", options->device);
-        snprintf(p->implementation, sizeof p->implementation, "%s", target->implementation->name);
-        snprintf(p->kernel, sizeof p->kernel, "%s %s", target->kernel->name,
-                 target->kernel->version);
-        p->ranks = world->size;
-        p->seed = options->seed_set ? options->seed : 0;
-        p->seed_overridden = options->seed_set;
-        snprintf(p->store, sizeof p->store, "%s", run_store_name(options->store));
-        utc_now(p->start_time, sizeof p->start_time);
-        results.item_count = plan->item_count;
-        results.items = calloc((size_t)plan->item_count + 1, sizeof *results.items);
-        if (results.items == NULL) {
-            status = cpparity_error_set(&error, CPPARITY_ERROR_RUNTIME, "out of memory");
-        }
-        for (int64_t i = 0; status == CPPARITY_OK && i < plan->item_count; i++) {
-            const run_plan_item *planned = &plan->items[i];
-            run_item *item = &results.items[i];
-            run_item_begin(item, plan, planned);
-            item->outcome = RUN_NOT_RUN;
-            snprintf(item->message, sizeof item->message, "%s",
-                     planned->runnable ? "did not run" : planned->not_run_reason);
-        }
-        console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
-        console_table_header(stdout);
+    if (world->rank == 0 && results->items == NULL) {
+        status = begin_items(results, plan, error);
     }
     int64_t sizes[CPPARITY_MAX_CP_SIZES * 8];
     int size_count = 0;
@@ -395,27 +396,70 @@ static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_opti
     }
     qsort(sizes, (size_t)size_count, sizeof *sizes, compare_sizes);
     baseline_table baselines = {0};
-    reference_cache cache = {0};
+    item_store store = {results, print};
     for (int s = 0; s < size_count && status == CPPARITY_OK; s++) {
         status =
-            run_phase(world, plan, options, target, sizes[s], &baselines, &cache, &results, &error);
+            run_phase(world, plan, options, target, sizes[s], &baselines, cache, &store, error);
         if (status == CPPARITY_OK && sizes[s] == 1) {
             for (int64_t i = 0; world->rank == 0 && i < plan->item_count && status == CPPARITY_OK;
                  i++) {
-                if (plan->items[i].cp == 1 && results.items[i].tensor_count > 0) {
+                if (plan->items[i].cp == 1 && results->items[i].tensor_count > 0) {
                     status = baseline_table_add(&baselines, plan->items[i].case_index,
-                                                &results.items[i], &error);
+                                                &results->items[i], error);
                 }
             }
             if (status == CPPARITY_OK) {
-                status = share_baselines(world, &baselines, &error);
+                status = share_baselines(world, &baselines, error);
             }
         }
+    }
+    baseline_table_free(&baselines);
+    return status;
+}
+
+void run_provenance_fill(run_provenance *p, const cpparity_comm *world, const run_options *options,
+                         const run_target *target, const run_environment *environment) {
+    snprintf(p->version, sizeof p->version, "%s", environment->version);
+    snprintf(p->git_commit, sizeof p->git_commit, "%s", environment->git_commit);
+    snprintf(p->compiler, sizeof p->compiler, "%s", environment->compiler);
+    snprintf(p->libraries, sizeof p->libraries, "%s", environment->libraries);
+    gethostname(p->host, sizeof p->host - 1);
+    snprintf(p->command_line, sizeof p->command_line, "%s", environment->command_line);
+    snprintf(p->comm, sizeof p->comm, "%s", world->kind);
+    snprintf(p->device, sizeof p->device, "%s", options->device);
+    snprintf(p->implementation, sizeof p->implementation, "%s", target->implementation->name);
+    snprintf(p->kernel, sizeof p->kernel, "%s %s", target->kernel->name, target->kernel->version);
+    snprintf(p->fault, sizeof p->fault, "%s", cpparity_fault_name(target->fault));
+    p->ranks = world->size;
+    p->seed = options->seed_set ? options->seed : 0;
+    p->seed_overridden = options->seed_set;
+    snprintf(p->store, sizeof p->store, "%s", run_store_name(options->store));
+    utc_now(p->start_time, sizeof p->start_time);
+}
+
+void run_provenance_finish(run_provenance *p) {
+    utc_now(p->end_time, sizeof p->end_time);
+}
+
+static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_options *options,
+                            const run_target *target, const run_environment *environment) {
+    run_results results;
+    memset(&results, 0, sizeof results);
+    cpparity_error error;
+    cpparity_status status = CPPARITY_OK;
+    if (world->rank == 0) {
+        run_provenance_fill(&results.provenance, world, options, target, environment);
+        status = begin_items(&results, plan, &error);
+        console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
+        console_table_header(stdout);
+    }
+    reference_cache cache = {0};
+    if (status == CPPARITY_OK) {
+        status = run_pass(world, plan, options, target, &cache, true, &results, &error);
     }
     if (status == CPPARITY_OK) {
         status = run_discrimination(world, plan, options, &cache, &results, &error);
     }
-    baseline_table_free(&baselines);
     reference_cache_free(&cache);
     int64_t code = 0;
     if (status != CPPARITY_OK) {
@@ -431,12 +475,6 @@ static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_opti
             code = 3;
         }
     }
-    for (int64_t i = 0; i < results.item_count; i++) {
-        free_item_tensors(&results.items[i]);
-    }
-    free(results.items);
-    results.items = NULL;
-    results.item_count = 0;
     run_results_free(&results);
     return (int)code;
 }

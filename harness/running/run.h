@@ -22,6 +22,25 @@ typedef struct run_environment {
     const char *out_path;     /* the results file to write (resolved default) */
 } run_environment;
 
+/* One pass over the plan's runnable items on world (every rank calls it alike): cp size by cp
+ * size, the cp = 1 items' errors shared as the CP-only check's baselines, finished items stored
+ * at their plan index in results on rank 0 (its items are begun first when results has none),
+ * printed as they arrive when print is set. The float64 reference comes from cache (kept across
+ * passes: it depends on the case and seed only). Only a broken communicator or no memory
+ * returns an error; item failures are the items' outcomes. No outputs are written. */
+cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options *options,
+                         const run_target *target, reference_cache *cache, bool print,
+                         run_results *results, cpparity_error *error);
+
+/* Counts the items' outcomes into results' passed, failed, refused, not_run and errors. */
+void run_results_count(run_results *results);
+
+/* Fills the provenance of a job (start time now) and, later, its end time. */
+void run_provenance_fill(run_provenance *provenance, const cpparity_comm *world,
+                         const run_options *options, const run_target *target,
+                         const run_environment *environment);
+void run_provenance_finish(run_provenance *provenance);
+
 /* Runs the job on world (every rank calls it with the same plan, options and target). Returns
  * the exit code of docs/command-line.md, identical on every rank. */
 int run_job(cpparity_comm *world, run_plan *plan, const run_options *options,

@@ -102,8 +102,8 @@ static cpparity_status run_on_rank(cpparity_comm *group, const run_target *targe
     }
     const double start = monotonic_seconds();
     if (status == CPPARITY_OK) {
-        const cpparity_implementation_setup setup = {&c->model, B,     c->seq_len,
-                                                     dtype,     group, target->kernel};
+        const cpparity_implementation_setup setup = {
+            &c->model, B, c->seq_len, dtype, group, target->kernel, target->fault};
         status = implementation->create(&setup, &instance, error);
     }
     if (status == CPPARITY_OK) {

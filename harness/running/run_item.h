@@ -23,6 +23,7 @@
 typedef struct run_target {
     const cpparity_implementation *implementation; /* chosen by --device */
     const cpparity_attention_kernel *kernel;       /* chosen by --kernel */
+    cpparity_fault fault; /* planted by --inject or the self-test (common/fault.h) */
 } run_target;
 
 /* Zeroes item and fills what is known before it runs: its case, suite, cp, dtype, whether it

@@ -10,6 +10,7 @@
 
 #include "common/case.h"
 #include "common/results.h"
+#include "common/fault.h"
 #include "harness/running/run_outputs.h"
 
 #define RUN_MAX_SUITES 32
@@ -34,6 +35,10 @@ typedef struct run_options {
     run_store store;                        /* --store, default failures */
     bool allow_not_run;                     /* --allow-not-run: NOT RUN items do not fail */
     bool help;                              /* --help was given */
+    cpparity_fault fault;                   /* run --inject: planted fault, NONE by default */
+    int seeds;                              /* selftest --seeds N: clean reruns (default 0) */
+    cpparity_fault faults[CPPARITY_FAULT_COUNT]; /* selftest --fault: only these (in order) */
+    int fault_count;                             /* entries of faults; 0 = every fault */
 } run_options;
 
 #endif

@@ -154,6 +154,7 @@ static cpparity_status write_provenance(hid_t file, const run_provenance *p,
         FIELD_ATTRIBUTE(group, "device", p->device) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "implementation", p->implementation) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "kernel", p->kernel) != CPPARITY_OK ||
+        FIELD_ATTRIBUTE(group, "fault", p->fault) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "store", p->store) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "start_time", p->start_time) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "end_time", p->end_time) != CPPARITY_OK ||
@@ -190,7 +191,7 @@ static cpparity_status write_summary(hid_t file, const run_results *results,
 static cpparity_status write_case(hid_t cases, const char *group_name, const cpparity_case *c,
                                   const char *suite_path, cpparity_error *error) {
     cpparity_status status = CPPARITY_ERROR_RUNTIME;
-    int64_t *rows = NULL, *lengths = NULL;
+    int64_t *rows = NULL, *lengths = NULL, *starts = NULL;
     hid_t group = create_group(cases, group_name, error);
     if (group < 0) {
         return CPPARITY_ERROR_RUNTIME;
@@ -227,7 +228,8 @@ static cpparity_status write_case(hid_t cases, const char *group_name, const cpp
     }
     rows = malloc((size_t)(c->batch_size > 0 ? c->batch_size : 1) * 3 * sizeof *rows);
     lengths = malloc((size_t)(documents > 0 ? documents : 1) * sizeof *lengths);
-    if (rows == NULL || lengths == NULL) {
+    starts = malloc((size_t)(documents > 0 ? documents : 1) * sizeof *starts);
+    if (rows == NULL || lengths == NULL || starts == NULL) {
         cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (layout of case %s)",
                            group_name);
         goto done;
@@ -239,6 +241,7 @@ static cpparity_status write_case(hid_t cases, const char *group_name, const cpp
         rows[3 * b + 1] = row->document_count;
         rows[3 * b + 2] = row->right_padding;
         for (int64_t d = 0; d < row->document_count; d++) {
+            starts[next] = row->start_positions != NULL ? row->start_positions[d] : -1;
             lengths[next++] = row->document_lengths[d];
         }
     }
@@ -250,11 +253,18 @@ static cpparity_status write_case(hid_t cases, const char *group_name, const cpp
         hdf5_write_dataset(group, "document_lengths", H5T_NATIVE_INT64, 1, &documents, lengths,
                            "document lengths of every row, row after row (rows[:, 1] says how "
                            "many belong to each row) [total documents]",
+                           error) != CPPARITY_OK ||
+        hdf5_write_dataset(group, "document_start_positions", H5T_NATIVE_INT64, 1, &documents,
+                           starts,
+                           "position_ids of each document's first token as the case declares "
+                           "them (start_positions), -1 where not declared (0, or continuing the "
+                           "left padding's count) [total documents]",
                            error) != CPPARITY_OK) {
         goto done;
     }
     status = CPPARITY_OK;
 done:
+    free(starts);
     free(lengths);
     free(rows);
     return HDF5_CLOSE(group, status, error);
@@ -701,6 +711,12 @@ done:
 
 cpparity_status results_file_write(const run_results *results, const char *path,
                                    cpparity_error *error) {
+    return results_file_write_extended(results, path, NULL, NULL, error);
+}
+
+cpparity_status results_file_write_extended(const run_results *results, const char *path,
+                                            results_file_extra extra, const void *context,
+                                            cpparity_error *error) {
     output_file output;
     cpparity_status status = output_file_begin(&output, path, "--out", error);
     if (status != CPPARITY_OK) {
@@ -719,7 +735,8 @@ cpparity_status results_file_write(const run_results *results, const char *path,
         write_provenance(file, &results->provenance, error) != CPPARITY_OK ||
         write_summary(file, results, error) != CPPARITY_OK ||
         write_cases(file, results, error) != CPPARITY_OK ||
-        write_discrimination(file, results, error) != CPPARITY_OK) {
+        write_discrimination(file, results, error) != CPPARITY_OK ||
+        (extra != NULL && extra(file, context, error) != CPPARITY_OK)) {
         goto fail;
     }
     HDF5_CHECK(H5Fclose(file), error, "closing %s", output.temporary);

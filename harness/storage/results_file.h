@@ -11,7 +11,8 @@
  *   /                   format = "cpparity-results", format_version = 2 (2: baseline_error
  *                       is the naive same-dtype baseline's error; cp1_error, cp1_limit added)
  *   /provenance         attributes: version, git_commit, compiler, libraries, host,
- *                       command_line, comm, device, implementation, kernel, store,
+ *                       command_line, comm, device, implementation, kernel, fault (the
+ *                       fault --inject planted, "none" normally), store,
  *                       start_time, end_time
  *                       (strings); ranks, seed (the uint64 seed's bits as int64),
  *                       seed_overridden (0/1)
@@ -31,6 +32,8 @@
  *                       layer_types (string array); chunk_origin ("row" or "document").
  *     rows              int64 [B, 3]: left padding, number of documents, right padding per row
  *     document_lengths  int64 [total documents]: every row's document lengths, row after row
+ *     document_start_positions  int64 [total documents]: start_positions as declared, -1 where
+ *                       not declared
  *   /cases/<case>/<dtype>/cp_<n>     one group per run item; dtype is "f32" or "bf16"
  *                       attributes: outcome ("PASS", "FAIL", "REFUSED", "NOT RUN", "ERROR"),
  *                       message, cp, dtype, is_baseline, padded_seq_len, tensors_expected,
@@ -65,6 +68,8 @@
 #ifndef CPPARITY_HARNESS_STORAGE_RESULTS_FILE_H
 #define CPPARITY_HARNESS_STORAGE_RESULTS_FILE_H
 
+#include <hdf5.h>
+
 #include "common/error.h"
 #include "common/results.h"
 
@@ -78,5 +83,15 @@
  * is only read. */
 cpparity_status results_file_write(const run_results *results, const char *path,
                                    cpparity_error *error);
+
+/* Writes more into the open file (a group of its own) before it is published. */
+typedef cpparity_status (*results_file_extra)(hid_t file, const void *context,
+                                              cpparity_error *error);
+
+/* results_file_write, with extra(file, context) called after the results are in: the file is
+ * published only when it succeeds too. */
+cpparity_status results_file_write_extended(const run_results *results, const char *path,
+                                            results_file_extra extra, const void *context,
+                                            cpparity_error *error);
 
 #endif

@@ -35,7 +35,7 @@ static const char *const defaults_keys[] = {"model",  "seq_len", "rows",      "c
 static const char *const case_keys[] = {"name", "description", "model", "seq_len",    "rows",
                                         "cp",   "dtypes",      "seed",  "tolerances", "expect"};
 static const char *const row_keys[] = {"left_padding", "documents", "right_padding",
-                                       "padding_positions"};
+                                       "padding_positions", "start_positions"};
 static const char *const expect_keys[] = {"refuse"};
 #define TOLERANCE_FIELD_COUNT 3
 static const char *const tolerance_fields[TOLERANCE_FIELD_COUNT] = {"ratio", "floor", "ceiling"};
@@ -519,21 +519,63 @@ static bool copy_rows(const cpparity_row_layout *rows, int64_t count, cpparity_r
     for (int64_t i = 0; i < count; i++) {
         (*copy)[i] = rows[i];
         (*copy)[i].document_lengths = NULL;
+        (*copy)[i].start_positions = NULL;
         if (rows[i].document_count > 0) {
             size_t size = (size_t)rows[i].document_count * sizeof *rows[i].document_lengths;
             (*copy)[i].document_lengths = malloc(size);
-            if ((*copy)[i].document_lengths == NULL) {
+            (*copy)[i].start_positions = rows[i].start_positions != NULL ? malloc(size) : NULL;
+            if ((*copy)[i].document_lengths == NULL ||
+                (rows[i].start_positions != NULL && (*copy)[i].start_positions == NULL)) {
                 cpparity_row_layouts_free(*copy, count);
                 *copy = NULL;
                 return false;
             }
             memcpy((*copy)[i].document_lengths, rows[i].document_lengths, size);
+            if (rows[i].start_positions != NULL) {
+                memcpy((*copy)[i].start_positions, rows[i].start_positions, size);
+            }
         }
     }
     return true;
 }
 
-/* Reads one row mapping (left_padding, documents, right_padding, padding_positions) into row. */
+/* Reads a row's start_positions: one integer in [0, CPPARITY_MAX_START_POSITION] per document. */
+static cpparity_status parse_start_positions(suite_loader *loader, const yaml_node_t *value,
+                                             const char *scope, const char *key_path,
+                                             cpparity_row_layout *row) {
+    char item_path[KEY_PATH_CAPACITY];
+    format_text(item_path, sizeof item_path, "%s.start_positions", key_path);
+    cpparity_status status =
+        check_sequence(loader, value, scope, item_path, "start positions", false);
+    const int64_t count = status == CPPARITY_OK ? sequence_length(value) : 0;
+    if (status == CPPARITY_OK && count != row->document_count) {
+        return fail(loader, value, scope, item_path,
+                    "%lld start positions for %lld documents (one per document)", (long long)count,
+                    (long long)row->document_count);
+    }
+    if (status != CPPARITY_OK || count == 0) {
+        return status;
+    }
+    row->start_positions = calloc((size_t)count, sizeof *row->start_positions);
+    if (row->start_positions == NULL) {
+        return out_of_memory(loader);
+    }
+    for (int64_t d = 0; status == CPPARITY_OK && d < count; d++) {
+        format_text(item_path, sizeof item_path, "%s.start_positions[%lld]", key_path,
+                    (long long)d);
+        const yaml_node_t *item = sequence_item(loader, value, d);
+        status = read_integer(loader, item, scope, item_path, 0, &row->start_positions[d]);
+        if (status == CPPARITY_OK && row->start_positions[d] > CPPARITY_MAX_START_POSITION) {
+            status =
+                fail(loader, item, scope, item_path, "must be <= %lld, got %lld",
+                     (long long)CPPARITY_MAX_START_POSITION, (long long)row->start_positions[d]);
+        }
+    }
+    return status;
+}
+
+/* Reads one row mapping (left_padding, documents, right_padding, padding_positions,
+ * start_positions) into row. */
 static cpparity_status parse_row(suite_loader *loader, const yaml_node_t *node, const char *scope,
                                  const char *key_path, cpparity_row_layout *row) {
     char item_path[KEY_PATH_CAPACITY];
@@ -567,12 +609,14 @@ static cpparity_status parse_row(suite_loader *loader, const yaml_node_t *node, 
         }
     }
     value = mapping_value(loader, node, "documents", NULL);
-    if (status != CPPARITY_OK || value == NULL) {
+    if (status != CPPARITY_OK) {
         return status;
     }
-    format_text(item_path, sizeof item_path, "%s.documents", key_path);
-    status = check_sequence(loader, value, scope, item_path, "document lengths", false);
-    int64_t count = status == CPPARITY_OK ? sequence_length(value) : 0;
+    if (value != NULL) {
+        format_text(item_path, sizeof item_path, "%s.documents", key_path);
+        status = check_sequence(loader, value, scope, item_path, "document lengths", false);
+    }
+    int64_t count = status == CPPARITY_OK && value != NULL ? sequence_length(value) : 0;
     if (count > 0) {
         row->document_lengths = calloc((size_t)count, sizeof *row->document_lengths);
         if (row->document_lengths == NULL) {
@@ -584,6 +628,10 @@ static cpparity_status parse_row(suite_loader *loader, const yaml_node_t *node, 
         format_text(item_path, sizeof item_path, "%s.documents[%lld]", key_path, (long long)d);
         status = read_integer(loader, sequence_item(loader, value, d), scope, item_path, 1,
                               &row->document_lengths[d]);
+    }
+    value = mapping_value(loader, node, "start_positions", NULL);
+    if (status == CPPARITY_OK && value != NULL) {
+        status = parse_start_positions(loader, value, scope, key_path, row);
     }
     return status;
 }

@@ -1,0 +1,82 @@
+/* selftest_matrix.c — the self-test's findings (see selftest_matrix.h). */
+#include "common/selftest_matrix.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+selftest_cell *selftest_matrix_cell(const selftest_matrix *matrix, int64_t f, int64_t c) {
+    return &matrix->cells[f * matrix->case_count + c];
+}
+
+/* A tensor's error-to-limit ratio under both rules; infinite when it failed on non-finite
+ * values (any non-finite value fails, whatever the finite elements' error). */
+static double tensor_ratio(const tensor_record *record) {
+    if (!record->decision.passed && record->metrics.nonfinite > 0) {
+        return INFINITY;
+    }
+    const double error = record->metrics.relative_l2;
+    double ratio = record->decision.limit > 0.0 ? error / record->decision.limit
+                                                : (error > 0.0 ? INFINITY : 0.0);
+    if (record->decision.cp1_limit > 0.0 && error / record->decision.cp1_limit > ratio) {
+        ratio = error / record->decision.cp1_limit;
+    }
+    return isnan(ratio) ? INFINITY : ratio;
+}
+
+int64_t selftest_item_strongest(const run_item *item, double *ratio) {
+    int64_t strongest = -1;
+    *ratio = 0.0;
+    for (int64_t t = 0; t < item->tensor_count; t++) {
+        const double r = tensor_ratio(&item->tensors[t]);
+        if (strongest < 0 || r > *ratio) {
+            strongest = t;
+            *ratio = r;
+        }
+    }
+    return strongest;
+}
+
+double selftest_item_ratio(const run_item *item) {
+    if (item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN) {
+        return INFINITY;
+    }
+    double ratio;
+    selftest_item_strongest(item, &ratio);
+    if (item->outcome == RUN_FAIL && !(ratio > 1.0) &&
+        (!item->gradients_identical || item->tensor_count != item->tensors_expected)) {
+        return INFINITY; /* any difference between ranks, any missing tensor fails */
+    }
+    return ratio;
+}
+
+void selftest_describe_item(const run_item *item, char *text, size_t size) {
+    const char *dtype = cpparity_dtype_name(item->dtype);
+    double ratio;
+    const int64_t strongest = selftest_item_strongest(item, &ratio);
+    if (item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN) {
+        snprintf(text, size, "cp %lld %s %s: %s", (long long)item->cp, dtype,
+                 run_outcome_name(item->outcome), item->message);
+    } else if (item->outcome == RUN_FAIL && !(ratio > 1.0) && !item->gradients_identical) {
+        snprintf(text, size, "cp %lld %s: gradients differ between ranks", (long long)item->cp,
+                 dtype);
+    } else if (strongest >= 0) {
+        const tensor_record *record = &item->tensors[strongest];
+        snprintf(text, size, "cp %lld %s %s rank %d%s", (long long)item->cp, dtype, record->name,
+                 record->rank, record->metrics.nonfinite > 0 ? " (non-finite)" : "");
+    } else {
+        snprintf(text, size, "cp %lld %s: %s", (long long)item->cp, dtype, item->message);
+    }
+}
+
+void selftest_matrix_free(selftest_matrix *matrix) {
+    free(matrix->faults);
+    free(matrix->cells);
+    free(matrix->seeds);
+    matrix->faults = NULL;
+    matrix->cells = NULL;
+    matrix->seeds = NULL;
+    matrix->fault_count = 0;
+    matrix->seed_count = 0;
+}
