@@ -16,7 +16,7 @@
 #include "distributed/mask_predicate.h"
 #include "distributed/online_softmax.h"
 
-enum { TILE = 32 };
+enum { MAX_TILE = 32 }; /* the largest tile (scores of one key tile live on the stack) */
 
 /* Offsets of token t, head h in a [B, S, heads, Dh] tensor. */
 static int64_t at(const cpparity_attention_dims *d, int64_t heads, int64_t b, int64_t t,
@@ -32,6 +32,13 @@ static float dot(const float *a, const float *b, int64_t n) {
     return sum;
 }
 
+/* The tile size of this copy (kernel_cpu.h): the options' tile, MAX_TILE without options. */
+static int64_t tile_of(const void *context) {
+    const kernel_cpu_options *options = context;
+    return options != NULL && options->tile >= 1 && options->tile <= MAX_TILE ? options->tile
+                                                                              : MAX_TILE;
+}
+
 /* The fault planted through the context (kernel_cpu.h), none without options. */
 static cpparity_fault fault_of(const void *context) {
     const kernel_cpu_options *options = context;
@@ -43,11 +50,11 @@ static int64_t kv_head(int64_t h, int64_t group, int64_t kv_heads, cpparity_faul
     return fault == CPPARITY_FAULT_GQA_KV_MAPPING ? h % kv_heads : h / group;
 }
 
-/* End of the key tile starting at k0: min(k0 + TILE, S); k0 (an empty tile) for a short last
+/* End of the key tile starting at k0: min(k0 + tile, S); k0 (an empty tile) for a short last
  * tile under kernel-tiling. */
-static int64_t key_tile_end(int64_t k0, int64_t seq_len, cpparity_fault fault) {
-    const int64_t k1 = k0 + TILE < seq_len ? k0 + TILE : seq_len;
-    return fault == CPPARITY_FAULT_KERNEL_TILING && k1 - k0 < TILE ? k0 : k1;
+static int64_t key_tile_end(int64_t k0, int64_t seq_len, int64_t tile, cpparity_fault fault) {
+    const int64_t k1 = k0 + tile < seq_len ? k0 + tile : seq_len;
+    return fault == CPPARITY_FAULT_KERNEL_TILING && k1 - k0 < tile ? k0 : k1;
 }
 
 /* The shard-local faults' predicate: mask_allowed with the window compared on each token's index
@@ -120,6 +127,7 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
                        const cpparity_mask_description *mask, const cpparity_attention_dims *d,
                        float scale, void *stream, char *error, size_t capacity) {
     const cpparity_fault fault = fault_of(context);
+    const int64_t tile = tile_of(context);
     if (stream != NULL || check_dims(d, mask, error, capacity)) {
         if (stream != NULL) {
             snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
@@ -136,25 +144,25 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
     }
     float *tile_accumulator = accumulator + Dh;
     for (int64_t b = 0; b < d->batch; b++) {
-        for (int64_t q0 = 0; q0 < S; q0 += TILE) {
-            const int64_t q1 = q0 + TILE < S ? q0 + TILE : S;
+        for (int64_t q0 = 0; q0 < S; q0 += tile) {
+            const int64_t q1 = q0 + tile < S ? q0 + tile : S;
             for (int64_t h = 0; h < d->heads; h++) {
                 const int64_t g = kv_head(h, group, d->kv_heads, fault);
                 for (int64_t t = q0; t < q1; t++) {
                     const float *query = q + at(d, d->heads, b, t, h);
                     online_softmax state = {-INFINITY, 0.0f};
                     memset(accumulator, 0, (size_t)Dh * sizeof(float));
-                    for (int64_t k0 = 0; k0 < q1; k0 += TILE) {
-                        const int64_t k1 = key_tile_end(k0, S, fault);
-                        const int tile = classify(mask, context, b, q0, q1, k0, k1);
-                        if (tile == MASK_TILE_EMPTY) {
+                    for (int64_t k0 = 0; k0 < q1; k0 += tile) {
+                        const int64_t k1 = key_tile_end(k0, S, tile, fault);
+                        const int tile_class = classify(mask, context, b, q0, q1, k0, k1);
+                        if (tile_class == MASK_TILE_EMPTY) {
                             continue;
                         }
-                        float scores[TILE];
+                        float scores[MAX_TILE];
                         online_softmax tile_state = {-INFINITY, 0.0f};
                         for (int64_t key = k0; key < k1; key++) {
                             const bool pair_allowed =
-                                tile == MASK_TILE_FULL || allowed(mask, context, b, t, key);
+                                tile_class == MASK_TILE_FULL || allowed(mask, context, b, t, key);
                             scores[key - k0] =
                                 pair_allowed
                                     ? scale * dot(query, k + at(d, d->kv_heads, b, key, g), Dh)
@@ -212,6 +220,7 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
                         const cpparity_mask_description *mask, const cpparity_attention_dims *d,
                         float scale, void *stream, char *error, size_t capacity) {
     const cpparity_fault fault = fault_of(context);
+    const int64_t tile = tile_of(context);
     if (stream != NULL || check_dims(d, mask, error, capacity)) {
         if (stream != NULL) {
             snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
@@ -225,8 +234,8 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
     memset(dk, 0, (size_t)(d->batch * S * d->kv_heads * Dh) * sizeof(float));
     memset(dv, 0, (size_t)(d->batch * S * d->kv_heads * Dh) * sizeof(float));
     for (int64_t b = 0; b < d->batch; b++) {
-        for (int64_t q0 = 0; q0 < S; q0 += TILE) {
-            const int64_t q1 = q0 + TILE < S ? q0 + TILE : S;
+        for (int64_t q0 = 0; q0 < S; q0 += tile) {
+            const int64_t q1 = q0 + tile < S ? q0 + tile : S;
             for (int64_t h = 0; h < d->heads; h++) {
                 const int64_t g = kv_head(h, group, d->kv_heads, fault);
                 for (int64_t t = q0; t < q1; t++) {
@@ -239,14 +248,15 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
                     const float delta = dot(grad_out, out + offset, Dh);
                     /* backward-only: dk without the softmax scale */
                     const float dk_scale = fault == CPPARITY_FAULT_BACKWARD_ONLY ? 1.0f : scale;
-                    for (int64_t k0 = 0; k0 < q1; k0 += TILE) {
-                        const int64_t k1 = key_tile_end(k0, S, fault);
-                        const int tile = classify(mask, context, b, q0, q1, k0, k1);
-                        if (tile == MASK_TILE_EMPTY) {
+                    for (int64_t k0 = 0; k0 < q1; k0 += tile) {
+                        const int64_t k1 = key_tile_end(k0, S, tile, fault);
+                        const int tile_class = classify(mask, context, b, q0, q1, k0, k1);
+                        if (tile_class == MASK_TILE_EMPTY) {
                             continue;
                         }
                         for (int64_t key = k0; key < k1; key++) {
-                            if (tile != MASK_TILE_FULL && !allowed(mask, context, b, t, key)) {
+                            if (tile_class != MASK_TILE_FULL &&
+                                !allowed(mask, context, b, t, key)) {
                                 continue;
                             }
                             const int64_t kv = at(d, d->kv_heads, b, key, g);
@@ -266,6 +276,9 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
     return 0;
 }
 
+/* The small-tile copy: short sequences span many tiles (merges, classification, partial tiles). */
+static const kernel_cpu_options small_tile_options = {CPPARITY_FAULT_NONE, 0, 8};
+
 static const cpparity_attention_kernel cpu_f32_kernel = {
     .abi_version = CPPARITY_KERNEL_ABI_VERSION,
     .struct_size = sizeof(cpparity_attention_kernel),
@@ -279,16 +292,33 @@ static const cpparity_attention_kernel cpu_f32_kernel = {
     .backward = cpu_backward,
 };
 
+static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
+    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+    .struct_size = sizeof(cpparity_attention_kernel),
+    .name = "cpu-f32-tile8",
+    .version = "1",
+    .device = CPPARITY_KERNEL_DEVICE_CPU,
+    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
+    .deterministic = 1,
+    .context = (void *)&small_tile_options,
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+};
+
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void) {
     return &cpu_f32_kernel;
 }
 
+const cpparity_attention_kernel *cpparity_cpu_f32_small_tile_kernel(void) {
+    return &cpu_f32_small_tile_kernel;
+}
+
 bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
-                             const cpparity_attention_kernel *kernel,
-                             const kernel_cpu_options *options) {
+                             const cpparity_attention_kernel *kernel, kernel_cpu_options *options) {
     if (kernel == NULL || kernel->forward != cpu_forward || kernel->backward != cpu_backward) {
         return false;
     }
+    options->tile = tile_of(kernel->context); /* the copy keeps the kernel's tile size */
     *copy = *kernel;
     copy->context = (void *)options;
     return true;

@@ -13,20 +13,25 @@
 #include "common/fault.h"
 #include "distributed/kernel.h"
 
-/* The kernel (a static object: never freed). */
+/* The kernel, tiles of 32 queries × 32 keys (a static object: never freed). */
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void);
+
+/* The same code with tiles of 8 ("cpu-f32-tile8"): short sequences span many tiles, so the
+ * online-softmax merge, tile classification and partial tiles are exercised by small cases. */
+const cpparity_attention_kernel *cpparity_cpu_f32_small_tile_kernel(void);
 
 /* What a copy of the kernel is told beyond kernel.h: a planted fault (fault.h; the kernel's
  * own faults, gqa-kv-mapping, and none) and the shard length L the shard-local faults need. */
 typedef struct kernel_cpu_options {
     cpparity_fault fault; /* CPPARITY_FAULT_NONE: the kernel as built */
     int64_t shard_length; /* L: tokens per rank (window-local, chunk-local) */
+    int64_t tile;         /* queries and keys per tile, 1..32 (others: 32) */
 } kernel_cpu_options;
 
 /* Fills *copy with kernel whose context is options (borrowed: it must outlive the copy) when
- * kernel is this built-in kernel; false, copy untouched, for any other kernel. */
+ * kernel is one of these built-in kernels, setting options->tile to that kernel's tile size;
+ * false, copy and options untouched, for any other kernel. */
 bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
-                             const cpparity_attention_kernel *kernel,
-                             const kernel_cpu_options *options);
+                             const cpparity_attention_kernel *kernel, kernel_cpu_options *options);
 
 #endif

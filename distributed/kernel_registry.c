@@ -10,6 +10,7 @@
 /* The built-in kernels, registered before anything else. */
 static const cpparity_attention_kernel *(*const built_in[])(void) = {
     cpparity_cpu_f32_kernel,
+    cpparity_cpu_f32_small_tile_kernel,
 };
 
 static const cpparity_attention_kernel *registered[KERNEL_REGISTRY_CAPACITY];
