@@ -31,6 +31,7 @@
 #define CPPARITY_DISTRIBUTED_IMPLEMENTATION_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/batch.h"
@@ -62,6 +63,9 @@ typedef struct cpparity_implementation {
     const char *description;           /* one line for --help and --version */
     bool dtypes[CPPARITY_DTYPE_COUNT]; /* dtypes it runs (others are NOT RUN, with why) */
     const char *default_kernel;        /* registry name of the kernel used by default */
+    /* Whether this machine can run it (NULL: always); when it cannot, why, in why (size bytes),
+     * e.g. "no CUDA device: cudaGetDeviceCount returned ...". Asked once, before any job. */
+    bool (*available)(char *why, size_t size);
     /* Refuses (CPPARITY_ERROR_INPUT, message starting "refused: " and naming the constraint) a
      * configuration it cannot run at cp ranks with this dtype and kernel. No compute. */
     cpparity_status (*check)(const cpparity_model_config *config, int64_t cp, cpparity_dtype dtype,

@@ -210,6 +210,7 @@ const cpparity_implementation cpparity_cpu_implementation = {
     .description = "float32 or bf16-stored model, Ulysses context parallelism on CPU ranks",
     .dtypes = {[CPPARITY_DTYPE_F32] = true, [CPPARITY_DTYPE_BF16] = true},
     .default_kernel = "cpu-f32",
+    .available = NULL, /* wherever cpparity runs */
     .check = cpu_check,
     .create = cpu_create,
     .load_parameters = cpu_load_parameters,

@@ -202,6 +202,12 @@ static int command_main(int argc, char **argv, run_command_kind kind) {
                 name, options.device);
         return 3;
     }
+    char why[512] = "";
+    if (implementation->available != NULL && !implementation->available(why, sizeof why)) {
+        fprintf(stderr, "cpparity %s: --device %s: %s cannot run here: %s (environment)\n", name,
+                options.device, implementation->name, why);
+        return 3;
+    }
     const cpparity_attention_kernel *kernel = choose_kernel(&options, implementation, &error);
     if (kernel == NULL) {
         fprintf(stderr, "cpparity %s: %s\n", name, error.message);
