@@ -5,7 +5,16 @@
 #   REMOVE         ;-list of files removed before the run (cpparity never overwrites)
 #   ABSENT         ;-list of files that must not exist after the run
 #   PRESENT        ;-list of files that must exist after the run
+#   SKIP_IF        a command: when it succeeds, print "SKIPPED: " SKIP_REASON and run nothing
+#                  (the test's SKIP_REGULAR_EXPRESSION "SKIPPED: " reports it skipped)
 #   cmake -DCOMMAND=... -DARGS=a;b -DEXPECT_EXIT=2 -DEXPECT_STDERR=text -P ExpectExit.cmake
+if(DEFINED SKIP_IF)
+  execute_process(COMMAND ${SKIP_IF} RESULT_VARIABLE skip_code OUTPUT_QUIET ERROR_QUIET)
+  if(skip_code STREQUAL "0")
+    message("SKIPPED: ${SKIP_REASON}")
+    return()
+  endif()
+endif()
 foreach(file IN LISTS REMOVE)
   file(REMOVE "${file}")
 endforeach()

@@ -1,8 +1,9 @@
 /*
  * comm.h — the communicator the implementation under test runs on: one small interface with
- * two implementations in this build, `mpi` (Open MPI, one process per rank, comm_mpi.h) and
+ * up to three implementations in a build, `mpi` (Open MPI, one process per rank, comm_mpi.h),
  * `local` (N ranks as threads of one process, comm_local.h: machines without MPI, several ranks
- * on one device). distributed/comm_launch.h starts a job on either by name.
+ * on one device) and `nccl` (NCCL on GPUs, one rank per GPU, comm_nccl.h; built when CUDA and
+ * NCCL are found). distributed/comm_launch.h starts a job on any of them by name.
  *
  * Buffers are passed through untouched as `void *` with an element type and count, and every
  * data-moving call takes an opaque `stream` (NULL for the CPU communicators, which refuse any
@@ -54,7 +55,8 @@ typedef struct cpparity_comm_operations {
                                   int64_t count_per_rank, cpparity_element_type type, void *stream,
                                   cpparity_error *error);
     /* receive = element-wise sum over ranks of send (count elements); send == receive allowed.
-     * Ranks are summed in rank order, so every rank ends with identical bits. */
+     * Every rank ends with identical bits: mpi and local sum in rank order; nccl in NCCL's own
+     * order, which is the same for every rank (comm_nccl.h). */
     cpparity_status (*all_reduce_sum)(cpparity_comm *comm, const void *send, void *receive,
                                       int64_t count, cpparity_element_type type, void *stream,
                                       cpparity_error *error);
@@ -89,7 +91,7 @@ typedef struct cpparity_comm_operations {
 
 struct cpparity_comm {
     const cpparity_comm_operations *operations; /* the implementation */
-    const char *kind;                           /* "mpi" or "local" */
+    const char *kind;                           /* "mpi", "local" or "nccl" */
     int rank;                                   /* 0 .. size − 1 */
     int size;                                   /* number of ranks */
     int world_rank;                             /* rank in the job, for messages */

@@ -7,6 +7,9 @@
 #ifdef CPPARITY_HAVE_MPI
 #include "distributed/comm_mpi.h"
 #endif
+#ifdef CPPARITY_HAVE_NCCL
+#include "distributed/comm_nccl.h"
+#endif
 
 /* The local backend never needs an outside launcher and wraps no library. */
 static bool local_detected(void) {
@@ -25,6 +28,10 @@ static const cpparity_comm_backend backends[] = {
 #ifdef CPPARITY_HAVE_MPI
     {"mpi", "one process per rank, started by mpirun -np N", true, comm_mpi_detected,
      comm_mpi_library_version, comm_mpi_launch},
+#endif
+#ifdef CPPARITY_HAVE_NCCL
+    {"nccl", "NCCL on GPUs: one rank per GPU (MPI starts the ranks; one rank without mpirun)", true,
+     comm_nccl_detected, comm_nccl_library_version, comm_nccl_launch},
 #endif
 };
 

@@ -2,7 +2,8 @@
  * cuda_check.h — the one check every CUDA runtime return code goes through. CUDA_CHECK(call,
  * error, what) runs call; on failure it records in error the CUDA error name and text, what was
  * being done, the call and its source line, and returns CPPARITY_ERROR_RUNTIME from the
- * enclosing function. CUDA code only (include from .cu files).
+ * enclosing function. It needs only cuda_runtime.h: .cu files and C files built against the CUDA
+ * runtime (comm_nccl.c) use it alike; callers put the rank into `what`.
  */
 #ifndef CPPARITY_DISTRIBUTED_CUDA_CHECK_H
 #define CPPARITY_DISTRIBUTED_CUDA_CHECK_H

@@ -100,4 +100,9 @@ typedef struct cpparity_implementation {
 /* The float32 model of docs/model.md on CPU ranks (distributed/implementation_cpu.c). */
 extern const cpparity_implementation cpparity_cpu_implementation;
 
+#ifdef CPPARITY_HAVE_CUDA_IMPLEMENTATION
+/* The same model on CUDA devices (distributed/implementation_cuda.cu, model_cuda.h). */
+extern const cpparity_implementation cpparity_cuda_implementation;
+#endif
+
 #endif

@@ -6,6 +6,9 @@
 
 static const cpparity_implementation *const implementations[] = {
     &cpparity_cpu_implementation,
+#ifdef CPPARITY_HAVE_CUDA_IMPLEMENTATION
+    &cpparity_cuda_implementation,
+#endif
 };
 
 #define IMPLEMENTATION_COUNT ((int)(sizeof implementations / sizeof *implementations))

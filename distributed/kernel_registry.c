@@ -2,6 +2,9 @@
 #include "distributed/kernel_registry.h"
 
 #include "distributed/kernel_cpu.h"
+#ifdef CPPARITY_HAVE_CUDA_KERNELS
+#include "distributed/kernel_cuda.h"
+#endif
 
 #include <pthread.h>
 #include <stddef.h>
@@ -11,6 +14,10 @@
 static const cpparity_attention_kernel *(*const built_in[])(void) = {
     cpparity_cpu_f32_kernel,
     cpparity_cpu_f32_small_tile_kernel,
+#ifdef CPPARITY_HAVE_CUDA_KERNELS /* built with CUDA: distributed/kernel_cuda.cu */
+    cpparity_cuda_f32_kernel,
+    cpparity_cuda_bf16_kernel,
+#endif
 };
 
 static const cpparity_attention_kernel *registered[KERNEL_REGISTRY_CAPACITY];

@@ -54,6 +54,25 @@ if [ -x "$build/gpu_mask_predicate" ]; then
   check gpu-mask-predicate "$build/gpu_mask_predicate"
 fi
 
+# The CUDA attention kernels (distributed/kernel_cuda.cu) against the CPU kernel, forward and
+# backward, float32 and bf16. The C files it needs are compiled here (the registry with the CUDA
+# kernels in it, as the CMake build does).
+build_gpu_kernel_cuda() {
+  local source objects=()
+  for source in common/error.c common/fault.c distributed/mask_description.c \
+    distributed/kernel_cpu.c distributed/kernel_registry.c; do
+    cc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -DCPPARITY_HAVE_CUDA_KERNELS -I. -c "$source" \
+      -o "$build/kernel-$(basename "$source" .c).o" || return 1
+    objects+=("$build/kernel-$(basename "$source" .c).o")
+  done
+  "$nvcc" -O2 -arch="$arch" -I. tests/gpu_kernel_cuda.cu distributed/kernel_cuda.cu \
+    "${objects[@]}" -lpthread -lm -o "$build/gpu_kernel_cuda"
+}
+check build-gpu-kernel-cuda build_gpu_kernel_cuda
+if [ -x "$build/gpu_kernel_cuda" ]; then
+  check gpu-kernel-cuda "$build/gpu_kernel_cuda"
+fi
+
 cat "$table"
 rm -rf "$build"
 exit $failed

@@ -1,0 +1,525 @@
+/* model_cuda.cu — storage, set-up, matrix products, all-to-alls and collectives of the CUDA
+ * model (see model_cuda.h). */
+#include "distributed/model_cuda.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "distributed/model_f32.h" /* f32_model_check_parallelism: the same constraints */
+}
+
+#include "distributed/bfloat16.h"
+#include "distributed/cublas_check.h"
+#include "distributed/cuda_check.h"
+
+/* Appends one activation and records its offset (as model_f32.c). */
+static cpparity_status add(cuda_model *model, int64_t *offset, const char *name, int64_t layer,
+                           int rank, const int64_t *shape, cpparity_error *error) {
+    *offset = model->activation_table.total;
+    return cpparity_tensor_table_add(&model->activation_table, rank, shape, error, "layers.%lld.%s",
+                                     (long long)layer, name);
+}
+
+static cpparity_status build_activations(cuda_model *model, cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t B = model->batch, L = model->shard.local_len, S = model->shard.padded_seq_len;
+    const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;
+    cpparity_status status = CPPARITY_OK;
+    for (int64_t l = 0; l < c->num_hidden_layers && status == CPPARITY_OK; l++) {
+        cuda_layer_activations *a = &model->layer[l];
+        const struct {
+            int64_t *offset;
+            const char *name;
+            int rank;
+            int64_t shape[4];
+        } tensors[] = {
+            {&a->input, "input", 3, {B, L, D}},
+            {&a->input_rstd, "input_rstd", 2, {B, L}},
+            {&a->input_normed, "input_normed", 3, {B, L, D}},
+            {&a->q, "q", 4, {B, L, H, Dh}},
+            {&a->k, "k", 4, {B, L, Hkv, Dh}},
+            {&a->v, "v", 4, {B, L, Hkv, Dh}},
+            {&a->sequence_q, "sequence_q", 4, {B, S, Hl, Dh}},
+            {&a->sequence_k, "sequence_k", 4, {B, S, Hkvl, Dh}},
+            {&a->sequence_v, "sequence_v", 4, {B, S, Hkvl, Dh}},
+            {&a->sequence_out, "sequence_out", 4, {B, S, Hl, Dh}},
+            {&a->sequence_lse, "sequence_lse", 3, {B, Hl, S}},
+            {&a->attention, "attention", 4, {B, L, H, Dh}},
+            {&a->residual, "residual", 3, {B, L, D}},
+            {&a->post_rstd, "post_rstd", 2, {B, L}},
+            {&a->post_normed, "post_normed", 3, {B, L, D}},
+            {&a->gate, "gate", 3, {B, L, F}},
+            {&a->up, "up", 3, {B, L, F}},
+            {&a->swiglu, "swiglu", 3, {B, L, F}},
+        };
+        for (size_t i = 0; i < sizeof tensors / sizeof *tensors && status == CPPARITY_OK; i++) {
+            status = add(model, tensors[i].offset, tensors[i].name, l, tensors[i].rank,
+                         tensors[i].shape, error);
+        }
+    }
+    const int64_t last = c->num_hidden_layers;
+    const int64_t tokens_features[] = {B, L, D}, tokens[] = {B, L}, vocab[] = {B, L, c->vocab_size};
+    if (status == CPPARITY_OK) {
+        status = add(model, &model->final_input, "input", last, 3, tokens_features, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = add(model, &model->final_rstd, "rstd", last, 2, tokens, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = add(model, &model->final_normed, "normed", last, 3, tokens_features, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = add(model, &model->logits, "logits", last, 3, vocab, error);
+    }
+    return status;
+}
+
+/* cudaMalloc of count elements into *pointer, checked. */
+#define ALLOCATE(pointer, count)                                                                   \
+    CUDA_CHECK(cudaMalloc(&(pointer), (size_t)(count) * sizeof *(pointer)), error,                 \
+               "allocating device memory (" #pointer ")")
+
+/* The stream, the cuBLAS handle and every buffer; the caller frees on failure. */
+static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t B = model->batch, L = model->shard.local_len, N = B * L;
+    const int64_t S = model->shard.padded_seq_len, cp = model->shard.cp;
+    const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, V = c->vocab_size;
+    const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;
+    const int64_t widest = H > cp ? H : cp, P = model->parameter_table.total;
+    CUDA_CHECK(cudaGetDevice(&model->device), error, "finding the current device");
+    cudaStream_t stream = NULL;
+    CUDA_CHECK(cudaStreamCreate(&stream), error, "creating the instance's stream");
+    model->stream = stream;
+    cublasHandle_t handle = NULL;
+    CUBLAS_CHECK(cublasCreate(&handle), error, "creating the instance's handle");
+    model->cublas = handle;
+    CUBLAS_CHECK(cublasSetStream(handle, stream), error, "binding the handle to the stream");
+    /* float32 as written: no TF32 or other reduced-precision shortcut */
+    CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH), error, "setting the math mode");
+    CUBLAS_CHECK(cublasSetAtomicsMode(handle, CUBLAS_ATOMICS_NOT_ALLOWED), error,
+                 "forbidding atomics (determinism)");
+    ALLOCATE(model->parameters, P);
+    ALLOCATE(model->gradients, P);
+    ALLOCATE(model->activations, model->activation_table.total);
+    ALLOCATE(model->input_ids, N);
+    ALLOCATE(model->labels, N);
+    ALLOCATE(model->positions, N);
+    ALLOCATE(model->groups.ids, N);
+    ALLOCATE(model->groups.starts, N + 1);
+    ALLOCATE(model->groups.order, N);
+    ALLOCATE(model->exchange, 2 * N * widest * Dh);
+    ALLOCATE(model->repeated, N * cp * Dh);
+    ALLOCATE(model->projection, N * D);
+    ALLOCATE(model->row_loss, N);
+    ALLOCATE(model->loss_sum, 1);
+    cuda_backward_buffers *d = &model->grad;
+    ALLOCATE(d->stream, N * D);
+    ALLOCATE(d->residual, N * D);
+    ALLOCATE(d->normed, N * D);
+    ALLOCATE(d->swiglu, N * F);
+    ALLOCATE(d->gate, N * F);
+    ALLOCATE(d->up, N * F);
+    ALLOCATE(d->attention, N * H * Dh);
+    ALLOCATE(d->q, N * H * Dh);
+    ALLOCATE(d->k, N * Hkv * Dh);
+    ALLOCATE(d->v, N * Hkv * Dh);
+    ALLOCATE(d->sequence_out, B * S * Hl * Dh);
+    ALLOCATE(d->sequence_q, B * S * Hl * Dh);
+    ALLOCATE(d->sequence_k, B * S * Hkvl * Dh);
+    ALLOCATE(d->sequence_v, B * S * Hkvl * Dh);
+    ALLOCATE(d->logits, N * V);
+    CUDA_CHECK(cudaMemsetAsync(model->parameters, 0, (size_t)P * sizeof(float), stream), error,
+               "zeroing the parameters");
+    CUDA_CHECK(cudaMemsetAsync(model->gradients, 0, (size_t)P * sizeof(float), stream), error,
+               "zeroing the gradients");
+    if (model->device_comm) { /* the largest host collective: position_ids gathered */
+        model->device_staging_bytes = (cp + 1) * N * (int64_t)sizeof(int64_t) + 512;
+        CUDA_CHECK(cudaMalloc(&model->device_staging, (size_t)model->device_staging_bytes), error,
+                   "allocating device staging");
+    } else { /* the largest device collective: an all-to-all's send and receive, or gradients */
+        const int64_t exchange = 2 * N * widest * Dh;
+        model->host_staging_count = exchange > P ? exchange : P;
+        CUDA_CHECK(
+            cudaMallocHost(&model->host_staging, (size_t)model->host_staging_count * sizeof(float)),
+            error, "allocating pinned host staging");
+    }
+    model->host_groups = (int64_t *)malloc((size_t)(4 * N + 1) * sizeof(int64_t));
+    if (model->host_groups == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (cuda model)", model->comm->rank);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream), error, "finishing the set-up");
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
+                                int64_t batch, int64_t seq_len, cpparity_dtype dtype,
+                                cpparity_comm *comm, const cpparity_attention_kernel *kernel,
+                                cpparity_error *error) {
+    memset(model, 0, sizeof *model);
+    cpparity_status status = cpparity_model_config_validate(config, error);
+    if (status == CPPARITY_OK) {
+        status = f32_model_check_parallelism(config, comm->size, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    model->config = *config;
+    model->dtype = dtype;
+    model->batch = batch;
+    model->comm = comm;
+    model->device_comm = comm->kind != NULL && strcmp(comm->kind, "nccl") == 0;
+    model->kernel = kernel;
+    model->shard = shard_layout_make(seq_len, comm->size, comm->rank);
+    model->local_heads = config->num_attention_heads / comm->size;
+    model->kv_replicated = config->num_key_value_heads % comm->size != 0;
+    model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    status = cpparity_model_parameter_table(config, &model->parameter_table, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_model_parameters_locate(config, &model->parameter_table,
+                                                  &model->parameter, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = build_activations(model, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = allocate(model, error);
+    }
+    if (status != CPPARITY_OK) {
+        cuda_model_free(model);
+    }
+    return status;
+}
+
+cpparity_status cuda_model_use_device(const cuda_model *model, cpparity_error *error) {
+    CUDA_CHECK(cudaSetDevice(model->device), error, "making the instance's device current");
+    return CPPARITY_OK;
+}
+
+/* Copies the host parameters to the device. */
+static cpparity_status upload_parameters(cuda_model *model, const float *host,
+                                         cpparity_error *error) {
+    const size_t bytes = (size_t)model->parameter_table.total * sizeof(float);
+    CUDA_CHECK(
+        cudaMemcpyAsync(model->parameters, host, bytes, cudaMemcpyHostToDevice, model->stream),
+        error, "copying the parameters to the device");
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "copying the parameters");
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_load_parameters(cuda_model *model, const cpparity_tensor_table *table,
+                                           const double *values, cpparity_error *error) {
+    const cpparity_tensor_table *own = &model->parameter_table;
+    for (int64_t e = 0; e < own->count; e++) { /* every name and shape first: as model_f32.c */
+        const cpparity_tensor_entry *entry = &own->entries[e];
+        const cpparity_tensor_entry *given = cpparity_tensor_table_find(table, entry->name);
+        if (given == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "rank %d: no weights given for parameter %s",
+                                      model->comm->rank, entry->name);
+        }
+        bool same_shape = given->rank == entry->rank && given->count == entry->count;
+        for (int d = 0; same_shape && d < entry->rank; d++) {
+            same_shape = given->shape[d] == entry->shape[d];
+        }
+        if (!same_shape || given->offset + given->count > table->total) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "rank %d: the weights given for %s have %lld elements in "
+                                      "%d dimensions, the model holds %lld",
+                                      model->comm->rank, entry->name, (long long)given->count,
+                                      given->rank, (long long)entry->count);
+        }
+    }
+    float *host = (float *)malloc((size_t)own->total * sizeof(float));
+    if (host == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (parameters)", model->comm->rank);
+    }
+    for (int64_t e = 0; e < own->count; e++) {
+        const cpparity_tensor_entry *entry = &own->entries[e];
+        const cpparity_tensor_entry *given = cpparity_tensor_table_find(table, entry->name);
+        for (int64_t i = 0; i < entry->count; i++) {
+            const float value = (float)values[given->offset + i];
+            host[entry->offset + i] =
+                model->dtype == CPPARITY_DTYPE_BF16 ? bf16_round(value) : value;
+        }
+    }
+    const cpparity_status status = upload_parameters(model, host, error);
+    free(host);
+    return status;
+}
+
+cpparity_status cuda_model_copy_out(cuda_model *model, float *values, const float *source,
+                                    int64_t count, cpparity_error *error) {
+    CUDA_CHECK(cudaMemcpyAsync(values, source, (size_t)count * sizeof(float),
+                               cudaMemcpyDeviceToHost, model->stream),
+               error, "copying an output to the host");
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "copying an output to the host");
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_store(cuda_model *model, float *x, int64_t count,
+                                 cpparity_error *error) {
+    if (model->dtype == CPPARITY_DTYPE_BF16) {
+        CUDA_CHECK(cuda_round_bf16(x, count, model->stream), error, "rounding to bfloat16");
+    }
+    return CPPARITY_OK;
+}
+
+/* Row-major out [N, O] = in [N, I] · weightᵀ, seen column-major by cuBLAS: weight is I × O, in
+ * is I × N and out is O × N, so out = weightᵀ · in (layers_f32.c's cblas_sgemm, transposed). */
+cpparity_status cuda_model_linear_forward(cuda_model *model, float *out, const float *in,
+                                          const float *weight, int64_t rows, int64_t in_features,
+                                          int64_t out_features, cpparity_error *error) {
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasSgemm(model->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
+                             (int)in_features, &one, weight, (int)in_features, in, (int)in_features,
+                             &zero, out, (int)out_features),
+                 error, "linear forward");
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_linear_backward(cuda_model *model, float *din, float *dweight,
+                                           const float *dout, const float *in, const float *weight,
+                                           int64_t rows, int64_t in_features, int64_t out_features,
+                                           bool accumulate, cpparity_error *error) {
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    /* din [N, I] = dout [N, O] · weight [O, I]: column-major din (I × N) = weight (I × O) · dout
+     * (O × N) */
+    CUBLAS_CHECK(cublasSgemm(model->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)in_features, (int)rows,
+                             (int)out_features, &one, weight, (int)in_features, dout,
+                             (int)out_features, &beta, din, (int)in_features),
+                 error, "linear backward (input)");
+    /* dweight [O, I] += doutᵀ · in: column-major dweight (I × O) += in (I × N) · doutᵀ (N × O) */
+    CUBLAS_CHECK(cublasSgemm(model->cublas, CUBLAS_OP_N, CUBLAS_OP_T, (int)in_features,
+                             (int)out_features, (int)rows, &one, in, (int)in_features, dout,
+                             (int)out_features, &one, dweight, (int)in_features),
+                 error, "linear backward (weight)");
+    return CPPARITY_OK;
+}
+
+/* An all-to-all of device buffers (count floats per rank). */
+static cpparity_status all_to_all_device(cuda_model *model, const float *send, float *receive,
+                                         int64_t count, cpparity_error *error) {
+    if (model->device_comm) {
+        return cpparity_all_to_all(model->comm, send, receive, count, CPPARITY_FLOAT32,
+                                   (void *)model->stream, error);
+    }
+    const int64_t cp = model->shard.cp;
+    if (2 * cp * count > model->host_staging_count) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: all-to-all of %lld floats past the staging buffer",
+                                  model->comm->rank, (long long)(cp * count));
+    }
+    float *host_send = model->host_staging, *host_receive = model->host_staging + cp * count;
+    const size_t bytes = (size_t)(cp * count) * sizeof(float);
+    CUDA_CHECK(cudaMemcpyAsync(host_send, send, bytes, cudaMemcpyDeviceToHost, model->stream),
+               error, "staging an all-to-all on the host");
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "staging an all-to-all on the host");
+    const cpparity_status status = cpparity_all_to_all(model->comm, host_send, host_receive, count,
+                                                       CPPARITY_FLOAT32, NULL, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(receive, host_receive, bytes, cudaMemcpyHostToDevice, model->stream),
+               error, "copying an all-to-all's result to the device");
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_heads_to_sequence(cuda_model *model, float *out, const float *in,
+                                             int64_t heads, cpparity_error *error) {
+    const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
+    const int64_t Dh = model->config.head_dim, block = B * L * (heads / cp) * Dh;
+    float *send = model->exchange, *receive = model->exchange + cp * block;
+    CUDA_CHECK(cuda_pack_heads_to_sequence(send, in, B, L, heads, Dh, cp, model->stream), error,
+               "packing heads for the all-to-all");
+    const cpparity_status status = all_to_all_device(model, send, receive, block, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(cuda_unpack_heads_to_sequence(out, receive, B, L, heads, Dh, cp, model->stream),
+               error, "unpacking the sequence after the all-to-all");
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_sequence_to_heads(cuda_model *model, float *out, const float *in,
+                                             int64_t heads, cpparity_error *error) {
+    const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
+    const int64_t Dh = model->config.head_dim, block = B * L * (heads / cp) * Dh;
+    float *send = model->exchange, *receive = model->exchange + cp * block;
+    CUDA_CHECK(cuda_pack_sequence_to_heads(send, in, B, L, heads, Dh, cp, model->stream), error,
+               "packing the sequence for the all-to-all");
+    const cpparity_status status = all_to_all_device(model, send, receive, block, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(cuda_unpack_sequence_to_heads(out, receive, B, L, heads, Dh, cp, model->stream),
+               error, "unpacking heads after the all-to-all");
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_all_reduce_device(cuda_model *model, float *values, int64_t count,
+                                             cpparity_error *error) {
+    if (model->device_comm) {
+        return cpparity_all_reduce_sum(model->comm, values, values, count, CPPARITY_FLOAT32,
+                                       (void *)model->stream, error);
+    }
+    if (count > model->host_staging_count) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: all-reduce of %lld floats past the staging buffer",
+                                  model->comm->rank, (long long)count);
+    }
+    const size_t bytes = (size_t)count * sizeof(float);
+    CUDA_CHECK(
+        cudaMemcpyAsync(model->host_staging, values, bytes, cudaMemcpyDeviceToHost, model->stream),
+        error, "staging an all-reduce on the host");
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "staging an all-reduce on the host");
+    const cpparity_status status =
+        cpparity_all_reduce_sum(model->comm, model->host_staging, model->host_staging, count,
+                                CPPARITY_FLOAT32, NULL, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(
+        cudaMemcpyAsync(values, model->host_staging, bytes, cudaMemcpyHostToDevice, model->stream),
+        error, "copying an all-reduce's result to the device");
+    return CPPARITY_OK;
+}
+
+/* nccl: the device staging buffer split at a 256-byte boundary after `first` bytes. */
+static cpparity_status device_staging_split(cuda_model *model, int64_t first, int64_t second,
+                                            char **low, char **high, cpparity_error *error) {
+    const int64_t offset = (first + 255) / 256 * 256;
+    if (offset + second > model->device_staging_bytes) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: a collective of %lld bytes past the device staging "
+                                  "buffer",
+                                  model->comm->rank, (long long)(offset + second));
+    }
+    *low = (char *)model->device_staging;
+    *high = *low + offset;
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_all_reduce_host(cuda_model *model, void *values, int64_t count,
+                                           cpparity_element_type type, cpparity_error *error) {
+    if (!model->device_comm) {
+        return cpparity_all_reduce_sum(model->comm, values, values, count, type, NULL, error);
+    }
+    const int64_t bytes = count * cpparity_element_size(type);
+    char *staged = NULL, *unused = NULL;
+    cpparity_status status = device_staging_split(model, bytes, 0, &staged, &unused, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(
+        cudaMemcpyAsync(staged, values, (size_t)bytes, cudaMemcpyHostToDevice, model->stream),
+        error, "staging an all-reduce on the device");
+    status = cpparity_all_reduce_sum(model->comm, staged, staged, count, type,
+                                     (void *)model->stream, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(
+        cudaMemcpyAsync(values, staged, (size_t)bytes, cudaMemcpyDeviceToHost, model->stream),
+        error, "copying an all-reduce's result to the host");
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "finishing an all-reduce");
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_all_gather_host(cuda_model *model, const void *send, void *receive,
+                                           int64_t count_per_rank, cpparity_element_type type,
+                                           cpparity_error *error) {
+    if (!model->device_comm) {
+        return cpparity_all_gather(model->comm, send, receive, count_per_rank, type, NULL, error);
+    }
+    const int64_t bytes = count_per_rank * cpparity_element_size(type);
+    const int64_t gathered = bytes * model->shard.cp;
+    char *staged_send = NULL, *staged_receive = NULL;
+    cpparity_status status =
+        device_staging_split(model, bytes, gathered, &staged_send, &staged_receive, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(
+        cudaMemcpyAsync(staged_send, send, (size_t)bytes, cudaMemcpyHostToDevice, model->stream),
+        error, "staging an all-gather on the device");
+    status = cpparity_all_gather(model->comm, staged_send, staged_receive, count_per_rank, type,
+                                 (void *)model->stream, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(receive, staged_receive, (size_t)gathered, cudaMemcpyDeviceToHost,
+                               model->stream),
+               error, "copying an all-gather's result to the host");
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "finishing an all-gather");
+    return CPPARITY_OK;
+}
+
+cpparity_mask_description cuda_model_layer_mask(const cuda_model *model, int64_t l) {
+    return mask_storage_describe(&model->mask, cpparity_model_layer(&model->config, l));
+}
+
+void cuda_model_free(cuda_model *model) {
+    if (model->stream != NULL) { /* nothing in flight may touch what is freed below */
+        (void)cudaSetDevice(model->device);
+        (void)cudaStreamSynchronize(model->stream);
+    }
+    void *const device[] = {
+        model->parameters,
+        model->gradients,
+        model->activations,
+        model->input_ids,
+        model->labels,
+        model->positions,
+        model->groups.ids,
+        model->groups.starts,
+        model->groups.order,
+        model->exchange,
+        model->repeated,
+        model->projection,
+        model->row_loss,
+        model->loss_sum,
+        model->grad.stream,
+        model->grad.residual,
+        model->grad.normed,
+        model->grad.swiglu,
+        model->grad.gate,
+        model->grad.up,
+        model->grad.attention,
+        model->grad.q,
+        model->grad.k,
+        model->grad.v,
+        model->grad.sequence_out,
+        model->grad.sequence_q,
+        model->grad.sequence_k,
+        model->grad.sequence_v,
+        model->grad.logits,
+        model->device_staging,
+    };
+    for (size_t i = 0; i < sizeof device / sizeof *device; i++) {
+        if (device[i] != NULL) {
+            (void)cudaFree(device[i]);
+        }
+    }
+    if (model->host_staging != NULL) {
+        (void)cudaFreeHost(model->host_staging);
+    }
+    if (model->cublas != NULL) {
+        (void)cublasDestroy(model->cublas);
+    }
+    if (model->stream != NULL) {
+        (void)cudaStreamDestroy(model->stream);
+    }
+    free(model->host_groups);
+    mask_storage_free(&model->mask);
+    cpparity_tensor_table_free(&model->parameter_table);
+    cpparity_tensor_table_free(&model->activation_table);
+    memset(model, 0, sizeof *model);
+}
