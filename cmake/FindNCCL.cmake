@@ -1,11 +1,12 @@
 # FindNCCL.cmake — finds NVIDIA's NCCL and defines the imported target NCCL::NCCL.
 #
-# Looks in NCCL_ROOT / $NCCL_HOME, the CUDA toolkit and the system paths.
+# Looks in NCCL_ROOT / $NCCL_HOME, the CUDA toolkit and the system paths, for libnccl.so or
+# libnccl.so.2 alone (what PyTorch's nvidia-nccl wheel ships).
 # Sets NCCL_FOUND, NCCL_INCLUDE_DIR, NCCL_LIBRARY, NCCL_VERSION.
 find_path(NCCL_INCLUDE_DIR nccl.h
   HINTS ${NCCL_ROOT} ENV NCCL_HOME ENV NCCL_ROOT ${CUDAToolkit_INCLUDE_DIRS}
   PATH_SUFFIXES include)
-find_library(NCCL_LIBRARY NAMES nccl
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2
   HINTS ${NCCL_ROOT} ENV NCCL_HOME ENV NCCL_ROOT ${CUDAToolkit_LIBRARY_DIR}
   PATH_SUFFIXES lib lib64)
 if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")

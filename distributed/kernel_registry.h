@@ -14,6 +14,10 @@
 #include "common/error.h"
 #include "distributed/kernel.h"
 
+#ifdef __cplusplus
+extern "C" { /* C linkage for CUDA (C++) translation units */
+#endif
+
 /* The most kernels the registry holds (built-in ones included). */
 #define KERNEL_REGISTRY_CAPACITY 64
 
@@ -33,5 +37,9 @@ cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel, cpp
 
 /* "cpu" or "cuda" for a kernel's device field; "unknown" otherwise. */
 const char *kernel_device_name(const cpparity_attention_kernel *kernel);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
