@@ -108,7 +108,10 @@ typedef struct run_item {
     int64_t worst_tensor;                /* index of that tensor, −1 if none */
     double seconds;                      /* wall time of the implementation under test */
     double reference_seconds;            /* wall time of the float64 reference for this item */
-    int32_t error_status;                /* RUN_ERROR only: 2 bad input / refusal, 3 runtime */
+    double wall_seconds;  /* wall time of the item on its root: the implementation under test and
+                             the reference computed alongside it (less than the sum when they
+                             overlap) */
+    int32_t error_status; /* RUN_ERROR only: 2 bad input / refusal, 3 runtime */
 } run_item;
 
 typedef struct discrimination_record {

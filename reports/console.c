@@ -100,18 +100,19 @@ void console_discrimination(FILE *stream, const run_results *results) {
 
 void console_footer(FILE *stream, const run_results *results, const char *results_path,
                     bool allow_not_run) {
-    double implementation = 0.0, reference = 0.0;
+    double implementation = 0.0, reference = 0.0, wall = 0.0;
     for (int64_t i = 0; i < results->item_count; i++) {
         implementation += results->items[i].seconds;
         reference += results->items[i].reference_seconds;
+        wall += results->items[i].wall_seconds;
     }
     fprintf(stream, "# %lld passed, %lld failed, %lld refused, %lld not run, %lld errors\n",
             (long long)results->passed, (long long)results->failed, (long long)results->refused,
             (long long)results->not_run, (long long)results->errors);
     fprintf(stream,
-            "# time in the implementation %.3f s, in the float64 reference %.3f s "
-            "(summed over runs)\n",
-            implementation, reference);
+            "# time in the implementation %.3f s, in the float64 reference %.3f s, wall %.3f s "
+            "with the reference alongside (summed over runs)\n",
+            implementation, reference, wall);
     if (results_path != NULL) {
         fprintf(stream, "# results: %s\n", results_path);
     }

@@ -46,6 +46,10 @@ def main():
                     if text(run.attrs["outcome"]) != "PASS":
                         continue
                     where = f"{case_name}/{run_name}"
+                    # the item's wall time on its root covers the reference, which ran there on
+                    # a thread of its own alongside the implementation
+                    wall = float(run.attrs["wall_seconds"])
+                    assert wall > 0 and wall >= float(run.attrs["reference_seconds"]), where
                     metrics = run["metrics"][()]
                     assert len(metrics) == int(run.attrs["tensors_expected"]), where
                     assert all(metrics["passed"]), where

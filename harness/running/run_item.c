@@ -2,6 +2,8 @@
 #include "harness/running/run_item.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,46 @@
 #include "harness/judging/judge_item.h"
 
 #define PROBLEM_TEXT 512 /* bytes of a rank's output problem, NUL included */
+
+/* The float64 reference (and naive baseline) of the item, computed on the root by a thread of
+ * its own while the implementation under test runs: the reference's CPU work overlaps the
+ * implementation's (a GPU's, or other cores'). Only the root's thread touches its cache. */
+typedef struct reference_prefetch {
+    pthread_t thread;                 /* the computing thread */
+    bool started;                     /* thread runs (join before using anything below) */
+    reference_cache *cache;           /* the root's cache */
+    int64_t case_index;               /* which case */
+    const cpparity_case *c;           /* the case */
+    uint64_t seed;                    /* its fixture seed */
+    cpparity_dtype dtype;             /* the naive baseline's dtype */
+    const reference_outputs *outputs; /* result */
+    double seconds_now;               /* time spent computing now (0 when cached) */
+    cpparity_status status;           /* how it went */
+    cpparity_error error;             /* why it failed */
+} reference_prefetch;
+
+static void *prefetch_main(void *argument) {
+    reference_prefetch *p = argument;
+    p->status = reference_cache_get_with_naive(p->cache, p->case_index, p->c, p->seed, p->dtype,
+                                               &p->outputs, &p->seconds_now, &p->error);
+    return NULL;
+}
+
+/* Starts the reference on its own thread; computes it here when no thread can be made. */
+static void prefetch_start(reference_prefetch *p) {
+    p->started = pthread_create(&p->thread, NULL, prefetch_main, p) == 0;
+    if (!p->started) {
+        prefetch_main(p);
+    }
+}
+
+/* Waits for the reference (nothing when it was computed in place). */
+static void prefetch_finish(reference_prefetch *p) {
+    if (p->started) {
+        pthread_join(p->thread, NULL);
+        p->started = false;
+    }
+}
 
 /* What one rank reports to the root besides its tensors. */
 typedef struct rank_summary {
@@ -223,9 +265,9 @@ static cpparity_status report_failure(cpparity_comm *group, int root, cpparity_s
 /* Root: the problems ranks reported, the reference and the judgement. */
 static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *planned,
                                      const run_options *options, const baseline_table *baselines,
-                                     reference_cache *cache, const rank_summary *summaries, int cp,
-                                     const float *logits, const float *gradients, run_item *item,
-                                     cpparity_error *error) {
+                                     reference_prefetch *prefetch, const rank_summary *summaries,
+                                     int cp, const float *logits, const float *gradients,
+                                     run_item *item, cpparity_error *error) {
     const cpparity_case *c = plan->cases[planned->case_index];
     float *losses = malloc((size_t)cp * sizeof *losses);
     if (losses == NULL) {
@@ -244,22 +286,18 @@ static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *
             return CPPARITY_OK;
         }
     }
-    const reference_outputs *reference = NULL;
-    double seconds_now = 0.0;
-    cpparity_error reference_error;
-    const cpparity_status reference_status =
-        reference_cache_get_with_naive(cache, planned->case_index, c, planned->seed, planned->dtype,
-                                       &reference, &seconds_now, &reference_error);
+    prefetch_finish(prefetch);
+    const reference_outputs *reference = prefetch->outputs;
     cpparity_status status = CPPARITY_OK;
-    if (reference_status != CPPARITY_OK) {
+    if (prefetch->status != CPPARITY_OK) {
         item->outcome = RUN_ERROR;
-        item->error_status = (int32_t)reference_status;
+        item->error_status = (int32_t)prefetch->status;
         snprintf(item->message, sizeof item->message, "reference: %.1000s",
-                 reference_error.message);
+                 prefetch->error.message);
     } else {
         /* the reference's (and the naive baseline's) time is counted once, for the item that
          * computed it */
-        item->reference_seconds = seconds_now;
+        item->reference_seconds = prefetch->seconds_now;
         const judge_inputs in = {
             reference, &reference->naive[planned->dtype],  losses,        logits,
             gradients, expected_local_len(c->seq_len, cp), options->store};
@@ -284,6 +322,16 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
         return CPPARITY_OK;
     }
 
+    const double started = monotonic_seconds();
+    reference_prefetch prefetch = {.cache = cache,
+                                   .case_index = planned->case_index,
+                                   .c = c,
+                                   .seed = planned->seed,
+                                   .dtype = planned->dtype,
+                                   .status = CPPARITY_OK};
+    if (is_root && !c->expect_refuse) {
+        prefetch_start(&prefetch);
+    }
     rank_outputs outputs;
     cpparity_error local_error;
     cpparity_error_clear(&local_error);
@@ -324,7 +372,7 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
                          "rank %d delivered a different number of gradient values than rank %d",
                          mismatch, root);
             } else {
-                status = judge_on_root(plan, planned, options, baselines, cache, summaries,
+                status = judge_on_root(plan, planned, options, baselines, &prefetch, summaries,
                                        group->size, logits, gradients, item, error);
             }
         }
@@ -333,6 +381,8 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
         free(logits);
         free(gradients);
     }
+    prefetch_finish(&prefetch); /* on every path: the thread uses the cache */
+    item->wall_seconds = monotonic_seconds() - started;
     free(outputs.logits);
     free(outputs.gradients);
     if (!is_root) {

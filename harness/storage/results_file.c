@@ -559,6 +559,7 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
         hdf5_attribute_double(group, "seconds", item->seconds, error) != CPPARITY_OK ||
         hdf5_attribute_double(group, "reference_seconds", item->reference_seconds, error) !=
             CPPARITY_OK ||
+        hdf5_attribute_double(group, "wall_seconds", item->wall_seconds, error) != CPPARITY_OK ||
         write_metrics(group, item, error) != CPPARITY_OK ||
         write_tensors(group, item, error) != CPPARITY_OK) {
         goto fail;

@@ -40,7 +40,8 @@
  *                       tensors_compared, logits_excluded, gradients_identical, worst_ratio
  *                       (float64), worst_tensor (name, "" if none), worst_tensor_index (row of
  *                       metrics, -1 if none), error_status (ERROR: 2 bad input, 3 runtime;
- *                       else 0), seconds, reference_seconds (float64)
+ *                       else 0), seconds, reference_seconds, wall_seconds (the item on its
+ *                       root with the reference computed alongside the implementation) (float64)
  *     metrics           compound [tensor records], one row per compared tensor and rank (may
  *                       have 0 rows), attribute error_metric. Fields: tensor (S112), kind (S8),
  *                       rank (int32), count, compared, excluded, nonfinite, first_nonfinite
