@@ -45,6 +45,7 @@ extern "C" {
 #include "common/model_config.h"
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
+#include "distributed/activation_layout.h"
 #include "distributed/comm.h"
 #include "distributed/kernel.h"
 #include "distributed/mask_description.h"
@@ -53,16 +54,9 @@ extern "C" {
 
 #include "distributed/layers_cuda.h"
 
-/* Offsets in the device activations of one layer's saved tensors (as model_f32.h). */
-typedef struct cuda_layer_activations {
-    int64_t input, input_rstd, input_normed;    /* [B,L,D], [B,L], [B,L,D] */
-    int64_t q, k, v;                            /* [B,L,H,Dh], [B,L,Hkv,Dh] ×2, after rotary */
-    int64_t sequence_q, sequence_k, sequence_v; /* [B,S,Hl,Dh], [B,S,Hkvl,Dh] ×2 */
-    int64_t sequence_out, sequence_lse;         /* [B,S,Hl,Dh], [B,Hl,S] */
-    int64_t attention;                          /* [B,L,H,Dh] */
-    int64_t residual, post_rstd, post_normed;   /* [B,L,D], [B,L], [B,L,D] */
-    int64_t gate, up, swiglu;                   /* [B,L,F] ×3 */
-} cuda_layer_activations;
+/* Offsets in the device activations of one layer's saved tensors: the CPU model's layout
+ * (activation_layout.h). */
+typedef model_layer_activations cuda_layer_activations;
 
 /* Device buffers of the backward, reused layer after layer (model_f32_backward.c's scratch). */
 typedef struct cuda_backward_buffers {

@@ -26,68 +26,14 @@ cpparity_status f32_model_check_parallelism(const cpparity_model_config *config,
     return CPPARITY_OK;
 }
 
-/* Appends one activation and records its offset. */
-static cpparity_status add(f32_model *model, int64_t *offset, const char *name, int64_t layer,
-                           int rank, const int64_t *shape, cpparity_error *error) {
-    *offset = model->activation_table.total;
-    return cpparity_tensor_table_add(&model->activation_table, rank, shape, error, "layers.%lld.%s",
-                                     (long long)layer, name);
-}
-
+/* The saved activations' table and offsets (activation_layout.h). */
 static cpparity_status build_activations(f32_model *model, cpparity_error *error) {
-    const cpparity_model_config *c = &model->config;
-    const int64_t B = model->batch, L = model->shard.local_len, S = model->shard.padded_seq_len;
-    const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
-    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;
-    cpparity_status status = CPPARITY_OK;
-    for (int64_t l = 0; l < c->num_hidden_layers && status == CPPARITY_OK; l++) {
-        f32_layer_activations *a = &model->layer[l];
-        const struct {
-            int64_t *offset;
-            const char *name;
-            int rank;
-            int64_t shape[4];
-        } tensors[] = {
-            {&a->input, "input", 3, {B, L, D}},
-            {&a->input_rstd, "input_rstd", 2, {B, L}},
-            {&a->input_normed, "input_normed", 3, {B, L, D}},
-            {&a->q, "q", 4, {B, L, H, Dh}},
-            {&a->k, "k", 4, {B, L, Hkv, Dh}},
-            {&a->v, "v", 4, {B, L, Hkv, Dh}},
-            {&a->sequence_q, "sequence_q", 4, {B, S, Hl, Dh}},
-            {&a->sequence_k, "sequence_k", 4, {B, S, Hkvl, Dh}},
-            {&a->sequence_v, "sequence_v", 4, {B, S, Hkvl, Dh}},
-            {&a->sequence_out, "sequence_out", 4, {B, S, Hl, Dh}},
-            {&a->sequence_lse, "sequence_lse", 3, {B, Hl, S}},
-            {&a->attention, "attention", 4, {B, L, H, Dh}},
-            {&a->residual, "residual", 3, {B, L, D}},
-            {&a->post_rstd, "post_rstd", 2, {B, L}},
-            {&a->post_normed, "post_normed", 3, {B, L, D}},
-            {&a->gate, "gate", 3, {B, L, F}},
-            {&a->up, "up", 3, {B, L, F}},
-            {&a->swiglu, "swiglu", 3, {B, L, F}},
-        };
-        for (size_t i = 0; i < sizeof tensors / sizeof *tensors && status == CPPARITY_OK; i++) {
-            status = add(model, tensors[i].offset, tensors[i].name, l, tensors[i].rank,
-                         tensors[i].shape, error);
-        }
-    }
-    const int64_t last = c->num_hidden_layers;
-    if (status == CPPARITY_OK) {
-        status = add(model, &model->final_input, "input", last, 3, (int64_t[]){B, L, D}, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = add(model, &model->final_rstd, "rstd", last, 2, (int64_t[]){B, L}, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = add(model, &model->final_normed, "normed", last, 3, (int64_t[]){B, L, D}, error);
-    }
-    if (status == CPPARITY_OK) {
-        status =
-            add(model, &model->logits, "logits", last, 3, (int64_t[]){B, L, c->vocab_size}, error);
-    }
-    return status;
+    const activation_layout_sizes sizes = {model->batch, model->shard.local_len,
+                                           model->shard.padded_seq_len, model->local_heads,
+                                           model->local_kv_heads};
+    return activation_layout_build(&model->activation_table, model->layer, &model->final_input,
+                                   &model->final_rstd, &model->final_normed, &model->logits,
+                                   &model->config, &sizes, error);
 }
 
 void f32_model_store(const f32_model *model, float *x, int64_t count) {

@@ -35,22 +35,15 @@
 #include "common/model_config.h"
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
+#include "distributed/activation_layout.h"
 #include "distributed/comm.h"
 #include "common/fault.h"
 #include "distributed/kernel.h"
 #include "distributed/mask_description.h"
 #include "distributed/shard.h"
 
-/* Offsets of one layer's saved activations (local tokens unless marked "sequence"). */
-typedef struct f32_layer_activations {
-    int64_t input, input_rstd, input_normed;    /* [B,L,D], [B,L], [B,L,D] */
-    int64_t q, k, v;                            /* [B,L,H,Dh], [B,L,Hkv,Dh] ×2, after rotary */
-    int64_t sequence_q, sequence_k, sequence_v; /* sequence: [B,S,Hl,Dh], [B,S,Hkvl,Dh] ×2 */
-    int64_t sequence_out, sequence_lse;         /* sequence: [B,S,Hl,Dh], [B,Hl,S] */
-    int64_t attention;                          /* [B,L,H,Dh] attention output, back in tokens */
-    int64_t residual, post_rstd, post_normed;   /* [B,L,D], [B,L], [B,L,D] */
-    int64_t gate, up, swiglu;                   /* [B,L,F] ×3 */
-} f32_layer_activations;
+/* Offsets of one layer's saved activations (activation_layout.h, shared with the CUDA model). */
+typedef model_layer_activations f32_layer_activations;
 
 typedef struct f32_model {
     cpparity_model_config config;            /* validated copy */
