@@ -2,11 +2,50 @@
 #include "common/output_file.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+cpparity_status output_file_check(const char *destination, const char *flag,
+                                  cpparity_error *error) {
+    struct stat existing;
+    if (stat(destination, &existing) == 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s %s: the file exists; cpparity never overwrites a file "
+                                  "(choose another name or remove it)",
+                                  flag, destination);
+    }
+    const char *slash = strrchr(destination, '/');
+    char folder[OUTPUT_FILE_PATH], probe[OUTPUT_FILE_PATH + 64];
+    if (destination[0] == '\0' || strlen(destination) + 32 >= OUTPUT_FILE_PATH) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s '%s': %s", flag, destination,
+                                  destination[0] == '\0' ? "an empty path" : "path too long");
+    }
+    snprintf(folder, sizeof folder, "%.*s", slash == NULL ? 1 : (int)(slash - destination + 1),
+             slash == NULL ? "." : destination);
+    struct stat folder_status;
+    const int found = stat(folder, &folder_status);
+    const int found_errno = errno;
+    if (found != 0 || !S_ISDIR(folder_status.st_mode)) {
+        const bool missing = found != 0 && found_errno == ENOENT;
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s %s: the folder %s %s", flag,
+                                  destination, folder,
+                                  missing ? "does not exist" : "is not a folder");
+    }
+    snprintf(probe, sizeof probe, "%s%s.cpparity-probe-XXXXXX", folder, slash == NULL ? "/" : "");
+    const int descriptor = mkstemp(probe);
+    if (descriptor < 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s %s: cannot create a file in %s: %s", flag, destination,
+                                  folder, strerror(errno));
+    }
+    close(descriptor);
+    unlink(probe);
+    return CPPARITY_OK;
+}
 
 cpparity_status output_file_begin(output_file *file, const char *destination, const char *flag,
                                   cpparity_error *error) {

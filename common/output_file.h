@@ -26,6 +26,11 @@ typedef struct output_file {
 cpparity_status output_file_begin(output_file *file, const char *destination, const char *flag,
                                   cpparity_error *error);
 
+/* Checks, before any work, that destination can be written later: it does not exist, its folder
+ * exists, is a folder and takes a new file (a probe file is created there and removed at once).
+ * CPPARITY_ERROR_INPUT naming the flag, the path and what is wrong; nothing is left behind. */
+cpparity_status output_file_check(const char *destination, const char *flag, cpparity_error *error);
+
 /* Publishes the temporary file under the destination name; refuses to replace a file that
  * appeared meanwhile (CPPARITY_ERROR_INPUT) and then removes the temporary file. */
 cpparity_status output_file_commit(output_file *file, cpparity_error *error);

@@ -110,3 +110,32 @@ Test(output_file, crash_before_commit__leaves_no_destination) {
     cr_expect_eq(test_count_entries(folder), 0);
     rmdir(folder);
 }
+
+Test(output_file, check_before_work__names_the_flag_and_what_is_wrong_and_leaves_nothing) {
+    char folder[64], path[192], text[32];
+    test_make_folder(folder, sizeof folder);
+    cpparity_error error;
+    /* a writable folder: fine, and the probe file is gone again */
+    snprintf(path, sizeof path, "%s/results.h5", folder);
+    cr_expect_eq(output_file_check(path, "--out", &error), CPPARITY_OK, "%s", error.message);
+    cr_expect_eq(test_count_entries(folder), 0, "the probe file must be removed");
+    /* the destination exists */
+    write_text(path, "precious");
+    cr_expect_eq(output_file_check(path, "--out", &error), CPPARITY_ERROR_INPUT);
+    cr_expect(strstr(error.message, "--out") && strstr(error.message, "exists"), "%s",
+              error.message);
+    read_text(path, text, sizeof text);
+    cr_expect_str_eq(text, "precious");
+    /* the folder does not exist */
+    snprintf(path, sizeof path, "%s/missing/results.h5", folder);
+    cr_expect_eq(output_file_check(path, "--junit", &error), CPPARITY_ERROR_INPUT);
+    cr_expect(strstr(error.message, "--junit") && strstr(error.message, "does not exist"), "%s",
+              error.message);
+    /* a file stands where the folder should be */
+    snprintf(path, sizeof path, "%s/results.h5/report.md", folder);
+    cr_expect_eq(output_file_check(path, "--markdown", &error), CPPARITY_ERROR_INPUT);
+    cr_expect(strstr(error.message, "--markdown") && strstr(error.message, "not a folder"), "%s",
+              error.message);
+    cr_expect_eq(output_file_check("", "-o", &error), CPPARITY_ERROR_INPUT);
+    cr_expect_eq(test_count_entries(folder), 1, "only results.h5 may be there");
+}

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "common/case.h"
+#include "common/output_file.h"
 #include "harness/cli/commands.h"
 #include "harness/storage/export.h"
 #include "harness/suite/case_file.h"
@@ -66,6 +67,12 @@ int command_export(int argc, char **argv) {
                 case_name, argv[optind], argv[optind]);
         cpparity_suite_free(&suite);
         return 2;
+    }
+    status = output_file_check(output, "-o", &error); /* before the reference is computed */
+    if (status != CPPARITY_OK) {
+        fprintf(stderr, "cpparity export: %s\n", error.message);
+        cpparity_suite_free(&suite);
+        return (int)status;
     }
     status = export_case(exported, output, &error);
     if (status != CPPARITY_OK) {

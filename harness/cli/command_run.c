@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/output_file.h"
 #include "distributed/comm_launch.h"
 #include "distributed/implementation_registry.h"
 #include "distributed/kernel_registry.h"
@@ -72,15 +73,15 @@ static void default_out_path(char *path, size_t size, run_command_kind kind) {
     snprintf(path, size, "results/%s%s.h5", kind == RUN_COMMAND_SELFTEST ? "selftest-" : "", stamp);
 }
 
-/* Output paths that exist are refused before anything runs (nothing is ever overwritten). */
+/* Every output is checked before anything runs (output_file_check): an existing file is refused
+ * (nothing is ever overwritten), and so is a folder that is missing or takes no new file. */
 static cpparity_status check_outputs(const run_options *options, const char *out_path,
                                      cpparity_error *error) {
     for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
         const char *path = o == RUN_OUTPUT_RESULTS ? out_path : options->outputs[o];
-        if (path != NULL && access(path, F_OK) == 0) {
-            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                      "%s %s: the file exists; cpparity never overwrites a file",
-                                      run_output_writers[o].flag, path);
+        if (path != NULL &&
+            output_file_check(path, run_output_writers[o].flag, error) != CPPARITY_OK) {
+            return CPPARITY_ERROR_INPUT;
         }
     }
     return CPPARITY_OK;
