@@ -1,6 +1,8 @@
 /* tensor_table.c — named tensors in one allocation (see tensor_table.h). */
 #include "common/tensor_table.h"
 
+#include "common/checked_size.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,17 +36,29 @@ cpparity_status cpparity_tensor_table_add(cpparity_tensor_table *table, int rank
                                   entry->name);
     }
     entry->rank = rank;
-    entry->count = 1;
     for (int d = 0; d < rank; d++) {
         if (shape[d] < 0) {
             return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                       "tensor %s: dimension %d is negative", entry->name, d);
         }
         entry->shape[d] = shape[d];
-        entry->count *= shape[d];
+    }
+    int64_t total = 0;
+    if (!cpparity_elements_checked(shape, rank, &entry->count) ||
+        !cpparity_add_checked(table->total, entry->count, &total) ||
+        total > CPPARITY_MAX_ELEMENTS) {
+        char dims[160] = "";
+        for (int d = 0, used = 0; d < rank && used < (int)sizeof dims; d++) {
+            used += snprintf(dims + used, sizeof dims - (size_t)used, "%s%lld", d ? " x " : "",
+                             (long long)shape[d]);
+        }
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "tensor %s: [%s] is more than %lld elements in all (the sizes "
+                                  "of the case are too large to hold)",
+                                  entry->name, dims, (long long)CPPARITY_MAX_ELEMENTS);
     }
     entry->offset = table->total;
-    table->total += entry->count;
+    table->total = total;
     table->count++;
     return CPPARITY_OK;
 }

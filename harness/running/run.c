@@ -44,7 +44,12 @@ static void store_item(int64_t plan_index, run_item *item, void *context) {
     free_item_tensors(&results->items[plan_index]);
     results->items[plan_index] = *item;
     if (store->print) {
-        console_item(stdout, &results->items[plan_index]);
+        const run_item *stored = &results->items[plan_index];
+        console_item(stdout, stored);
+        if (stored->outcome == RUN_ERROR) { /* on stderr too: errors must not hide in a table */
+            fprintf(stderr, "cpparity run: %s cp %lld %s: %s\n", stored->source->name,
+                    (long long)stored->cp, cpparity_dtype_name(stored->dtype), stored->message);
+        }
     }
 }
 

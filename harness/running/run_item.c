@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked_size.h"
 #include "common/model_parameters.h"
 #include "common/monotonic_clock.h"
 #include "fixtures/batch_fixture.h"
@@ -131,9 +132,17 @@ static cpparity_status run_on_rank(cpparity_comm *group, const run_target *targe
     if (status == CPPARITY_OK) {
         status = cpparity_model_parameter_table(&c->model, &parameters, error);
     }
+    const int64_t logits_shape[] = {B, L, V};
+    int64_t logits_count = 0;
+    if (status == CPPARITY_OK && !cpparity_elements_checked(logits_shape, 3, &logits_count)) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "logits of a rank: %lld x %lld x %lld elements are too many "
+                                    "to hold",
+                                    (long long)B, (long long)L, (long long)V);
+    }
     if (status == CPPARITY_OK) {
         weights = malloc((size_t)parameters.total * sizeof *weights);
-        outputs->logits = malloc((size_t)(B * L * V) * sizeof(float));
+        outputs->logits = malloc((size_t)logits_count * sizeof(float));
         outputs->gradients = calloc((size_t)parameters.total, sizeof(float));
         if (weights == NULL || outputs->logits == NULL || outputs->gradients == NULL) {
             status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
