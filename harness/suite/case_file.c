@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ typedef struct suite_loader {
     const char *path;         /* display path used in messages */
     yaml_document_t document; /* the parsed file */
     cpparity_error *error;    /* where failures are recorded */
+    int64_t *name_slots;      /* open-addressing set of case indices by name (−1: empty), so
+                                 duplicate names are found in O(1) each, not O(cases) */
+    int64_t name_capacity;    /* slots, a power of two at least twice the cases */
 } suite_loader;
 
 static const char *const top_keys[] = {"defaults", "cases"};
@@ -1049,6 +1053,31 @@ static cpparity_status parse_expect(suite_loader *loader, const yaml_node_t *nod
 }
 
 /* Reads, merges and checks case number position of the suite into suite->cases[position]. */
+/* FNV-1a hash of a case name. */
+static uint64_t name_hash(const char *name) {
+    uint64_t hash = 1469598103934665603ull;
+    for (const unsigned char *c = (const unsigned char *)name; *c != '\0'; c++) {
+        hash = (hash ^ *c) * 1099511628211ull;
+    }
+    return hash;
+}
+
+/* The index of the earlier case called name, or −1 after recording position under it. */
+static int64_t name_seen_or_add(suite_loader *loader, const cpparity_suite *suite, const char *name,
+                                int64_t position) {
+    const int64_t mask = loader->name_capacity - 1;
+    for (int64_t slot = (int64_t)(name_hash(name) & (uint64_t)mask);; slot = (slot + 1) & mask) {
+        const int64_t index = loader->name_slots[slot];
+        if (index < 0) {
+            loader->name_slots[slot] = position;
+            return -1;
+        }
+        if (strcmp(suite->cases[index].name, name) == 0) {
+            return index;
+        }
+    }
+}
+
 static cpparity_status parse_case(suite_loader *loader, const yaml_node_t *node, int64_t position,
                                   const case_settings *defaults, cpparity_suite *suite) {
     cpparity_case *result = &suite->cases[position];
@@ -1075,12 +1104,11 @@ static cpparity_status parse_case(suite_loader *loader, const yaml_node_t *node,
                     result->name);
     }
     format_text(scope, sizeof scope, "case '%s'", result->name);
-    for (int64_t earlier = 0; earlier < position; earlier++) {
-        if (strcmp(suite->cases[earlier].name, result->name) == 0) {
-            return fail(loader, name, scope, "name",
-                        "duplicate case name (first used by the case at line %lld)",
-                        (long long)suite->cases[earlier].line);
-        }
+    const int64_t earlier = name_seen_or_add(loader, suite, result->name, position);
+    if (earlier >= 0) {
+        return fail(loader, name, scope, "name",
+                    "duplicate case name (first used by the case at line %lld)",
+                    (long long)suite->cases[earlier].line);
     }
     status = check_mapping(loader, node, scope, "", case_keys, COUNT_OF(case_keys));
     const yaml_node_t *description = mapping_value(loader, node, "description", NULL);
@@ -1140,16 +1168,24 @@ static cpparity_status load_document(suite_loader *loader, cpparity_suite *suite
     }
     if (status == CPPARITY_OK) {
         int64_t count = sequence_length(cases);
+        loader->name_capacity = 16;
+        while (loader->name_capacity < 2 * count) {
+            loader->name_capacity *= 2;
+        }
         suite->cases = calloc((size_t)count, sizeof *suite->cases);
-        if (suite->cases == NULL) {
+        loader->name_slots = malloc((size_t)loader->name_capacity * sizeof *loader->name_slots);
+        if (suite->cases == NULL || loader->name_slots == NULL) {
             status = out_of_memory(loader);
         } else {
             suite->count = count;
+            memset(loader->name_slots, 0xff, (size_t)loader->name_capacity * sizeof(int64_t));
         }
     }
     for (int64_t i = 0; status == CPPARITY_OK && i < suite->count; i++) {
         status = parse_case(loader, sequence_item(loader, cases, i), i, &defaults, suite);
     }
+    free(loader->name_slots);
+    loader->name_slots = NULL;
     cpparity_row_layouts_free(defaults.rows, defaults.row_count);
     return status;
 }
