@@ -7,8 +7,9 @@
 # Builds cpparity with --coverage into BUILD_DIR, runs cases/ci.yaml on 1, 2 and 4 local ranks,
 # its self-test (every fault planted once) and, when mpirun exists, on 2 MPI ranks, then sums
 # gcov's counts over distributed/*.c (and the headers they inline, such as mask_predicate.h).
-# Prints one line per file and the totals; exits 1 when the line or branch ("taken at least once") percentage is below its threshold (defaults
-# 80 and 64: a few points under the 82.2 and 67.1 measured when they were set). Counts are exact:
+# Prints one line per file and the totals; exits 1 when the line or branch ("taken at least
+# once") percentage is below its threshold (defaults 80 and 64: a few points under the 82.2 and
+# 67.1 measured when they were set). Counts are exact:
 # the build updates its counters atomically (-fprofile-update=atomic), since local ranks are
 # threads, and gcov reports counts (-c), not rounded percentages; without both, racing threads
 # left negative counts that read as branches taken and inflated the figure by about 6 points.
