@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # device-bundle.sh [DIR] — prepares, here (Debian, network), what the GPU machine lacks to build
 # the whole of cpparity: HDF5, libyaml and OpenBLAS with their own libraries, as Debian packages
-# unpacked under DIR/root (default DIR: .device-bundle). The GPU machine has the CUDA toolkit,
+# unpacked under DIR/root (default DIR: .device-bundle, which .gitignore leaves out of git; the
+# device tool carries it when asked to). The GPU machine has the CUDA toolkit,
 # CMake and PyTorch but no apt, no MPI and no HDF5 or libyaml headers, and reaches no network.
 # cuBLAS and NCCL are never carried: scripts/device-check.sh finds them in the CUDA toolkit or in
 # PyTorch's nvidia-* Python packages there. Criterion is not carried either: the device build
 # turns the Criterion unit tests off (-DCPPARITY_UNIT_TESTS=OFF); CI runs them.
 #
-#   scripts/device-bundle.sh                          # once, here: about 17 MB of packages
-#   echo /.device-bundle/ >> .git/info/exclude       # keep it out of git
+#   scripts/device-bundle.sh             # once, here: 17 MB of packages, 42 MB unpacked
 #   then the device tool: carry [".device-bundle"], command "scripts/device-check.sh $OUT"
 #
 # DIR/env.sh sets what a CMake configure and the programs need to use the bundle

@@ -8,7 +8,6 @@
 #
 # Prepare on the development machine, once (what the GPU machine lacks travels with the tree):
 #   scripts/device-bundle.sh                       # HDF5, libyaml, OpenBLAS as .debs, unpacked
-#   echo /.device-bundle/ >> .git/info/exclude     # ignored by git, carried by the device tool
 # then run through the device tool: carry [".device-bundle"], command
 #   scripts/device-check.sh $OUT                   (timeout_s 480)
 # cuBLAS comes from the CUDA toolkit there, NCCL from PyTorch's nvidia-nccl package: never
