@@ -9,8 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-cpparity_status output_file_check(const char *destination, const char *flag,
-                                  cpparity_error *error) {
+/* Refuses a destination that exists (nothing is ever overwritten), is empty or is too long for
+ * its temporary name. */
+static cpparity_status refuse_destination(const char *destination, const char *flag,
+                                          cpparity_error *error) {
     struct stat existing;
     if (stat(destination, &existing) == 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
@@ -18,12 +20,21 @@ cpparity_status output_file_check(const char *destination, const char *flag,
                                   "(choose another name or remove it)",
                                   flag, destination);
     }
-    const char *slash = strrchr(destination, '/');
-    char folder[OUTPUT_FILE_PATH], probe[OUTPUT_FILE_PATH + 64];
     if (destination[0] == '\0' || strlen(destination) + 32 >= OUTPUT_FILE_PATH) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s '%s': %s", flag, destination,
                                   destination[0] == '\0' ? "an empty path" : "path too long");
     }
+    return CPPARITY_OK;
+}
+
+cpparity_status output_file_check(const char *destination, const char *flag,
+                                  cpparity_error *error) {
+    const cpparity_status refused = refuse_destination(destination, flag, error);
+    if (refused != CPPARITY_OK) {
+        return refused;
+    }
+    const char *slash = strrchr(destination, '/');
+    char folder[OUTPUT_FILE_PATH], probe[OUTPUT_FILE_PATH + 64];
     snprintf(folder, sizeof folder, "%.*s", slash == NULL ? 1 : (int)(slash - destination + 1),
              slash == NULL ? "." : destination);
     struct stat folder_status;
@@ -35,6 +46,7 @@ cpparity_status output_file_check(const char *destination, const char *flag,
                                   destination, folder,
                                   missing ? "does not exist" : "is not a folder");
     }
+    /* mkstemp's template: it replaces the six trailing characters */
     snprintf(probe, sizeof probe, "%s%s.cpparity-probe-XXXXXX", folder, slash == NULL ? "/" : "");
     const int descriptor = mkstemp(probe);
     if (descriptor < 0) {
@@ -50,15 +62,9 @@ cpparity_status output_file_check(const char *destination, const char *flag,
 cpparity_status output_file_begin(output_file *file, const char *destination, const char *flag,
                                   cpparity_error *error) {
     memset(file, 0, sizeof *file);
-    struct stat existing;
-    if (stat(destination, &existing) == 0) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "%s %s: the file exists; cpparity never overwrites a file "
-                                  "(choose another name or remove it)",
-                                  flag, destination);
-    }
-    if (strlen(destination) + 32 >= OUTPUT_FILE_PATH) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s: path too long", flag);
+    const cpparity_status refused = refuse_destination(destination, flag, error);
+    if (refused != CPPARITY_OK) {
+        return refused;
     }
     snprintf(file->destination, sizeof file->destination, "%s", destination);
     const char *slash = strrchr(destination, '/');

@@ -1,7 +1,6 @@
 /* ulysses.c — packing, all-to-all and unpacking around attention (see ulysses.h). */
 #include "ulysses.h"
 
-#include <stdbool.h>
 #include <string.h>
 
 cpparity_status ulysses_heads_to_sequence(cpparity_comm *comm, float *out, const float *in,
@@ -122,14 +121,10 @@ void ulysses_sum_repeated_kv_mapped(float *out, const float *in, int64_t tokens,
                                     int64_t cp, int64_t head_dim, cpparity_fault fault) {
     memset(out, 0, (size_t)(tokens * kv_heads * head_dim) * sizeof(float));
     for (int64_t t = 0; t < tokens; t++) {
-        bool taken[CPPARITY_ULYSSES_MAX_KV_HEADS] = {false};
         for (int64_t j = 0; j < cp; j++) { /* repeats in order: a fixed summation order */
             const int64_t g = repeated_head(j, kv_heads, cp, fault);
-            if (fault == CPPARITY_FAULT_KV_SUM_BACK && g < CPPARITY_ULYSSES_MAX_KV_HEADS) {
-                if (taken[g]) {
-                    continue; /* kv-sum-back: only the first repeat kept */
-                }
-                taken[g] = true;
+            if (fault == CPPARITY_FAULT_KV_SUM_BACK && j % (cp / kv_heads) != 0) {
+                continue; /* kv-sum-back: only the first repeat of each kv head kept */
             }
             float *sum = out + (t * kv_heads + g) * head_dim;
             const float *part = in + (t * cp + j) * head_dim;

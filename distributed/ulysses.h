@@ -17,9 +17,6 @@
 #include "distributed/comm.h"
 #include "common/fault.h"
 
-/* The most kv heads the kv-sum-back fault tracks (more are summed as usual). */
-#define CPPARITY_ULYSSES_MAX_KV_HEADS 64
-
 /* out [B, L·cp, heads/cp, Dh] from in [B, L, heads, Dh]; scratch holds 2·B·L·heads·Dh floats. */
 cpparity_status ulysses_heads_to_sequence(cpparity_comm *comm, float *out, const float *in,
                                           int64_t batch, int64_t local_len, int64_t heads,

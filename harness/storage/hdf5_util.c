@@ -331,3 +331,26 @@ cpparity_status hdf5_write_model_config(hid_t object, const cpparity_model_confi
     }
     return status;
 }
+
+hid_t hdf5_compound_type(size_t size, const hdf5_member *members, size_t count,
+                         cpparity_error *error) {
+    hid_t type = H5I_INVALID_HID, string = H5I_INVALID_HID;
+    HDF5_CHECK(type = H5Tcreate(H5T_COMPOUND, size), error, "creating a compound type");
+    for (size_t i = 0; i < count; i++) {
+        hid_t field = members[i].native;
+        if (members[i].string_size > 0) {
+            HDF5_CHECK(string = hdf5_string_type(members[i].string_size), error,
+                       "creating the string type of %s", members[i].name);
+            field = string;
+        }
+        HDF5_CHECK(H5Tinsert(type, members[i].name, members[i].offset, field), error,
+                   "adding field %s", members[i].name);
+        hdf5_close(string);
+        string = H5I_INVALID_HID;
+    }
+    return type;
+fail:
+    hdf5_close(string);
+    hdf5_close(type);
+    return H5I_INVALID_HID;
+}

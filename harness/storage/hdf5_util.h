@@ -88,6 +88,19 @@ cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hi
                                               const int64_t *dims, const void *data,
                                               const char *description, cpparity_error *error);
 
+/* One member of a compound type: a native type, or a fixed-length string when string_size > 0. */
+typedef struct hdf5_member {
+    const char *name;   /* field name in the file */
+    size_t offset;      /* offsetof in the C struct */
+    hid_t native;       /* H5T_NATIVE_... (ignored for strings) */
+    size_t string_size; /* bytes of a NUL-terminated string field, 0 for a native one */
+} hdf5_member;
+
+/* A compound type of size bytes with count members (the caller closes it with H5Tclose), or a
+ * negative id with error filled naming the member that failed. */
+hid_t hdf5_compound_type(size_t size, const hdf5_member *members, size_t count,
+                         cpparity_error *error);
+
 /* A 1-D compound dataset (a table) of count rows of memory_type, read from rows (an array of C
  * structs described by memory_type). The file type is memory_type packed (no padding), so h5py
  * reads it as a numpy structured array. Chunked, shuffled, compressed and checksummed like

@@ -272,80 +272,43 @@ done:
 
 /* The compound type of metrics_row (caller closes it), or a negative id with error filled. */
 static hid_t metrics_type(cpparity_error *error) {
-    hid_t type = H5I_INVALID_HID, name_type = H5I_INVALID_HID, short_type = H5I_INVALID_HID;
-    hid_t reason_type = H5I_INVALID_HID;
-    HDF5_CHECK(name_type = hdf5_string_type(FIELD_SIZE(metrics_row, tensor)), error,
-               "creating the tensor name string type");
-    HDF5_CHECK(short_type = hdf5_string_type(SHORT_NAME), error,
-               "creating the short name string type");
-    HDF5_CHECK(reason_type = hdf5_string_type(FIELD_SIZE(metrics_row, reason)), error,
-               "creating the reason string type");
-    const struct {
-        const char *name;
-        size_t offset;
-        hid_t type;
-    } members[] = {
-        {"tensor", offsetof(metrics_row, tensor), name_type},
-        {"kind", offsetof(metrics_row, kind), short_type},
-        {"rank", offsetof(metrics_row, rank), H5T_NATIVE_INT32},
-        {"count", offsetof(metrics_row, count), H5T_NATIVE_INT64},
-        {"compared", offsetof(metrics_row, compared), H5T_NATIVE_INT64},
-        {"excluded", offsetof(metrics_row, excluded), H5T_NATIVE_INT64},
-        {"nonfinite", offsetof(metrics_row, nonfinite), H5T_NATIVE_INT64},
-        {"first_nonfinite", offsetof(metrics_row, first_nonfinite), H5T_NATIVE_INT64},
-        {"max_abs", offsetof(metrics_row, max_abs), H5T_NATIVE_DOUBLE},
-        {"error_norm", offsetof(metrics_row, error_norm), H5T_NATIVE_DOUBLE},
-        {"reference_norm", offsetof(metrics_row, reference_norm), H5T_NATIVE_DOUBLE},
-        {"relative_l2", offsetof(metrics_row, relative_l2), H5T_NATIVE_DOUBLE},
-        {"absolute", offsetof(metrics_row, absolute), H5T_NATIVE_INT8},
-        {"worst_index", offsetof(metrics_row, worst_index), H5T_NATIVE_INT64},
-        {"worst_value", offsetof(metrics_row, worst_value), H5T_NATIVE_DOUBLE},
-        {"worst_reference", offsetof(metrics_row, worst_reference), H5T_NATIVE_DOUBLE},
-        {"w0", offsetof(metrics_row, w0), H5T_NATIVE_INT64},
-        {"w1", offsetof(metrics_row, w1), H5T_NATIVE_INT64},
-        {"w2", offsetof(metrics_row, w2), H5T_NATIVE_INT64},
-        {"w3", offsetof(metrics_row, w3), H5T_NATIVE_INT64},
-        {"position_offset", offsetof(metrics_row, position_offset), H5T_NATIVE_INT64},
-        {"baseline_error", offsetof(metrics_row, baseline_error), H5T_NATIVE_DOUBLE},
-        {"cp1_error", offsetof(metrics_row, cp1_error), H5T_NATIVE_DOUBLE},
-        {"ratio", offsetof(metrics_row, ratio), H5T_NATIVE_DOUBLE},
-        {"floor", offsetof(metrics_row, floor), H5T_NATIVE_DOUBLE},
-        {"ceiling", offsetof(metrics_row, ceiling), H5T_NATIVE_DOUBLE},
-        {"ratio_origin", offsetof(metrics_row, ratio_origin), short_type},
-        {"floor_origin", offsetof(metrics_row, floor_origin), short_type},
-        {"ceiling_origin", offsetof(metrics_row, ceiling_origin), short_type},
-        {"limit", offsetof(metrics_row, limit), H5T_NATIVE_DOUBLE},
-        {"cp1_limit", offsetof(metrics_row, cp1_limit), H5T_NATIVE_DOUBLE},
-        {"passed", offsetof(metrics_row, passed), H5T_NATIVE_INT8},
-        {"reason", offsetof(metrics_row, reason), reason_type},
+    const hdf5_member members[] = {
+        {"tensor", offsetof(metrics_row, tensor), 0, FIELD_SIZE(metrics_row, tensor)},
+        {"kind", offsetof(metrics_row, kind), 0, SHORT_NAME},
+        {"rank", offsetof(metrics_row, rank), H5T_NATIVE_INT32, 0},
+        {"count", offsetof(metrics_row, count), H5T_NATIVE_INT64, 0},
+        {"compared", offsetof(metrics_row, compared), H5T_NATIVE_INT64, 0},
+        {"excluded", offsetof(metrics_row, excluded), H5T_NATIVE_INT64, 0},
+        {"nonfinite", offsetof(metrics_row, nonfinite), H5T_NATIVE_INT64, 0},
+        {"first_nonfinite", offsetof(metrics_row, first_nonfinite), H5T_NATIVE_INT64, 0},
+        {"max_abs", offsetof(metrics_row, max_abs), H5T_NATIVE_DOUBLE, 0},
+        {"error_norm", offsetof(metrics_row, error_norm), H5T_NATIVE_DOUBLE, 0},
+        {"reference_norm", offsetof(metrics_row, reference_norm), H5T_NATIVE_DOUBLE, 0},
+        {"relative_l2", offsetof(metrics_row, relative_l2), H5T_NATIVE_DOUBLE, 0},
+        {"absolute", offsetof(metrics_row, absolute), H5T_NATIVE_INT8, 0},
+        {"worst_index", offsetof(metrics_row, worst_index), H5T_NATIVE_INT64, 0},
+        {"worst_value", offsetof(metrics_row, worst_value), H5T_NATIVE_DOUBLE, 0},
+        {"worst_reference", offsetof(metrics_row, worst_reference), H5T_NATIVE_DOUBLE, 0},
+        {"w0", offsetof(metrics_row, w0), H5T_NATIVE_INT64, 0},
+        {"w1", offsetof(metrics_row, w1), H5T_NATIVE_INT64, 0},
+        {"w2", offsetof(metrics_row, w2), H5T_NATIVE_INT64, 0},
+        {"w3", offsetof(metrics_row, w3), H5T_NATIVE_INT64, 0},
+        {"position_offset", offsetof(metrics_row, position_offset), H5T_NATIVE_INT64, 0},
+        {"baseline_error", offsetof(metrics_row, baseline_error), H5T_NATIVE_DOUBLE, 0},
+        {"cp1_error", offsetof(metrics_row, cp1_error), H5T_NATIVE_DOUBLE, 0},
+        {"ratio", offsetof(metrics_row, ratio), H5T_NATIVE_DOUBLE, 0},
+        {"floor", offsetof(metrics_row, floor), H5T_NATIVE_DOUBLE, 0},
+        {"ceiling", offsetof(metrics_row, ceiling), H5T_NATIVE_DOUBLE, 0},
+        {"ratio_origin", offsetof(metrics_row, ratio_origin), 0, SHORT_NAME},
+        {"floor_origin", offsetof(metrics_row, floor_origin), 0, SHORT_NAME},
+        {"ceiling_origin", offsetof(metrics_row, ceiling_origin), 0, SHORT_NAME},
+        {"limit", offsetof(metrics_row, limit), H5T_NATIVE_DOUBLE, 0},
+        {"cp1_limit", offsetof(metrics_row, cp1_limit), H5T_NATIVE_DOUBLE, 0},
+        {"passed", offsetof(metrics_row, passed), H5T_NATIVE_INT8, 0},
+        {"reason", offsetof(metrics_row, reason), 0, FIELD_SIZE(metrics_row, reason)},
     };
-    HDF5_CHECK(type = H5Tcreate(H5T_COMPOUND, sizeof(metrics_row)), error,
-               "creating the metrics row type");
-    for (size_t i = 0; i < sizeof members / sizeof *members; i++) {
-        HDF5_CHECK(H5Tinsert(type, members[i].name, members[i].offset, members[i].type), error,
-                   "adding field %s to the metrics row type", members[i].name);
-    }
-    if (HDF5_CLOSE(reason_type, CPPARITY_OK, error) != CPPARITY_OK ||
-        HDF5_CLOSE(short_type, CPPARITY_OK, error) != CPPARITY_OK ||
-        HDF5_CLOSE(name_type, CPPARITY_OK, error) != CPPARITY_OK) {
-        hdf5_close(type);
-        return H5I_INVALID_HID;
-    }
-    return type;
-fail:
-    if (type >= 0) {
-        H5Tclose(type);
-    }
-    if (reason_type >= 0) {
-        H5Tclose(reason_type);
-    }
-    if (short_type >= 0) {
-        H5Tclose(short_type);
-    }
-    if (name_type >= 0) {
-        H5Tclose(name_type);
-    }
-    return H5I_INVALID_HID;
+    return hdf5_compound_type(sizeof(metrics_row), members, sizeof members / sizeof *members,
+                              error);
 }
 
 /* The metrics row of one record. */
@@ -657,7 +620,7 @@ static cpparity_status write_discrimination(hid_t file, const run_results *resul
         return CPPARITY_OK;
     }
     cpparity_status status = CPPARITY_ERROR_RUNTIME;
-    hid_t type = H5I_INVALID_HID, case_type = H5I_INVALID_HID, feature_type = H5I_INVALID_HID;
+    hid_t type = H5I_INVALID_HID;
     discrimination_row *rows = calloc((size_t)results->discrimination_count, sizeof *rows);
     if (rows == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
@@ -675,24 +638,20 @@ static cpparity_status write_discrimination(hid_t file, const run_results *resul
         rows[i].threshold = record->threshold;
         rows[i].discriminating = record->discriminating ? 1 : 0;
     }
-    HDF5_CHECK(case_type = hdf5_string_type(FIELD_SIZE(discrimination_row, case_name)), error,
-               "creating the case name string type");
-    HDF5_CHECK(feature_type = hdf5_string_type(FIELD_SIZE(discrimination_row, feature)), error,
-               "creating the feature string type");
-    HDF5_CHECK(type = H5Tcreate(H5T_COMPOUND, sizeof(discrimination_row)), error,
-               "creating the discrimination row type");
-    HDF5_CHECK(H5Tinsert(type, "case", offsetof(discrimination_row, case_name), case_type), error,
-               "adding field case");
-    HDF5_CHECK(H5Tinsert(type, "feature", offsetof(discrimination_row, feature), feature_type),
-               error, "adding field feature");
-    HDF5_CHECK(H5Tinsert(type, "change", offsetof(discrimination_row, change), H5T_NATIVE_DOUBLE),
-               error, "adding field change");
-    HDF5_CHECK(
-        H5Tinsert(type, "threshold", offsetof(discrimination_row, threshold), H5T_NATIVE_DOUBLE),
-        error, "adding field threshold");
-    HDF5_CHECK(H5Tinsert(type, "discriminating", offsetof(discrimination_row, discriminating),
-                         H5T_NATIVE_INT8),
-               error, "adding field discriminating");
+    const hdf5_member members[] = {
+        {"case", offsetof(discrimination_row, case_name), 0,
+         FIELD_SIZE(discrimination_row, case_name)},
+        {"feature", offsetof(discrimination_row, feature), 0,
+         FIELD_SIZE(discrimination_row, feature)},
+        {"change", offsetof(discrimination_row, change), H5T_NATIVE_DOUBLE, 0},
+        {"threshold", offsetof(discrimination_row, threshold), H5T_NATIVE_DOUBLE, 0},
+        {"discriminating", offsetof(discrimination_row, discriminating), H5T_NATIVE_INT8, 0},
+    };
+    type = hdf5_compound_type(sizeof(discrimination_row), members, sizeof members / sizeof *members,
+                              error);
+    if (type < 0) {
+        goto fail;
+    }
     status = hdf5_write_compound(file, "discrimination", type, results->discrimination_count, rows,
                                  "per case and mask feature: the largest relative change of the "
                                  "compared tensors when the feature is switched off, the "
@@ -704,8 +663,6 @@ fail:
     status = CPPARITY_ERROR_RUNTIME;
 done:
     status = HDF5_CLOSE(type, status, error);
-    status = HDF5_CLOSE(feature_type, status, error);
-    status = HDF5_CLOSE(case_type, status, error);
     free(rows);
     return status;
 }

@@ -29,39 +29,6 @@ typedef struct seed_row {
     char worst[SELFTEST_HOW_TEXT];
 } seed_row;
 
-/* A compound member: name, offset, type (a string type when size > 0, else native). */
-typedef struct member {
-    const char *name;
-    size_t offset;
-    hid_t native;
-    size_t string_size;
-} member;
-
-/* Builds a compound type of size bytes from members; the caller closes it. */
-static hid_t compound_type(size_t size, const member *members, int count, cpparity_error *error) {
-    hid_t type = H5I_INVALID_HID, string = H5I_INVALID_HID;
-    HDF5_CHECK(type = H5Tcreate(H5T_COMPOUND, size), error, "creating a compound type");
-    for (int i = 0; i < count; i++) {
-        hid_t field = members[i].native;
-        if (members[i].string_size > 0) {
-            HDF5_CHECK(string = hdf5_string_type(members[i].string_size), error,
-                       "creating the string type of %s", members[i].name);
-            field = string;
-        }
-        HDF5_CHECK(H5Tinsert(type, members[i].name, members[i].offset, field), error,
-                   "adding field %s", members[i].name);
-        if (string >= 0) {
-            H5Tclose(string);
-            string = H5I_INVALID_HID;
-        }
-    }
-    return type;
-fail:
-    hdf5_close(string);
-    hdf5_close(type);
-    return H5I_INVALID_HID;
-}
-
 static void copy_text(char *out, size_t size, const char *text) {
     snprintf(out, size, "%s", text != NULL ? text : "");
 }
@@ -85,7 +52,7 @@ static cpparity_status write_faults(hid_t group, const selftest_matrix *matrix,
         rows[f].detection_ratio = row->detection_ratio;
         rows[f].seconds = row->seconds;
     }
-    const member members[] = {
+    const hdf5_member members[] = {
         {"fault", offsetof(fault_row, fault), 0, FAULT_NAME},
         {"applicable", offsetof(fault_row, applicable), H5T_NATIVE_INT8, 0},
         {"note", offsetof(fault_row, note), 0, SELFTEST_NOTE_TEXT},
@@ -97,7 +64,7 @@ static cpparity_status write_faults(hid_t group, const selftest_matrix *matrix,
         {"seconds", offsetof(fault_row, seconds), H5T_NATIVE_DOUBLE, 0},
     };
     const hid_t type =
-        compound_type(sizeof(fault_row), members, sizeof members / sizeof *members, error);
+        hdf5_compound_type(sizeof(fault_row), members, sizeof members / sizeof *members, error);
     cpparity_status status = type < 0 ? CPPARITY_ERROR_RUNTIME : CPPARITY_OK;
     if (status == CPPARITY_OK) {
         status = hdf5_write_compound(group, "faults", type, matrix->fault_count, rows,
@@ -123,14 +90,14 @@ static cpparity_status write_seeds(hid_t group, const selftest_matrix *matrix,
         rows[s].worst_ratio = matrix->seeds[s].worst_ratio;
         copy_text(rows[s].worst, sizeof rows[s].worst, matrix->seeds[s].worst);
     }
-    const member members[] = {
+    const hdf5_member members[] = {
         {"seed", offsetof(seed_row, seed), H5T_NATIVE_INT64, 0},
         {"failures", offsetof(seed_row, failures), H5T_NATIVE_INT64, 0},
         {"worst_ratio", offsetof(seed_row, worst_ratio), H5T_NATIVE_DOUBLE, 0},
         {"worst", offsetof(seed_row, worst), 0, SELFTEST_HOW_TEXT},
     };
     const hid_t type =
-        compound_type(sizeof(seed_row), members, sizeof members / sizeof *members, error);
+        hdf5_compound_type(sizeof(seed_row), members, sizeof members / sizeof *members, error);
     cpparity_status status = type < 0 ? CPPARITY_ERROR_RUNTIME : CPPARITY_OK;
     if (status == CPPARITY_OK) {
         status = hdf5_write_compound(group, "seeds", type, matrix->seed_count, rows,
