@@ -115,6 +115,8 @@ void console_footer(FILE *stream, const run_results *results, const char *result
             implementation, reference, wall);
     if (results_path != NULL) {
         fprintf(stream, "# results: %s\n", results_path);
+    } else {
+        fprintf(stream, "# results: NOT WRITTEN (the reason is on stderr); no output published\n");
     }
     if (results->not_run > 0) {
         fprintf(stream,
@@ -123,8 +125,8 @@ void console_footer(FILE *stream, const run_results *results, const char *result
                 (long long)results->not_run, results->not_run == 1 ? "" : "s",
                 allow_not_run ? "; allowed by --allow-not-run" : "; --allow-not-run accepts that");
     }
-    const bool failed =
-        results->failed + results->errors > 0 || (results->not_run > 0 && !allow_not_run);
+    const bool failed = results->failed + results->errors > 0 ||
+                        (results->not_run > 0 && !allow_not_run) || results_path == NULL;
     fprintf(stream, "# %s\n", failed ? "FAILED" : "OK");
 }
 

@@ -17,7 +17,8 @@ void console_table_header(FILE *stream);
 void console_item(FILE *stream, const run_item *item);
 void console_discrimination(FILE *stream, const run_results *results);
 /* The counts, the times, where the results are, and OK or FAILED (NOT RUN items fail the run
- * unless allow_not_run). */
+ * unless allow_not_run). results_path NULL: the outputs could not be written, which fails the
+ * run. */
 void console_footer(FILE *stream, const run_results *results, const char *results_path,
                     bool allow_not_run);
 /* "\r  running CASE cp N ..." on stderr when it is a terminal. */

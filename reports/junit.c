@@ -214,26 +214,25 @@ static void put_suite(FILE *out, const run_results *results) {
     fputs("</testsuite>\n", out);
 }
 
+/* put_suite's shape for output_file_write_text. */
+static void put_report(FILE *out, const void *results) {
+    put_suite(out, results);
+}
+
+cpparity_status junit_write_staged(const run_results *results, const output_file *file,
+                                   cpparity_error *error) {
+    return output_file_write_text(file, put_report, results, error);
+}
+
 cpparity_status junit_write(const run_results *results, const char *path, cpparity_error *error) {
     output_file output;
     cpparity_status status = output_file_begin(&output, path, "--junit", error);
-    if (status != CPPARITY_OK) {
-        return status;
+    if (status == CPPARITY_OK) {
+        status = junit_write_staged(results, &output, error);
     }
-    FILE *out = fopen(output.temporary, "w");
-    if (out == NULL) {
-        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "--junit %s: cannot open %s: %s",
-                                    path, output.temporary, strerror(errno));
-        output_file_abandon(&output);
-        return status;
+    if (status == CPPARITY_OK) {
+        return output_file_commit(&output, error);
     }
-    put_suite(out, results);
-    const bool written = !ferror(out);
-    if (fclose(out) != 0 || !written) {
-        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "--junit %s: cannot write %s",
-                                    path, output.temporary);
-        output_file_abandon(&output);
-        return status;
-    }
-    return output_file_commit(&output, error);
+    output_file_abandon(&output);
+    return status;
 }

@@ -16,6 +16,7 @@
 #define CPPARITY_REPORTS_JUNIT_H
 
 #include "common/error.h"
+#include "common/output_file.h"
 #include "common/results.h"
 
 /* The most failing tensors listed in one <failure> body (the rest are counted). */
@@ -25,5 +26,10 @@
  * An existing path is refused with CPPARITY_ERROR_INPUT naming "--junit"; a write failure is
  * CPPARITY_ERROR_RUNTIME. On failure nothing is left at path. results is only read. */
 cpparity_status junit_write(const run_results *results, const char *path, cpparity_error *error);
+
+/* The same into an output_file begun by the caller (one of a set published together); nothing is
+ * published. */
+cpparity_status junit_write_staged(const run_results *results, const output_file *file,
+                                   cpparity_error *error);
 
 #endif

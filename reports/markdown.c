@@ -166,28 +166,26 @@ static void put_summary(FILE *out, const run_results *results) {
     }
 }
 
+/* put_summary's shape for output_file_write_text. */
+static void put_report(FILE *out, const void *results) {
+    put_summary(out, results);
+}
+
+cpparity_status markdown_write_staged(const run_results *results, const output_file *file,
+                                      cpparity_error *error) {
+    return output_file_write_text(file, put_report, results, error);
+}
+
 cpparity_status markdown_write(const run_results *results, const char *path,
                                cpparity_error *error) {
     output_file output;
     cpparity_status status = output_file_begin(&output, path, "--markdown", error);
-    if (status != CPPARITY_OK) {
-        return status;
+    if (status == CPPARITY_OK) {
+        status = markdown_write_staged(results, &output, error);
     }
-    FILE *out = fopen(output.temporary, "w");
-    if (out == NULL) {
-        status =
-            cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "--markdown %s: cannot open %s: %s",
-                               path, output.temporary, strerror(errno));
-        output_file_abandon(&output);
-        return status;
+    if (status == CPPARITY_OK) {
+        return output_file_commit(&output, error);
     }
-    put_summary(out, results);
-    const bool written = !ferror(out);
-    if (fclose(out) != 0 || !written) {
-        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "--markdown %s: cannot write %s",
-                                    path, output.temporary);
-        output_file_abandon(&output);
-        return status;
-    }
-    return output_file_commit(&output, error);
+    output_file_abandon(&output);
+    return status;
 }

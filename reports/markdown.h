@@ -14,6 +14,7 @@
 #define CPPARITY_REPORTS_MARKDOWN_H
 
 #include "common/error.h"
+#include "common/output_file.h"
 #include "common/results.h"
 
 /* The most failing tensors listed for one item (the rest are counted). */
@@ -23,5 +24,10 @@
  * existing path is refused with CPPARITY_ERROR_INPUT naming "--markdown"; a write failure is
  * CPPARITY_ERROR_RUNTIME. On failure nothing is left at path. results is only read. */
 cpparity_status markdown_write(const run_results *results, const char *path, cpparity_error *error);
+
+/* The same into an output_file begun by the caller (one of a set published together); nothing is
+ * published. */
+cpparity_status markdown_write_staged(const run_results *results, const output_file *file,
+                                      cpparity_error *error);
 
 #endif

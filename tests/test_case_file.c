@@ -13,6 +13,7 @@
 #include "common/case.h"
 #include "harness/judging/tolerance.h"
 #include "harness/suite/case_file.h"
+#include "harness/suite/yaml_limits.h"
 
 /* Lines 1-6 of most error tests: a complete model, seq_len 16, one row and cp sizes. */
 #define DEFAULTS                                                                                   \
@@ -707,4 +708,91 @@ Test(case_file, padding_positions_unknown_value__names_line_and_column) {
     expect_input_error(CASE_A "    rows:\n"
                               "      - {documents: [16], padding_positions: arange}\n",
                        "10:46", "rows[0].padding_positions: expected zero or continue");
+}
+
+/* --- limits (harness/suite/yaml_limits.h) ------------------------------------------------------
+ */
+
+/* text of `cases: ` followed by depth nested flow collections, open then closed. */
+static char *nested_text(int depth, const char *open, const char *close, const char *inner) {
+    const size_t size =
+        strlen("cases: ") + (size_t)depth * (strlen(open) + strlen(close)) + strlen(inner) + 2;
+    char *text = malloc(size);
+    cr_assert_not_null(text);
+    size_t used = (size_t)snprintf(text, size, "cases: ");
+    for (int i = 0; i < depth; i++) {
+        used += (size_t)snprintf(text + used, size - used, "%s", open);
+    }
+    used += (size_t)snprintf(text + used, size - used, "%s", inner);
+    for (int i = 0; i < depth; i++) {
+        used += (size_t)snprintf(text + used, size - used, "%s", close);
+    }
+    return text;
+}
+
+Test(case_file, nesting_deeper_than_the_limit__refused_at_the_first_collection_over_it_at_once) {
+    /* 100,000 nested flow sequences took libyaml 30-80 s before the limit; now the load stops
+     * at collection 65. Timing is not asserted (machines are noisy): the position is, and it
+     * is only reachable by stopping there. */
+    char *text = nested_text(100000, "[", "]", "");
+    expect_input_error(text, "1:71", "nested more than 64 deep");
+    free(text);
+    text = nested_text(100000, "{a: ", "}", "1");
+    expect_input_error(text, "1:260", "nested more than 64 deep");
+    free(text);
+}
+
+Test(case_file, nesting_at_the_limit__is_not_refused_for_depth) {
+    /* 63 sequences inside `cases:`'s mapping: 64 collections, the most allowed; the loader then
+     * refuses the content (a case must be a mapping), not the depth */
+    char *text = nested_text(63, "[", "]", "");
+    expect_input_error(text, "1:9", "expected a mapping");
+    free(text);
+    text = nested_text(64, "[", "]", ""); /* one more: over it, at the 64th '[' (column 71) */
+    expect_input_error(text, "1:71", "nested more than 64 deep");
+    free(text);
+}
+
+Test(case_file, aliases_expanding_past_the_node_limit__refused_where_the_expansion_happens) {
+    /* 1000 × 1000 × 1000 nodes once expanded, from about 8 KB of text */
+    char text[16384];
+    size_t used = (size_t)snprintf(text, sizeof text, "x: &a [");
+    for (int i = 0; i < 1000; i++) {
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s1", i > 0 ? "," : "");
+    }
+    used += (size_t)snprintf(text + used, sizeof text - used, "]\ny: &b [");
+    for (int i = 0; i < 1000; i++) {
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s*a", i > 0 ? "," : "");
+    }
+    used += (size_t)snprintf(text + used, sizeof text - used, "]\nz: [");
+    for (int i = 0; i < 1000; i++) {
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s*b", i > 0 ? "," : "");
+    }
+    snprintf(text + used, sizeof text - used, "]\ncases: []\n");
+    expect_input_error(text, "3:4", "nodes once aliases are expanded");
+}
+
+Test(case_file, alias_inside_the_node_it_names__refused_as_a_cycle) {
+    expect_input_error("cases: &c [*c]\n", "1:8", "a cycle");
+}
+
+Test(case_file, aliases_within_the_limits__still_work) {
+    cpparity_suite suite;
+    load_ok(DEFAULTS "cases:\n  - name: a\n    rows: &rows [{documents: [16]}]\n"
+                     "  - name: b\n    rows: *rows\n",
+            &suite);
+    cr_expect_eq(suite.count, 2);
+    cr_expect_eq(suite.cases[1].rows[0].document_lengths[0], 16);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, text_over_the_size_limit__refused_before_it_is_read) {
+    /* the length alone decides: nothing past the first byte is read, so a short buffer is safe */
+    cpparity_suite suite;
+    cpparity_error error;
+    cr_expect_eq(cpparity_suite_load_text("x", YAML_LIMIT_BYTES + 1, "big.yaml", &suite, &error),
+                 CPPARITY_ERROR_INPUT);
+    cr_expect(strstr(error.message, "big.yaml: ") == error.message &&
+                  strstr(error.message, "256 MiB") != NULL,
+              "%s", error.message);
 }

@@ -4,6 +4,8 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/interrupt.h"
 #include "common/output_file.h"
 #include "tests/support/test_files.h"
 
@@ -19,6 +22,11 @@ static void write_text(const char *path, const char *text) {
     cr_assert_not_null(stream);
     fputs(text, stream);
     fclose(stream);
+}
+
+/* output_file_write_text's writer: puts the text context. */
+static void fputs_text(FILE *stream, const void *text) {
+    fputs(text, stream);
 }
 
 static void read_text(const char *path, char *text, size_t size) {
@@ -138,4 +146,182 @@ Test(output_file, check_before_work__names_the_flag_and_what_is_wrong_and_leaves
               error.message);
     cr_expect_eq(output_file_check("", "-o", &error), CPPARITY_ERROR_INPUT);
     cr_expect_eq(test_count_entries(folder), 1, "only results.h5 may be there");
+}
+
+/* --- outputs published together, claims, signals ---------------------------------------------- */
+
+Test(output_set, publish__every_file_appears_and_no_temporary_remains) {
+    char folder[64], first[128], second[128], text[32];
+    test_make_folder(folder, sizeof folder);
+    snprintf(first, sizeof first, "%s/results.h5", folder);
+    snprintf(second, sizeof second, "%s/report.xml", folder);
+    output_set set = {0};
+    output_file *file = NULL;
+    cr_assert_eq(output_set_add(&set, first, "--out", &file, NULL), CPPARITY_OK);
+    write_text(file->temporary, "results");
+    cr_assert_eq(output_set_add(&set, second, "--junit", &file, NULL), CPPARITY_OK);
+    write_text(file->temporary, "report");
+    cr_expect_eq(test_count_entries(folder), 2, "only the two temporary files before publishing");
+    cr_assert_eq(output_set_publish(&set, NULL), CPPARITY_OK);
+    read_text(first, text, sizeof text);
+    cr_expect_str_eq(text, "results");
+    read_text(second, text, sizeof text);
+    cr_expect_str_eq(text, "report");
+    cr_expect_eq(test_count_entries(folder), 2, "the two outputs, no temporary file");
+    unlink(first);
+    unlink(second);
+    rmdir(folder);
+}
+
+Test(output_set, one_output_failing_to_publish__none_is_published_and_nothing_is_left) {
+    char folder[64], first[128], second[128], text[32];
+    test_make_folder(folder, sizeof folder);
+    snprintf(first, sizeof first, "%s/results.h5", folder);
+    snprintf(second, sizeof second, "%s/report.xml", folder);
+    output_set set = {0};
+    output_file *file = NULL;
+    cr_assert_eq(output_set_add(&set, first, "--out", &file, NULL), CPPARITY_OK);
+    write_text(file->temporary, "results");
+    cr_assert_eq(output_set_add(&set, second, "--junit", &file, NULL), CPPARITY_OK);
+    write_text(file->temporary, "report");
+    write_text(second, "someone else's"); /* appears while the run computes */
+    cpparity_error error;
+    cr_expect_eq(output_set_publish(&set, &error), CPPARITY_ERROR_INPUT);
+    cr_expect(strstr(error.message, "--junit") && strstr(error.message, second), "%s",
+              error.message);
+    struct stat status;
+    cr_expect_neq(stat(first, &status), 0, "the results file published first must be taken back");
+    read_text(second, text, sizeof text);
+    cr_expect_str_eq(text, "someone else's", "the other file must be left as it was");
+    cr_expect_eq(test_count_entries(folder), 1, "no temporary file may be left behind");
+    unlink(second);
+    rmdir(folder);
+}
+
+Test(output_set, write_text_into_a_full_disk__names_the_flag_the_file_and_the_reason) {
+    /* /dev/full fails every write with ENOSPC: the staged file's temporary is pointed there */
+    output_file file = {.destination = "summary.md", .flag = "--markdown", .slot = -1};
+    snprintf(file.temporary, sizeof file.temporary, "/dev/full");
+    cpparity_error error;
+    cr_expect_eq(output_file_write_text(&file, fputs_text, "x", &error), CPPARITY_ERROR_RUNTIME);
+    cr_expect(strstr(error.message, "--markdown summary.md") &&
+                  strstr(error.message, "No space left on device"),
+              "%s", error.message);
+}
+
+Test(output_claim, second_claim__refused_naming_the_holder_and_released_claims_are_gone) {
+    char folder[64], path[128];
+    test_make_folder(folder, sizeof folder);
+    snprintf(path, sizeof path, "%s/results.h5", folder);
+    output_claim first, second;
+    cpparity_error error;
+    cr_assert_eq(output_file_claim(&first, path, "--out", &error), CPPARITY_OK, "%s",
+                 error.message);
+    cr_expect_eq(output_file_claim(&second, path, "--out", &error), CPPARITY_ERROR_INPUT);
+    char holder[64];
+    snprintf(holder, sizeof holder, "process %ld", (long)getpid());
+    cr_expect(strstr(error.message, "--out") && strstr(error.message, holder) &&
+                  strstr(error.message, "writing it already"),
+              "%s", error.message);
+    output_file_release(&first);
+    output_file_release(&second); /* never held: harmless */
+    cr_expect_eq(test_count_entries(folder), 0, "a released claim leaves nothing");
+    rmdir(folder);
+}
+
+Test(output_claim, claim_of_a_process_that_is_gone__is_taken_over) {
+    char folder[64], path[128];
+    test_make_folder(folder, sizeof folder);
+    snprintf(path, sizeof path, "%s/results.h5", folder);
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        output_claim claim;
+        _exit(output_file_claim(&claim, path, "--out", NULL) == CPPARITY_OK ? 0 : 1);
+    }
+    int wait_status = 0;
+    waitpid(child, &wait_status, 0); /* exited holding its claim, like a killed run */
+    cr_assert(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
+    cr_expect_eq(test_count_entries(folder), 1, "the dead process's claim is there");
+    output_claim claim;
+    cpparity_error error;
+    cr_expect_eq(output_file_claim(&claim, path, "--out", &error), CPPARITY_OK, "%s",
+                 error.message);
+    output_file_release(&claim);
+    cr_expect_eq(test_count_entries(folder), 0);
+    rmdir(folder);
+}
+
+/* In a child: installs the handlers, begins an output, writes half of it, then sends itself
+ * signal_number (deferred first when defer). Returns the child's wait status. */
+static int signalled_child(const char *path, int signal_number, bool defer, const char *marker) {
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        interrupt_install("test");
+        interrupt_set_activity("case 'x' (cp 2, f32)");
+        output_file file;
+        if (output_file_begin(&file, path, "--out", NULL) != CPPARITY_OK) {
+            _exit(99);
+        }
+        write_text(file.temporary, "half");
+        if (defer) {
+            interrupt_defer();
+        }
+        raise(signal_number);
+        if (defer) {
+            write_text(marker, "the signal waited"); /* only reached while deferred */
+            interrupt_resume();                      /* the deferred signal takes effect */
+        }
+        _exit(98); /* not reached: the signal ends the process */
+    }
+    int wait_status = 0;
+    waitpid(child, &wait_status, 0);
+    return wait_status;
+}
+
+Test(interrupt, signal_during_a_write__removes_the_temporary_file_and_exits_128_plus_n) {
+    const int signals[] = {SIGINT, SIGTERM, SIGHUP};
+    const int codes[] = {130, 143, 129};
+    for (int s = 0; s < 3; s++) {
+        char folder[64], path[128];
+        test_make_folder(folder, sizeof folder);
+        snprintf(path, sizeof path, "%s/results.h5", folder);
+        const int wait_status = signalled_child(path, signals[s], false, NULL);
+        cr_expect(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == codes[s],
+                  "signal %d: wait status %d", signals[s], wait_status);
+        cr_expect_eq(test_count_entries(folder), 0, "signal %d left a file", signals[s]);
+        rmdir(folder);
+    }
+}
+
+Test(interrupt, deferred_signal__takes_effect_when_deferral_ends) {
+    char folder[64], path[128], marker[128];
+    test_make_folder(folder, sizeof folder);
+    snprintf(path, sizeof path, "%s/results.h5", folder);
+    snprintf(marker, sizeof marker, "%s/marker", folder);
+    const int wait_status = signalled_child(path, SIGTERM, true, marker);
+    cr_expect(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 143, "wait status %d",
+              wait_status);
+    struct stat status;
+    cr_expect_eq(stat(marker, &status), 0, "the process must run on until interrupt_resume");
+    cr_expect_eq(test_count_entries(folder), 1, "only the marker: the temporary file is removed");
+    unlink(marker);
+    rmdir(folder);
+}
+
+Test(interrupt, signal_ignored_when_the_process_started__stays_ignored) {
+    /* nohup starts a command with SIGHUP ignored; a shell's background job, SIGINT */
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        signal(SIGHUP, SIG_IGN);
+        interrupt_install("test");
+        raise(SIGHUP);
+        _exit(0); /* reached: SIGHUP stayed ignored */
+    }
+    int wait_status = 0;
+    waitpid(child, &wait_status, 0);
+    cr_expect(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0, "wait status %d",
+              wait_status);
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "common/case.h"
+#include "common/interrupt.h"
 #include "common/output_file.h"
 #include "harness/cli/commands.h"
 #include "harness/storage/export.h"
@@ -74,7 +75,13 @@ int command_export(int argc, char **argv) {
         cpparity_suite_free(&suite);
         return (int)status;
     }
-    status = export_case(exported, output, &error);
+    interrupt_set_activity("the export of case '%s' to %s", case_name, output);
+    output_claim claim; /* a second export to the same path stops now, not after computing */
+    status = output_file_claim(&claim, output, "-o", &error);
+    if (status == CPPARITY_OK) {
+        status = export_case(exported, output, &error);
+        output_file_release(&claim);
+    }
     if (status != CPPARITY_OK) {
         fprintf(stderr, "cpparity export: case %s: %s\n", case_name, error.message);
     }

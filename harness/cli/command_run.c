@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/interrupt.h"
 #include "common/output_file.h"
 #include "distributed/comm_launch.h"
 #include "distributed/implementation_registry.h"
@@ -74,17 +75,31 @@ static void default_out_path(char *path, size_t size, run_command_kind kind) {
 }
 
 /* Every output is checked before anything runs (output_file_check): an existing file is refused
- * (nothing is ever overwritten), and so is a folder that is missing or takes no new file. */
+ * (nothing is ever overwritten), and so is a folder that is missing or takes no new file. Then
+ * each is claimed (output_file_claim), so a second run writing the same path stops now, not
+ * after its compute; the claims are released by release_outputs. */
 static cpparity_status check_outputs(const run_options *options, const char *out_path,
-                                     cpparity_error *error) {
-    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+                                     output_claim claims[RUN_OUTPUT_COUNT], cpparity_error *error) {
+    cpparity_status status = CPPARITY_OK;
+    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
         const char *path = o == RUN_OUTPUT_RESULTS ? out_path : options->outputs[o];
-        if (path != NULL &&
-            output_file_check(path, run_output_writers[o].flag, error) != CPPARITY_OK) {
-            return CPPARITY_ERROR_INPUT;
+        if (path != NULL) {
+            status = output_file_check(path, run_output_writers[o].flag, error);
         }
     }
-    return CPPARITY_OK;
+    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
+        const char *path = o == RUN_OUTPUT_RESULTS ? out_path : options->outputs[o];
+        if (path != NULL) {
+            status = output_file_claim(&claims[o], path, run_output_writers[o].flag, error);
+        }
+    }
+    return status;
+}
+
+static void release_outputs(output_claim claims[RUN_OUTPUT_COUNT]) {
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        output_file_release(&claims[o]);
+    }
 }
 
 /* Every rank agrees on local (the worst status wins); a rank that failed prints why, unless
@@ -114,6 +129,11 @@ static cpparity_status agree_and_report(cpparity_comm *world, const char *name,
 /* What every rank of the job runs: agree on the plan and the outputs, then run. */
 static int run_main(cpparity_comm *world, void *argument) {
     const run_command *command = argument;
+    if (world->world_rank != 0 && strcmp(world->kind, "local") != 0) {
+        char prefix[64]; /* one process per rank: its messages say which */
+        snprintf(prefix, sizeof prefix, "cpparity %s: rank %d", command->name, world->world_rank);
+        interrupt_set_prefix(prefix);
+    }
     cpparity_status status =
         agree_and_report(world, command->name, command->plan_status, &command->plan_error);
     if (status != CPPARITY_OK) {
@@ -122,18 +142,22 @@ static int run_main(cpparity_comm *world, void *argument) {
     cpparity_error error;
     cpparity_error_clear(&error);
     cpparity_status outputs = CPPARITY_OK;
+    output_claim claims[RUN_OUTPUT_COUNT];
+    memset(claims, 0, sizeof claims);
     if (world->rank == 0) {
-        outputs = check_outputs(command->options, command->environment->out_path, &error);
+        outputs = check_outputs(command->options, command->environment->out_path, claims, &error);
     }
     status = agree_and_report(world, command->name, outputs, &error);
-    if (status != CPPARITY_OK) {
-        return (int)status;
-    }
-    if (command->kind == RUN_COMMAND_SELFTEST) {
-        return selftest_job(world, command->plan, command->options, command->target,
+    int code = (int)status;
+    if (status == CPPARITY_OK && command->kind == RUN_COMMAND_SELFTEST) {
+        code = selftest_job(world, command->plan, command->options, command->target,
                             command->environment);
+    } else if (status == CPPARITY_OK) {
+        code =
+            run_job(world, command->plan, command->options, command->target, command->environment);
     }
-    return run_job(world, command->plan, command->options, command->target, command->environment);
+    release_outputs(claims);
+    return code;
 }
 
 static void join_arguments(char *text, size_t size, int argc, char **argv) {

@@ -1,17 +1,20 @@
 /*
  * main.c — the `cpparity` command: dispatches sub-commands, which (harness/cli/) are the only
  * places that print a library error and choose the exit code (docs/command-line.md: 0 passed,
- * 1 parity failure, 2 bad input, 3 environment or runtime failure).
+ * 1 parity failure, 2 bad input, 3 environment or runtime failure; 128 + N after signal N:
+ * common/interrupt.h).
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "common/interrupt.h"
 #include "distributed/comm_launch.h"
 #include "distributed/implementation_registry.h"
 #include "distributed/kernel_registry.h"
 #include "harness/bench/bench_model.h"
 #include "harness/bench/bench_reference.h"
 #include "harness/cli/commands.h"
+#include "harness/storage/hdf5_util.h"
 #include "harness/version.h"
 
 static void usage(FILE *stream) {
@@ -69,7 +72,7 @@ static void version(void) {
     printf("\n");
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -100,4 +103,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cpparity: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
+}
+
+int main(int argc, char **argv) {
+    hdf5_library_begin();
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "cpparity%s%.40s", argc > 1 ? " " : "",
+             argc > 1 ? argv[1] : "");
+    interrupt_install(prefix);
+    const int code = dispatch(argc, argv);
+    hdf5_library_end();
+    return code;
 }

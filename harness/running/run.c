@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/interrupt.h"
 #include "harness/judging/discrimination.h"
 #include "harness/running/run_exchange.h"
 #include "harness/running/run_item.h"
@@ -312,6 +313,39 @@ void run_results_count(run_results *results) {
     }
 }
 
+/* Every output of the run, each written to its temporary file, then published together; when one
+ * fails none is published and no temporary file is left. */
+static cpparity_status write_outputs(const run_results *results, const run_options *options,
+                                     const run_environment *environment, cpparity_error *error) {
+    output_set set = {0};
+    cpparity_status status = CPPARITY_OK;
+    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
+        const run_output_writer *writer = &run_output_writers[o];
+        const char *path = o == RUN_OUTPUT_RESULTS ? environment->out_path : options->outputs[o];
+        output_file *file = NULL;
+        if (path == NULL) {
+            continue;
+        }
+        interrupt_set_activity("writing the %s %s", writer->what, path);
+        status = output_set_add(&set, path, writer->flag, &file, error);
+        if (status == CPPARITY_OK && writer->write(results, file, error) != CPPARITY_OK) {
+            char reason[CPPARITY_ERROR_TEXT];
+            snprintf(reason, sizeof reason, "%s", error->message);
+            status = error->status;
+            if (strncmp(reason, writer->flag, strlen(writer->flag)) != 0) { /* not named yet */
+                cpparity_error_set(error, status, "writing the %s %s (%s): %s", writer->what, path,
+                                   writer->flag, reason);
+            }
+        }
+    }
+    if (status != CPPARITY_OK) {
+        output_set_abandon(&set);
+        return status;
+    }
+    interrupt_set_activity("publishing the outputs");
+    return output_set_publish(&set, error);
+}
+
 static int finish(run_results *results, run_plan *plan, const run_options *options,
                   const run_environment *environment) {
     run_results_count(results);
@@ -320,23 +354,17 @@ static int finish(run_results *results, run_plan *plan, const run_options *optio
             console_item(stdout, &results->items[i]); /* listed with what it would need */
         }
     }
-    cpparity_error error;
     int code = exit_code(results, options);
     console_discrimination(stdout, results);
     run_provenance_finish(&results->provenance);
-    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
-        const run_output_writer *writer = &run_output_writers[o];
-        const char *path = o == RUN_OUTPUT_RESULTS ? environment->out_path : options->outputs[o];
-        if (path == NULL) {
-            continue;
-        }
-        cpparity_status status = writer->write(results, path, &error);
-        if (status != CPPARITY_OK) {
-            fprintf(stderr, "cpparity run: writing the %s: %s\n", writer->what, error.message);
-            code = code > (int)status ? code : (int)status;
-        }
+    cpparity_error error;
+    const cpparity_status written = write_outputs(results, options, environment, &error);
+    if (written != CPPARITY_OK) {
+        fprintf(stderr, "cpparity run: %s; no output was published\n", error.message);
+        code = code > (int)written ? code : (int)written;
     }
-    console_footer(stdout, results, environment->out_path, options->allow_not_run);
+    console_footer(stdout, results, written == CPPARITY_OK ? environment->out_path : NULL,
+                   options->allow_not_run);
     fflush(stdout);
     return code;
 }

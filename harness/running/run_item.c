@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/checked_size.h"
+#include "common/interrupt.h"
 #include "common/model_parameters.h"
 #include "common/monotonic_clock.h"
 #include "fixtures/batch_fixture.h"
@@ -324,6 +325,8 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     const cpparity_case *c = plan->cases[planned->case_index];
     const bool is_root = group->rank == root;
     run_item_begin(item, plan, planned);
+    interrupt_set_activity("case '%s' (cp %lld, %s)", c->name, (long long)planned->cp,
+                           cpparity_dtype_name(planned->dtype));
     if (refused(target, c, planned, is_root, item)) {
         if (!is_root) {
             memset(item, 0, sizeof *item);

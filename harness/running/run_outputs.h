@@ -8,6 +8,7 @@
 #define CPPARITY_HARNESS_RUNNING_RUN_OUTPUTS_H
 
 #include "common/error.h"
+#include "common/output_file.h"
 #include "common/results.h"
 
 typedef enum run_output {
@@ -22,9 +23,10 @@ typedef struct run_output_writer {
     const char *argument; /* "FILE.h5", for the help text */
     const char *usage;    /* what it is, for the help text */
     const char *what;     /* "results file", for messages */
-    /* Writes results to a new file at path (never overwriting: an existing path is an input
-     * error naming the flag); nothing is left at path on failure. */
-    cpparity_status (*write)(const run_results *results, const char *path, cpparity_error *error);
+    /* Writes results into the file's temporary (output_file.h); the run publishes every output
+     * together once all are written (output_set_publish), or none. */
+    cpparity_status (*write)(const run_results *results, const output_file *file,
+                             cpparity_error *error);
 } run_output_writer;
 
 /* Indexed by run_output. */

@@ -183,7 +183,7 @@ cpparity_status export_case(const cpparity_case *exported, const char *path,
     hdf5_quiet();
     status = CPPARITY_ERROR_RUNTIME;
     HDF5_CHECK(file = H5Fcreate(output.temporary, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), error,
-               "creating %s", output.temporary);
+               "creating -o %s (as %s)", path, output.temporary);
     if (write_model_attributes(file, exported, error) != CPPARITY_OK ||
         write_inputs(file, &batch, error) != CPPARITY_OK ||
         write_tensors(file, "weights", &model.parameter_table, model.parameters,
@@ -193,9 +193,11 @@ cpparity_status export_case(const cpparity_case *exported, const char *path,
         write_reference(file, &model, error) != CPPARITY_OK) {
         goto fail;
     }
-    HDF5_CHECK(H5Fclose(file), error, "closing %s", output.temporary);
-    file = H5I_INVALID_HID;
-    status = output_file_commit(&output, error);
+    /* HDF5 writes much of the file while closing it: a full disk shows here */
+    status = hdf5_close_file(&file, error, "-o %s", path);
+    if (status == CPPARITY_OK) {
+        status = output_file_commit(&output, error);
+    }
     goto done;
 fail:
     status = CPPARITY_ERROR_RUNTIME;

@@ -4,16 +4,38 @@
 #include "common/names.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Keeps the innermost (last walked) description of HDF5's error stack. */
+/* Set when a file failed to close: HDF5 must then not shut down (hdf5_library_end). */
+static atomic_bool file_close_failed;
+
+/* What hdf5_fail keeps of HDF5's error stack. */
+typedef struct hdf5_failure {
+    char message[256];        /* the innermost description */
+    int system_error;         /* the errno a file driver reported ("errno = 28"), 0 when none */
+    char system_function[64]; /* the HDF5 function that reported it */
+} hdf5_failure;
+
+/* Keeps the innermost (first walked upward) description of HDF5's error stack, and the errno
+ * of any entry that names one (the sec2 driver's "errno = 28, error message = ..."). */
 static herr_t remember_message(unsigned n, const H5E_error2_t *entry, void *client) {
     (void)n;
-    char *message = client;
-    if (entry->desc != NULL && message[0] == '\0') {
-        snprintf(message, 256, "%s (in %s)", entry->desc, entry->func_name);
+    hdf5_failure *failure = client;
+    if (entry->desc == NULL) {
+        return 0;
+    }
+    if (failure->message[0] == '\0') {
+        snprintf(failure->message, sizeof failure->message, "%s (in %s)", entry->desc,
+                 entry->func_name);
+    }
+    const char *system_error = strstr(entry->desc, "errno = ");
+    if (system_error != NULL && failure->system_error == 0) {
+        failure->system_error = atoi(system_error + strlen("errno = "));
+        snprintf(failure->system_function, sizeof failure->system_function, "%s", entry->func_name);
     }
     return 0;
 }
@@ -25,10 +47,46 @@ cpparity_status hdf5_fail(cpparity_error *error, const char *file, int line, con
     va_start(arguments, format);
     vsnprintf(what, sizeof what, format, arguments);
     va_end(arguments);
-    char message[256] = "";
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, remember_message, message);
+    hdf5_failure failure = {"", 0, ""};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, remember_message, &failure);
+    if (failure.system_error != 0) {
+        /* the system's reason is what the reader needs ("No space left on device"); the
+         * driver's own description is long and spans lines */
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "HDF5: %s failed: %s (errno %d in %s, at %s:%d)", what,
+                                  strerror(failure.system_error), failure.system_error,
+                                  failure.system_function, file, line);
+    }
     return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "HDF5: %s failed at %s:%d: %s", what,
-                              file, line, message[0] ? message : "no HDF5 message");
+                              file, line, failure.message[0] ? failure.message : "no HDF5 message");
+}
+
+cpparity_status hdf5_close_file(hid_t *file, cpparity_error *error, const char *format, ...) {
+    if (*file < 0) {
+        return CPPARITY_OK;
+    }
+    const herr_t closed = H5Fclose(*file);
+    *file = H5I_INVALID_HID; /* valid or not, never touched again */
+    if (closed >= 0) {
+        return CPPARITY_OK;
+    }
+    atomic_store(&file_close_failed, true);
+    char what[512];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(what, sizeof what, format, arguments);
+    va_end(arguments);
+    return hdf5_fail(error, __FILE__, __LINE__, "closing %s", what);
+}
+
+void hdf5_library_begin(void) {
+    H5dont_atexit();
+}
+
+void hdf5_library_end(void) {
+    if (!atomic_load(&file_close_failed)) {
+        H5close();
+    }
 }
 
 void hdf5_quiet(void) {
@@ -39,7 +97,11 @@ void hdf5_quiet(void) {
 static herr_t close_by_kind(hid_t id) {
     switch (H5Iget_type(id)) {
     case H5I_FILE:
-        return H5Fclose(id);
+        if (H5Fclose(id) < 0) {
+            atomic_store(&file_close_failed, true);
+            return -1;
+        }
+        return 0;
     case H5I_GROUP:
         return H5Gclose(id);
     case H5I_DATASET:

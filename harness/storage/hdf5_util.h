@@ -37,6 +37,19 @@ cpparity_status hdf5_close_checked(hid_t id, cpparity_status status, cpparity_er
 /* Turns off HDF5's automatic printing of its error stack (we report errors ourselves). */
 void hdf5_quiet(void);
 
+/* Closes a file and sets *file to H5I_INVALID_HID whatever happens, so no error path touches a
+ * handle that failed to close. A failure (a full disk shows here, when HDF5 flushes) is
+ * CPPARITY_ERROR_RUNTIME naming what (a printf-style description of the file) and the
+ * system's reason, and marks the library unsafe to shut down (hdf5_library_end). */
+cpparity_status hdf5_close_file(hid_t *file, cpparity_error *error, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The program's HDF5 lifetime. hdf5_library_begin, first thing in main, stops HDF5 from
+ * shutting itself down at exit; hdf5_library_end, at the end of main, shuts it down unless a
+ * file failed to close (HDF5 1.10 crashes when it shuts down with such a file). */
+void hdf5_library_begin(void);
+void hdf5_library_end(void);
+
 /* Closes id, whatever it identifies (file, group, dataset, attribute, space, type, property
  * list); does nothing for a negative id and ignores a failure. For the cleanup after a fail:
  * label, where the first error is already recorded. */

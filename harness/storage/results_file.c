@@ -667,26 +667,17 @@ done:
     return status;
 }
 
-cpparity_status results_file_write(const run_results *results, const char *path,
-                                   cpparity_error *error) {
-    return results_file_write_extended(results, path, NULL, NULL, error);
-}
-
-cpparity_status results_file_write_extended(const run_results *results, const char *path,
-                                            results_file_extra extra, const void *context,
-                                            cpparity_error *error) {
-    output_file output;
-    cpparity_status status = output_file_begin(&output, path, "--out", error);
-    if (status != CPPARITY_OK) {
-        return status;
-    }
+/* The results (and extra) into the temporary file of output, which the caller publishes. */
+static cpparity_status write_into(const run_results *results, const output_file *output,
+                                  results_file_extra extra, const void *context,
+                                  cpparity_error *error) {
     hdf5_quiet();
     hid_t access = H5I_INVALID_HID, file = H5I_INVALID_HID;
     HDF5_CHECK(access = H5Pcreate(H5P_FILE_ACCESS), error, "creating file access properties");
     HDF5_CHECK(H5Pset_fclose_degree(access, H5F_CLOSE_STRONG), error,
-               "setting the close degree of %s", output.temporary);
-    HDF5_CHECK(file = H5Fcreate(output.temporary, H5F_ACC_TRUNC, H5P_DEFAULT, access), error,
-               "creating %s", output.temporary);
+               "setting the close degree of %s %s", output->flag, output->destination);
+    HDF5_CHECK(file = H5Fcreate(output->temporary, H5F_ACC_TRUNC, H5P_DEFAULT, access), error,
+               "creating %s %s (as %s)", output->flag, output->destination, output->temporary);
     if (hdf5_attribute_string(file, "format", "cpparity-results", error) != CPPARITY_OK ||
         hdf5_attribute_int64(file, "format_version", RESULTS_FILE_FORMAT_VERSION, error) !=
             CPPARITY_OK ||
@@ -697,20 +688,38 @@ cpparity_status results_file_write_extended(const run_results *results, const ch
         (extra != NULL && extra(file, context, error) != CPPARITY_OK)) {
         goto fail;
     }
-    HDF5_CHECK(H5Fclose(file), error, "closing %s", output.temporary);
-    file = H5I_INVALID_HID;
-    if (HDF5_CLOSE(access, CPPARITY_OK, error) != CPPARITY_OK) {
-        access = H5I_INVALID_HID;
+    /* HDF5 writes most of the file while closing it: a full disk shows here */
+    if (hdf5_close_file(&file, error, "%s %s", output->flag, output->destination) != CPPARITY_OK) {
         goto fail;
     }
-    return output_file_commit(&output, error);
+    return HDF5_CLOSE(access, CPPARITY_OK, error);
 fail:
-    if (file >= 0) {
-        H5Fclose(file);
+    hdf5_close(file); /* the first error is the one reported */
+    hdf5_close(access);
+    return CPPARITY_ERROR_RUNTIME;
+}
+
+cpparity_status results_file_write_staged(const run_results *results, const output_file *file,
+                                          cpparity_error *error) {
+    return write_into(results, file, NULL, NULL, error);
+}
+
+cpparity_status results_file_write(const run_results *results, const char *path,
+                                   cpparity_error *error) {
+    return results_file_write_extended(results, path, NULL, NULL, error);
+}
+
+cpparity_status results_file_write_extended(const run_results *results, const char *path,
+                                            results_file_extra extra, const void *context,
+                                            cpparity_error *error) {
+    output_file output;
+    cpparity_status status = output_file_begin(&output, path, "--out", error);
+    if (status == CPPARITY_OK) {
+        status = write_into(results, &output, extra, context, error);
     }
-    if (access >= 0) {
-        H5Pclose(access);
+    if (status == CPPARITY_OK) {
+        return output_file_commit(&output, error);
     }
     output_file_abandon(&output);
-    return CPPARITY_ERROR_RUNTIME;
+    return status;
 }

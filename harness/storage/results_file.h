@@ -72,6 +72,7 @@
 #include <hdf5.h>
 
 #include "common/error.h"
+#include "common/output_file.h"
 #include "common/results.h"
 
 /* The version written as /format_version; bumped when a reader would misread the layout. */
@@ -84,6 +85,11 @@
  * is only read. */
 cpparity_status results_file_write(const run_results *results, const char *path,
                                    cpparity_error *error);
+
+/* The same into an output_file begun by the caller (one of a set published together); nothing is
+ * published. */
+cpparity_status results_file_write_staged(const run_results *results, const output_file *file,
+                                          cpparity_error *error);
 
 /* Writes more into the open file (a group of its own) before it is published. */
 typedef cpparity_status (*results_file_extra)(hid_t file, const void *context,

@@ -19,6 +19,7 @@
 
 #include "common/names.h"
 #include "harness/judging/tolerance.h"
+#include "harness/suite/yaml_limits.h"
 
 #define SCOPE_CAPACITY 160   /* "case 'NAME'" */
 #define KEY_PATH_CAPACITY 96 /* "rows[12].documents[3]" */
@@ -1247,6 +1248,20 @@ cpparity_status cpparity_suite_load_text(const char *text, size_t length, const 
         }
         text = "";
     }
+    if (length > YAML_LIMIT_BYTES) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: %zu bytes, over the %zu-byte (256 MiB) limit of a suite "
+                                  "file (cases/README.md, Limits)",
+                                  loader.path, length, YAML_LIMIT_BYTES);
+    }
+    yaml_limit_violation violation;
+    yaml_limit_result limits = yaml_limits_check_depth(text, length, &violation);
+    if (limits == YAML_LIMIT_NO_MEMORY) {
+        return out_of_memory(&loader);
+    }
+    if (limits == YAML_LIMIT_EXCEEDED) {
+        return fail_at(&loader, violation.line, violation.column, "%s", violation.message);
+    }
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
         return out_of_memory(&loader);
@@ -1257,6 +1272,14 @@ cpparity_status cpparity_suite_load_text(const char *text, size_t length, const 
         status = parser_failure(&loader, &parser, text, length);
     } else {
         status = check_single_document(&loader, &parser, text, length);
+        if (status == CPPARITY_OK) {
+            limits = yaml_limits_check_aliases(&loader.document, &violation);
+            status =
+                limits == YAML_LIMIT_NO_MEMORY ? out_of_memory(&loader)
+                : limits == YAML_LIMIT_EXCEEDED
+                    ? fail_at(&loader, violation.line, violation.column, "%s", violation.message)
+                    : CPPARITY_OK;
+        }
         if (status == CPPARITY_OK) {
             status = load_document(&loader, suite);
         }
@@ -1284,6 +1307,14 @@ cpparity_status cpparity_suite_load(const char *path, cpparity_suite *suite,
     size_t length = 0, capacity = 0;
     int read_error = 0;
     for (;;) {
+        if (length > YAML_LIMIT_BYTES) {
+            free(text);
+            fclose(file);
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "%s: larger than the %zu-byte (256 MiB) limit of a suite "
+                                      "file (cases/README.md, Limits)",
+                                      path, YAML_LIMIT_BYTES);
+        }
         if (length == capacity) {
             size_t grown = capacity == 0 ? 65536 : capacity * 2;
             char *larger = realloc(text, grown);

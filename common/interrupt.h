@@ -1,0 +1,30 @@
+/*
+ * interrupt.h — what SIGINT, SIGTERM and SIGHUP do to a command: remove every unpublished
+ * temporary file (temporary_files.h), say on stderr what was running, and exit with 128 + the
+ * signal's number (130, 143, 129) at once, without running exit handlers (a library's own, such as
+ * HDF5's, may not be safe then). SIGXFSZ is ignored, so a write past the file size limit fails
+ * with EFBIG and is reported like a full disk instead of killing the process. A signal that was
+ * ignored when the process started (nohup, a non-interactive shell's background job) stays
+ * ignored.
+ *
+ * While a command publishes its outputs (output_file.h) it defers signals: one that arrives
+ * then takes effect when publishing ends, so the outputs appear all together or not at all.
+ */
+#ifndef CPPARITY_COMMON_INTERRUPT_H
+#define CPPARITY_COMMON_INTERRUPT_H
+
+/* Installs the handlers; prefix begins every message ("cpparity run"). Call once, early. */
+void interrupt_install(const char *prefix);
+
+/* Replaces the message prefix (under MPI: "cpparity run: rank 3"). */
+void interrupt_set_prefix(const char *prefix);
+
+/* What the process is doing, printed if a signal stops it ("case 'x' (cp 4, f32)"); "" for
+ * nothing in particular. Any thread may call it; the latest call wins. */
+void interrupt_set_activity(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* Defers signals until the matching interrupt_resume (calls nest; any thread). */
+void interrupt_defer(void);
+void interrupt_resume(void);
+
+#endif
