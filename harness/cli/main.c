@@ -27,6 +27,8 @@ static void usage(FILE *stream) {
             "  list [SUITE.yaml ...]                   one line per case\n"
             "  export SUITE.yaml --case NAME -o FILE.h5  inputs, weights, masks and\n"
             "                                          float64 reference outputs\n"
+            "  diff OLD.h5 NEW.h5 [--factor F]         what changed between two runs; exit 1\n"
+            "                                          on a regression\n"
             "  bench reference                         time the float64 reference attention\n"
             "  bench model [SUITE.yaml]                time the float64 reference model\n"
             "  --version                               print the version\n"
@@ -99,6 +101,9 @@ static int dispatch(int argc, char **argv) {
     }
     if (strcmp(argv[1], "bench") == 0) {
         return bench_main(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "diff") == 0) {
+        return command_diff(argc - 1, argv + 1);
     }
     fprintf(stderr, "cpparity: unknown command '%s'\n", argv[1]);
     usage(stderr);

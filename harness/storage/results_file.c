@@ -8,53 +8,8 @@
 #include <string.h>
 
 #include "harness/storage/hdf5_util.h"
+#include "harness/storage/results_layout.h"
 #include "common/output_file.h"
-
-/* One row of a cp_<n>/metrics table, as the compound type built by metrics_type describes it. */
-#define SHORT_NAME 8 /* bytes of a kind or tolerance origin name in a row, NUL included */
-
-typedef struct metrics_row {
-    char tensor[CPPARITY_RECORD_NAME]; /* tensor_record.name */
-    char kind[SHORT_NAME];             /* "loss", "logits", "grads" */
-    int32_t rank;                      /* rank of the CP group */
-    int64_t count;                     /* compare_metrics fields, in order */
-    int64_t compared;                  /* elements included in the error */
-    int64_t excluded;                  /* elements excluded by the include mask */
-    int64_t nonfinite;                 /* non-finite values where the reference is finite */
-    int64_t first_nonfinite;           /* flat index of the first, -1 if none */
-    double max_abs;                    /* max |x - r| */
-    double error_norm;                 /* ||x - r|| */
-    double reference_norm;             /* ||r|| */
-    double relative_l2;                /* the error the pass rule uses */
-    int8_t absolute;                   /* 1 when relative_l2 is absolute (zero reference) */
-    int64_t worst_index;               /* flat index of the worst element, -1 if none */
-    double worst_value;                /* x there */
-    double worst_reference;            /* r there */
-    int64_t w0, w1, w2, w3;            /* coordinates of worst_index, -1 where unused */
-    int64_t position_offset;           /* first global position of the rank's slice */
-    double baseline_error;             /* the naive same-dtype baseline's error on the same
-                                          elements */
-    double cp1_error;                  /* the same tensor's error at cp = 1, NaN at cp = 1 */
-    double ratio;                      /* tolerance applied */
-    double floor;                      /* tolerance applied */
-    double ceiling;                    /* tolerance applied */
-    char ratio_origin[SHORT_NAME];     /* "default", "suite", "case" */
-    char floor_origin[SHORT_NAME];     /* idem */
-    char ceiling_origin[SHORT_NAME];   /* idem */
-    double limit;                      /* compare_decision.limit */
-    double cp1_limit;                  /* compare_decision.cp1_limit */
-    int8_t passed;                     /* compare_decision.passed */
-    char reason[CPPARITY_REASON_TEXT]; /* compare_decision.reason */
-} metrics_row;
-
-/* A row holds each record's strings whole. */
-#define FIELD_SIZE(type, field) sizeof(((type *)0)->field)
-_Static_assert(FIELD_SIZE(metrics_row, tensor) == FIELD_SIZE(tensor_record, name),
-               "metrics_row.tensor holds a tensor_record name");
-_Static_assert(FIELD_SIZE(metrics_row, reason) == FIELD_SIZE(compare_decision, reason),
-               "metrics_row.reason holds a compare_decision reason");
-_Static_assert(SHORT_NAME > sizeof "logits" && SHORT_NAME >= sizeof "default",
-               "kind and origin names fit metrics_row");
 
 /* One row of /discrimination. */
 typedef struct discrimination_row {
@@ -270,47 +225,6 @@ done:
     return HDF5_CLOSE(group, status, error);
 }
 
-/* The compound type of metrics_row (caller closes it), or a negative id with error filled. */
-static hid_t metrics_type(cpparity_error *error) {
-    const hdf5_member members[] = {
-        {"tensor", offsetof(metrics_row, tensor), 0, FIELD_SIZE(metrics_row, tensor)},
-        {"kind", offsetof(metrics_row, kind), 0, SHORT_NAME},
-        {"rank", offsetof(metrics_row, rank), H5T_NATIVE_INT32, 0},
-        {"count", offsetof(metrics_row, count), H5T_NATIVE_INT64, 0},
-        {"compared", offsetof(metrics_row, compared), H5T_NATIVE_INT64, 0},
-        {"excluded", offsetof(metrics_row, excluded), H5T_NATIVE_INT64, 0},
-        {"nonfinite", offsetof(metrics_row, nonfinite), H5T_NATIVE_INT64, 0},
-        {"first_nonfinite", offsetof(metrics_row, first_nonfinite), H5T_NATIVE_INT64, 0},
-        {"max_abs", offsetof(metrics_row, max_abs), H5T_NATIVE_DOUBLE, 0},
-        {"error_norm", offsetof(metrics_row, error_norm), H5T_NATIVE_DOUBLE, 0},
-        {"reference_norm", offsetof(metrics_row, reference_norm), H5T_NATIVE_DOUBLE, 0},
-        {"relative_l2", offsetof(metrics_row, relative_l2), H5T_NATIVE_DOUBLE, 0},
-        {"absolute", offsetof(metrics_row, absolute), H5T_NATIVE_INT8, 0},
-        {"worst_index", offsetof(metrics_row, worst_index), H5T_NATIVE_INT64, 0},
-        {"worst_value", offsetof(metrics_row, worst_value), H5T_NATIVE_DOUBLE, 0},
-        {"worst_reference", offsetof(metrics_row, worst_reference), H5T_NATIVE_DOUBLE, 0},
-        {"w0", offsetof(metrics_row, w0), H5T_NATIVE_INT64, 0},
-        {"w1", offsetof(metrics_row, w1), H5T_NATIVE_INT64, 0},
-        {"w2", offsetof(metrics_row, w2), H5T_NATIVE_INT64, 0},
-        {"w3", offsetof(metrics_row, w3), H5T_NATIVE_INT64, 0},
-        {"position_offset", offsetof(metrics_row, position_offset), H5T_NATIVE_INT64, 0},
-        {"baseline_error", offsetof(metrics_row, baseline_error), H5T_NATIVE_DOUBLE, 0},
-        {"cp1_error", offsetof(metrics_row, cp1_error), H5T_NATIVE_DOUBLE, 0},
-        {"ratio", offsetof(metrics_row, ratio), H5T_NATIVE_DOUBLE, 0},
-        {"floor", offsetof(metrics_row, floor), H5T_NATIVE_DOUBLE, 0},
-        {"ceiling", offsetof(metrics_row, ceiling), H5T_NATIVE_DOUBLE, 0},
-        {"ratio_origin", offsetof(metrics_row, ratio_origin), 0, SHORT_NAME},
-        {"floor_origin", offsetof(metrics_row, floor_origin), 0, SHORT_NAME},
-        {"ceiling_origin", offsetof(metrics_row, ceiling_origin), 0, SHORT_NAME},
-        {"limit", offsetof(metrics_row, limit), H5T_NATIVE_DOUBLE, 0},
-        {"cp1_limit", offsetof(metrics_row, cp1_limit), H5T_NATIVE_DOUBLE, 0},
-        {"passed", offsetof(metrics_row, passed), H5T_NATIVE_INT8, 0},
-        {"reason", offsetof(metrics_row, reason), 0, FIELD_SIZE(metrics_row, reason)},
-    };
-    return hdf5_compound_type(sizeof(metrics_row), members, sizeof members / sizeof *members,
-                              error);
-}
-
 /* The metrics row of one record. */
 static void fill_metrics_row(metrics_row *row, const tensor_record *record) {
     memset(row, 0, sizeof *row);
@@ -367,7 +281,7 @@ static cpparity_status write_metrics(hid_t group, const run_item *item, cpparity
     for (int64_t i = 0; i < count; i++) {
         fill_metrics_row(&rows[i], &item->tensors[i]);
     }
-    if ((type = metrics_type(error)) < 0 ||
+    if ((type = results_metrics_type(error)) < 0 ||
         hdf5_write_compound(group, "metrics", type, count, rows,
                             "one row per compared tensor and rank: error metrics against the "
                             "float64 reference, the tolerance applied and where each part came "

@@ -1,0 +1,337 @@
+/* results_reader.c — a results file read back (see results_reader.h). */
+#include "harness/storage/results_reader.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness/storage/hdf5_util.h"
+#include "harness/storage/results_file.h"
+
+typedef struct reader {
+    read_results *results;
+    int64_t capacity; /* items allocated */
+    cpparity_error *error;
+    const char *case_name; /* the case being read, for messages */
+    const char *suite;
+} reader;
+
+/* Records bad input: "PATH: what" (and HDF5's innermost message when it has one). */
+static cpparity_status bad(const reader *r, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+static cpparity_status bad(const reader *r, const char *format, ...) {
+    char what[768];
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(what, sizeof what, format, arguments);
+    va_end(arguments);
+    return cpparity_error_set(r->error, CPPARITY_ERROR_INPUT, "%s: %s", r->results->path, what);
+}
+
+/* A fixed-length string attribute of object into text (truncated to size). */
+static cpparity_status read_string(const reader *r, hid_t object, const char *where,
+                                   const char *name, char *text, size_t size) {
+    hid_t attribute = H5I_INVALID_HID, type = H5I_INVALID_HID, memory = H5I_INVALID_HID;
+    char *buffer = NULL;
+    cpparity_status status = CPPARITY_ERROR_INPUT;
+    if (H5Aexists(object, name) <= 0 || (attribute = H5Aopen(object, name, H5P_DEFAULT)) < 0) {
+        status = bad(r, "%s has no attribute '%s' (not a cpparity results file, or damaged)", where,
+                     name);
+        goto done;
+    }
+    type = H5Aget_type(attribute);
+    const size_t width = type >= 0 ? H5Tget_size(type) : 0;
+    if (type < 0 || H5Tget_class(type) != H5T_STRING || H5Tis_variable_str(type) != 0 ||
+        width == 0 || width > (1u << 20)) {
+        status = bad(r, "%s: attribute '%s' is not a fixed-length string", where, name);
+        goto done;
+    }
+    buffer = calloc(width + 1, 1);
+    memory = H5Tcopy(H5T_C_S1);
+    if (buffer == NULL || memory < 0 || H5Tset_size(memory, width) < 0 ||
+        H5Aread(attribute, memory, buffer) < 0) {
+        status = bad(r, "%s: cannot read attribute '%s'", where, name);
+        goto done;
+    }
+    snprintf(text, size, "%s", buffer);
+    status = CPPARITY_OK;
+done:
+    free(buffer);
+    hdf5_close(memory);
+    hdf5_close(type);
+    hdf5_close(attribute);
+    return status;
+}
+
+/* A scalar numeric attribute, converted to native (an int64_t or a double per native). */
+static cpparity_status read_number(const reader *r, hid_t object, const char *where,
+                                   const char *name, hid_t native, void *value) {
+    hid_t attribute = H5I_INVALID_HID, space = H5I_INVALID_HID, type = H5I_INVALID_HID;
+    cpparity_status status = CPPARITY_ERROR_INPUT;
+    if (H5Aexists(object, name) <= 0 || (attribute = H5Aopen(object, name, H5P_DEFAULT)) < 0) {
+        status = bad(r, "%s has no attribute '%s' (not a cpparity results file, or damaged)", where,
+                     name);
+        goto done;
+    }
+    space = H5Aget_space(attribute);
+    type = H5Aget_type(attribute);
+    const H5T_class_t kind = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+    if (space < 0 || H5Sget_simple_extent_npoints(space) != 1 ||
+        (kind != H5T_INTEGER && kind != H5T_FLOAT) || H5Aread(attribute, native, value) < 0) {
+        status = bad(r, "%s: attribute '%s' is not a readable number", where, name);
+        goto done;
+    }
+    status = CPPARITY_OK;
+done:
+    hdf5_close(type);
+    hdf5_close(space);
+    hdf5_close(attribute);
+    return status;
+}
+
+/* The metrics table of an item group. */
+static cpparity_status read_metrics(const reader *r, hid_t group, const char *where,
+                                    read_item *item) {
+    hid_t dataset = H5I_INVALID_HID, space = H5I_INVALID_HID, type = H5I_INVALID_HID;
+    cpparity_status status = CPPARITY_ERROR_INPUT;
+    if (H5Lexists(group, "metrics", H5P_DEFAULT) <= 0 ||
+        (dataset = H5Dopen2(group, "metrics", H5P_DEFAULT)) < 0) {
+        status = bad(r, "%s has no metrics table", where);
+        goto done;
+    }
+    space = H5Dget_space(dataset);
+    hsize_t rows = 0;
+    if (space < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
+        H5Sget_simple_extent_dims(space, &rows, NULL) < 0 || rows > ((hsize_t)1 << 30)) {
+        status = bad(r, "%s/metrics is not a table", where);
+        goto done;
+    }
+    item->tensors = calloc((size_t)rows + 1, sizeof *item->tensors);
+    cpparity_error type_error;
+    if (item->tensors == NULL) {
+        status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        goto done;
+    }
+    if ((type = results_metrics_type(&type_error)) < 0) {
+        status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "%s", type_error.message);
+        goto done;
+    }
+    if (rows > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, item->tensors) < 0) {
+        status = bad(r, "%s/metrics cannot be read (damaged or truncated)", where);
+        goto done;
+    }
+    item->tensor_count = (int64_t)rows;
+    status = CPPARITY_OK;
+done:
+    hdf5_close(type);
+    hdf5_close(space);
+    hdf5_close(dataset);
+    return status;
+}
+
+/* One cp_<n> group of a dtype group: one item. */
+static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_info_t *info,
+                              void *data) {
+    (void)info;
+    reader *r = data;
+    read_results *results = r->results;
+    if (strncmp(name, "cp_", 3) != 0) {
+        return 0;
+    }
+    if (results->item_count == r->capacity) {
+        const int64_t grown = r->capacity == 0 ? 64 : 2 * r->capacity;
+        read_item *larger = realloc(results->items, (size_t)grown * sizeof *larger);
+        if (larger == NULL) {
+            cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
+            return -1;
+        }
+        results->items = larger;
+        r->capacity = grown;
+    }
+    read_item *item = &results->items[results->item_count];
+    memset(item, 0, sizeof *item);
+    snprintf(item->case_name, sizeof item->case_name, "%s", r->case_name);
+    snprintf(item->suite, sizeof item->suite, "%s", r->suite);
+    char where[CPPARITY_CASE_NAME + 64];
+    snprintf(where, sizeof where, "case '%s' %s", r->case_name, name);
+    const hid_t group = H5Gopen2(dtype_group, name, H5P_DEFAULT);
+    cpparity_status status = group < 0 ? bad(r, "cannot open %s", where) : CPPARITY_OK;
+    if (status == CPPARITY_OK) {
+        if (read_string(r, group, where, "outcome", item->outcome, sizeof item->outcome) !=
+                CPPARITY_OK ||
+            read_string(r, group, where, "message", item->message, sizeof item->message) !=
+                CPPARITY_OK ||
+            read_string(r, group, where, "dtype", item->dtype, sizeof item->dtype) != CPPARITY_OK ||
+            read_number(r, group, where, "cp", H5T_NATIVE_INT64, &item->cp) != CPPARITY_OK ||
+            read_number(r, group, where, "worst_ratio", H5T_NATIVE_DOUBLE, &item->worst_ratio) !=
+                CPPARITY_OK ||
+            read_string(r, group, where, "worst_tensor", item->worst_tensor,
+                        sizeof item->worst_tensor) != CPPARITY_OK) {
+            status = CPPARITY_ERROR_INPUT;
+        } else {
+            results->item_count++; /* owned from here: freed with the results */
+            status = read_metrics(r, group, where, item);
+        }
+    }
+    hdf5_close(group);
+    return status == CPPARITY_OK ? 0 : -1;
+}
+
+/* Iterates a group's links in creation order (the run's order), by name where the file does not
+ * track it. */
+static herr_t iterate_in_order(hid_t group, H5L_iterate_t visit, void *data) {
+    hid_t properties = H5Gget_create_plist(group);
+    unsigned flags = 0;
+    const bool tracked = properties >= 0 && H5Pget_link_creation_order(properties, &flags) >= 0 &&
+                         (flags & H5P_CRT_ORDER_INDEXED) != 0;
+    hdf5_close(properties);
+    return H5Literate(group, tracked ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME, H5_ITER_INC, NULL, visit,
+                      data);
+}
+
+/* One /cases/<case> group: its items, dtype by dtype. */
+static herr_t read_case_group(hid_t cases, const char *name, const H5L_info_t *info, void *data) {
+    (void)info;
+    reader *r = data;
+    char where[CPPARITY_CASE_NAME + 32], case_name[CPPARITY_CASE_NAME] = "",
+                                         suite[CPPARITY_PATH] = "";
+    snprintf(where, sizeof where, "/cases/%s", name);
+    const hid_t group = H5Gopen2(cases, name, H5P_DEFAULT);
+    if (group < 0) {
+        bad(r, "cannot open %s", where);
+        return -1;
+    }
+    herr_t result = 0;
+    if (read_string(r, group, where, "name", case_name, sizeof case_name) != CPPARITY_OK ||
+        read_string(r, group, where, "suite", suite, sizeof suite) != CPPARITY_OK) {
+        result = -1;
+    }
+    r->case_name = case_name;
+    r->suite = suite;
+    for (int d = 0; d < CPPARITY_DTYPE_COUNT && result >= 0; d++) {
+        const char *dtype = cpparity_dtype_names[d];
+        if (H5Lexists(group, dtype, H5P_DEFAULT) <= 0) {
+            continue;
+        }
+        const hid_t dtype_group = H5Gopen2(group, dtype, H5P_DEFAULT);
+        if (dtype_group < 0) {
+            bad(r, "cannot open %s/%s", where, dtype);
+            result = -1;
+            break;
+        }
+        result = iterate_in_order(dtype_group, read_item_group, r);
+        hdf5_close(dtype_group);
+    }
+    hdf5_close(group);
+    return result;
+}
+
+/* /provenance: strings, ranks and the seed. */
+static cpparity_status read_provenance(const reader *r, hid_t file) {
+    run_provenance *p = &r->results->provenance;
+    const hid_t group = H5Lexists(file, "provenance", H5P_DEFAULT) > 0
+                            ? H5Gopen2(file, "provenance", H5P_DEFAULT)
+                            : H5I_INVALID_HID;
+    if (group < 0) {
+        return bad(r, "no /provenance group (not a cpparity results file, or damaged)");
+    }
+    const struct {
+        const char *name;
+        char *text;
+        size_t size;
+    } strings[] = {
+        {"version", p->version, sizeof p->version},
+        {"git_commit", p->git_commit, sizeof p->git_commit},
+        {"compiler", p->compiler, sizeof p->compiler},
+        {"libraries", p->libraries, sizeof p->libraries},
+        {"host", p->host, sizeof p->host},
+        {"command_line", p->command_line, sizeof p->command_line},
+        {"comm", p->comm, sizeof p->comm},
+        {"device", p->device, sizeof p->device},
+        {"implementation", p->implementation, sizeof p->implementation},
+        {"kernel", p->kernel, sizeof p->kernel},
+        {"fault", p->fault, sizeof p->fault},
+        {"store", p->store, sizeof p->store},
+        {"start_time", p->start_time, sizeof p->start_time},
+        {"end_time", p->end_time, sizeof p->end_time},
+    };
+    cpparity_status status = CPPARITY_OK;
+    for (size_t s = 0; s < sizeof strings / sizeof *strings && status == CPPARITY_OK; s++) {
+        status =
+            read_string(r, group, "/provenance", strings[s].name, strings[s].text, strings[s].size);
+    }
+    int64_t ranks = 0;
+    if (status == CPPARITY_OK) {
+        status = read_number(r, group, "/provenance", "ranks", H5T_NATIVE_INT64, &ranks);
+        p->ranks = (int)ranks;
+    }
+    hdf5_close(group);
+    return status;
+}
+
+cpparity_status results_file_read(const char *path, read_results *results, cpparity_error *error) {
+    memset(results, 0, sizeof *results);
+    cpparity_error_clear(error);
+    snprintf(results->path, sizeof results->path, "%s", path);
+    reader r = {results, 0, error, "", ""};
+    struct stat file_status;
+    if (stat(path, &file_status) != 0) {
+        return bad(&r, "cannot read: %s", strerror(errno));
+    }
+    hdf5_quiet();
+    if (!S_ISREG(file_status.st_mode) || H5Fis_hdf5(path) <= 0) {
+        return bad(&r, "not an HDF5 file, or a truncated one (a cpparity results file is HDF5)");
+    }
+    const hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) {
+        return bad(&r, "cannot be opened as HDF5 (truncated or damaged)");
+    }
+    char format[64] = "";
+    cpparity_status status = read_string(&r, file, "/", "format", format, sizeof format);
+    if (status == CPPARITY_OK && strcmp(format, "cpparity-results") != 0) {
+        status = bad(&r, "not a cpparity results file (/format is '%s', not 'cpparity-results'%s)",
+                     format, strcmp(format, "cpparity-export") == 0 ? "; it is an export" : "");
+    }
+    if (status == CPPARITY_OK) {
+        status = read_number(&r, file, "/", "format_version", H5T_NATIVE_INT64,
+                             &results->format_version);
+    }
+    if (status == CPPARITY_OK && results->format_version != RESULTS_FILE_FORMAT_VERSION) {
+        status = bad(&r, "results format version %lld; this cpparity reads version %d only (%s)",
+                     (long long)results->format_version, RESULTS_FILE_FORMAT_VERSION,
+                     results->format_version > RESULTS_FILE_FORMAT_VERSION
+                         ? "written by a newer cpparity: read it with that one"
+                         : "written by an older cpparity, whose errors meant something else");
+    }
+    if (status == CPPARITY_OK) {
+        status = read_provenance(&r, file);
+    }
+    if (status == CPPARITY_OK) {
+        const hid_t cases = H5Lexists(file, "cases", H5P_DEFAULT) > 0
+                                ? H5Gopen2(file, "cases", H5P_DEFAULT)
+                                : H5I_INVALID_HID;
+        if (cases < 0) {
+            status = bad(&r, "no /cases group (damaged)");
+        } else {
+            if (iterate_in_order(cases, read_case_group, &r) < 0) {
+                status = error->status != CPPARITY_OK ? error->status
+                                                      : bad(&r, "cannot list /cases (damaged)");
+            }
+            hdf5_close(cases);
+        }
+    }
+    hdf5_close(file);
+    return status;
+}
+
+void read_results_free(read_results *results) {
+    for (int64_t i = 0; i < results->item_count; i++) {
+        free(results->items[i].tensors);
+    }
+    free(results->items);
+    memset(results, 0, sizeof *results);
+}

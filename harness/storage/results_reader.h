@@ -1,0 +1,45 @@
+/*
+ * results_reader.h — a results file read back (the inverse of results_file.h, for `cpparity
+ * diff` and reports): provenance, and per run item its case, cp, dtype, outcome, message and the
+ * metrics table. Cases are known by name; the stored tensor values are not read.
+ *
+ * A file that is not HDF5, not a cpparity results file, truncated or damaged, or written in a
+ * format version this cpparity does not read is bad input (CPPARITY_ERROR_INPUT) with a message
+ * naming the file and what is wrong; nothing is ever half-read into a success.
+ */
+#ifndef CPPARITY_HARNESS_STORAGE_RESULTS_READER_H
+#define CPPARITY_HARNESS_STORAGE_RESULTS_READER_H
+
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/results.h"
+#include "harness/storage/results_layout.h"
+
+typedef struct read_item {
+    char case_name[CPPARITY_CASE_NAME]; /* the case's name (attribute name of /cases/<case>) */
+    char suite[CPPARITY_PATH];          /* the suite file it came from */
+    char dtype[8];                      /* "f32", "bf16" */
+    int64_t cp;                         /* cp size */
+    char outcome[16];                   /* "PASS", "FAIL", "REFUSED", "NOT RUN", "ERROR" */
+    char message[CPPARITY_MESSAGE_TEXT];
+    double worst_ratio; /* error / limit of the worst tensor */
+    char worst_tensor[CPPARITY_RECORD_NAME];
+    metrics_row *tensors; /* (tensor_count) the metrics table; owned */
+    int64_t tensor_count;
+} read_item;
+
+typedef struct read_results {
+    char path[CPPARITY_PATH];  /* the file read */
+    int64_t format_version;    /* /format_version */
+    run_provenance provenance; /* /provenance (strings; ranks and seed) */
+    read_item *items;          /* (item_count) in the file's order; owned */
+    int64_t item_count;
+} read_results;
+
+/* Reads path into results (zeroed first; free with read_results_free even after a failure). */
+cpparity_status results_file_read(const char *path, read_results *results, cpparity_error *error);
+
+void read_results_free(read_results *results);
+
+#endif
