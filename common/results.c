@@ -23,19 +23,23 @@ const char *run_outcome_name(run_outcome outcome) {
 /* Frees every item's stored tensors and record arrays, the items and the discrimination records,
  * and leaves those pointers NULL and their counts 0 (provenance and outcome counts are kept), so
  * a second call does nothing. */
+void run_item_free_tensors(run_item *item) {
+    for (int64_t t = 0; item->tensors != NULL && t < item->tensor_count; t++) {
+        free(item->tensors[t].values);
+        free(item->tensors[t].reference);
+        free(item->tensors[t].position_error);
+    }
+    free(item->tensors);
+    item->tensors = NULL;
+    item->tensor_count = 0;
+}
+
 void run_results_free(run_results *results) {
     if (results == NULL) {
         return;
     }
     for (int64_t i = 0; results->items != NULL && i < results->item_count; i++) {
-        run_item *item = &results->items[i];
-        for (int64_t t = 0; item->tensors != NULL && t < item->tensor_count; t++) {
-            free(item->tensors[t].values);
-            free(item->tensors[t].reference);
-        }
-        free(item->tensors);
-        item->tensors = NULL;
-        item->tensor_count = 0;
+        run_item_free_tensors(&results->items[i]);
     }
     free(results->items);
     results->items = NULL;

@@ -88,6 +88,10 @@ typedef struct tensor_record {
     compare_decision decision;    /* pass or fail, limit, reason */
     float *values;                /* stored values (per --store) or NULL; owned */
     double *reference;            /* stored float64 reference or NULL; owned */
+    double *position_error;       /* logits: (shape[1]) the error along the rank's slice, per
+                                     position ‖x − r‖₂ / ‖r‖₂ over batch rows and vocabulary of
+                                     the compared elements (NaN where none is); NULL otherwise;
+                                     owned. Kept for every logits record, passing or not */
 } tensor_record;
 
 typedef struct run_item {
@@ -156,6 +160,10 @@ typedef struct run_results {
  * projections: the head), written into text (truncated to size). */
 void run_item_describe_worst(const run_item *item, const tensor_record *record, char *text,
                              size_t size);
+
+/* Frees an item's tensor records and what each owns (values, reference, position_error), and
+ * leaves the item with none. */
+void run_item_free_tensors(run_item *item);
 
 /* Releases every item's tensors and the arrays; safe on a zeroed struct. */
 void run_results_free(run_results *results);

@@ -114,20 +114,12 @@ static void judge(judged *j) {
     in.local_len = SEQ / CP;
     cr_assert_eq(judge_item(&j->item, 0, &in, &baselines, &error), CPPARITY_OK, "%s",
                  error.message);
-    for (int64_t i = 0; i < cp1.tensor_count; i++) {
-        free(cp1.tensors[i].values);
-        free(cp1.tensors[i].reference);
-    }
-    free(cp1.tensors);
+    run_item_free_tensors(&cp1);
     baseline_table_free(&baselines);
 }
 
 static void release(judged *j) {
-    for (int64_t i = 0; i < j->item.tensor_count; i++) {
-        free(j->item.tensors[i].values);
-        free(j->item.tensors[i].reference);
-    }
-    free(j->item.tensors);
+    run_item_free_tensors(&j->item);
     free(j->reference.logits);
     free(j->reference.gradients);
     free(j->reference.fully_masked);

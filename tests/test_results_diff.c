@@ -78,6 +78,19 @@ static void make_item(run_item *item, const cpparity_case *c, double loss_error,
         record->decision.passed = errors[t] <= 1e-3;
         passed = passed && record->decision.passed;
     }
+    /* logits rank 1: a [1, 4, 11] slice from position 4, with its error along the sequence */
+    tensor_record *logits = &item->tensors[1];
+    logits->shape_rank = 3;
+    logits->shape[0] = 1;
+    logits->shape[1] = 4;
+    logits->shape[2] = 11;
+    logits->metrics.count = 44;
+    logits->metrics.compared = 44;
+    logits->position_offset = 4;
+    logits->position_error = malloc(4 * sizeof(double));
+    cr_assert_not_null(logits->position_error);
+    const double profile[4] = {1e-7, logits_error, NAN, 0.0};
+    memcpy(logits->position_error, profile, sizeof profile);
     item->outcome = passed ? RUN_PASS : RUN_FAIL;
     item->worst_tensor = 1;
     item->worst_ratio = logits_error / 1e-3;
@@ -144,6 +157,26 @@ Test(results_reader, round_trip__items_outcomes_and_metrics_read_back) {
     /* doubles go through the file unchanged: bitwise equality is the contract */
     cr_expect_eq(read.items[1].tensors[1].relative_l2, 5e-3);
     cr_expect_eq(read.items[1].tensors[1].limit, 1e-3);
+    /* the logits error along the sequence, and the case's layout for marking it */
+    cr_assert_eq(read.items[1].profile_count, 1);
+    const read_profile *profile = &read.items[1].profiles[0];
+    cr_expect_eq(profile->rank, 1);
+    cr_expect_eq(profile->position_offset, 4);
+    cr_assert_eq(profile->length, 4);
+    cr_expect_eq(profile->error[0], 1e-7);
+    cr_expect_eq(profile->error[1], 5e-3);
+    cr_expect(isnan(profile->error[2]), "NaN where nothing was compared survives the file");
+    cr_expect_eq(profile->error[3], 0.0);
+    cr_expect_eq(read.items[1].padded_seq_len, 8);
+    cr_assert_eq(read.case_count, 2);
+    cr_assert_lt(read.items[1].case_index, 2);
+    const read_case *layout = &read.cases[read.items[1].case_index];
+    cr_expect_str_eq(layout->name, "b");
+    cr_expect_eq(layout->seq_len, 8);
+    cr_expect_eq(layout->batch_size, 1);
+    cr_expect_eq(layout->rows[1], 1, "one document in the row");
+    cr_assert_eq(layout->document_count, 1);
+    cr_expect_eq(layout->document_lengths[0], 8);
     read_results_free(&read);
     run_results_free(&run.results);
 }

@@ -131,11 +131,7 @@ static void run_one(item_test *test, const cpparity_implementation *implementati
 }
 
 static void finish(item_test *test) {
-    for (int64_t i = 0; i < test->item.tensor_count; i++) {
-        free(test->item.tensors[i].values);
-        free(test->item.tensors[i].reference);
-    }
-    free(test->item.tensors);
+    run_item_free_tensors(&test->item);
     run_plan_free(&test->plan);
 }
 

@@ -80,6 +80,32 @@ static void naive_logits_slice(float *slice, const naive_outputs *naive, int64_t
     }
 }
 
+/* The logits error along a rank's slice [B, L, V]: per position, ‖x − r‖₂ / ‖r‖₂ over the batch
+ * rows and vocabulary of the included elements (‖x − r‖₂ where ‖r‖₂ is 0; NaN where nothing is
+ * included), summed in float64 in index order. NULL when out of memory (the profile is optional:
+ * the verdict never depends on it). */
+static double *position_profile(const float *x, const double *r, const uint8_t *include,
+                                int64_t batch, int64_t length, int64_t vocab) {
+    double *profile = malloc((size_t)(length > 0 ? length : 1) * sizeof *profile);
+    for (int64_t p = 0; profile != NULL && p < length; p++) {
+        double error = 0.0, norm = 0.0;
+        int64_t compared = 0;
+        for (int64_t b = 0; b < batch; b++) {
+            const int64_t base = (b * length + p) * vocab;
+            for (int64_t v = 0; v < vocab; v++) {
+                if (include == NULL || include[base + v]) {
+                    const double difference = (double)x[base + v] - r[base + v];
+                    error += difference * difference;
+                    norm += r[base + v] * r[base + v];
+                    compared++;
+                }
+            }
+        }
+        profile[p] = compared == 0 ? NAN : norm > 0.0 ? sqrt(error) / sqrt(norm) : sqrt(error);
+    }
+    return profile;
+}
+
 /* The naive baseline's relative L2 error on the elements a record compares. */
 static double naive_error(const float *naive, const double *reference, int64_t count,
                           const uint8_t *include) {
@@ -135,6 +161,8 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
         record->worst[0] = worst[0];
         record->worst[1] = worst[1] + offset;
         record->worst[2] = worst[2];
+        record->position_error =
+            position_profile(in->logits + r * slice, reference_slice, include, B, L, V);
         if (keep_all) {
             keep_values(record, in->logits + r * slice, reference_slice, slice);
         }

@@ -23,13 +23,7 @@ static void utc_now(char *text, size_t size) {
 }
 
 static void free_item_tensors(run_item *item) {
-    for (int64_t i = 0; i < item->tensor_count; i++) {
-        free(item->tensors[i].values);
-        free(item->tensors[i].reference);
-    }
-    free(item->tensors);
-    item->tensors = NULL;
-    item->tensor_count = 0;
+    run_item_free_tensors(item);
 }
 
 /* Where collected items go: the results (rank 0), printed as they arrive when print is set. */

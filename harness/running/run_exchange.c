@@ -60,6 +60,14 @@ cpparity_status run_exchange_pack(byte_buffer *buffer, int64_t plan_index, const
             status = run_exchange_append(buffer, record->reference, count * (int64_t)sizeof(double),
                                          error);
         }
+        const int64_t positions = record->position_error != NULL ? record->shape[1] : 0;
+        if (status == CPPARITY_OK) {
+            status = run_exchange_append(buffer, &positions, sizeof positions, error);
+        }
+        if (status == CPPARITY_OK && positions > 0) {
+            status = run_exchange_append(buffer, record->position_error,
+                                         positions * (int64_t)sizeof(double), error);
+        }
     }
     return status;
 }
@@ -108,6 +116,7 @@ cpparity_status run_exchange_unpack(const uint8_t *bytes, int64_t size, const ru
             status = take(bytes, size, &offset, record, sizeof *record, error);
             record->values = NULL;
             record->reference = NULL;
+            record->position_error = NULL;
             if (status == CPPARITY_OK) {
                 status = take(bytes, size, &offset, &count, sizeof count, error);
             }
@@ -125,13 +134,20 @@ cpparity_status run_exchange_unpack(const uint8_t *bytes, int64_t size, const ru
                     }
                 }
             }
+            int64_t positions = 0;
+            if (status == CPPARITY_OK) {
+                status = take(bytes, size, &offset, &positions, sizeof positions, error);
+            }
+            if (status == CPPARITY_OK && positions > 0) {
+                record->position_error = malloc((size_t)positions * sizeof(double));
+                status = record->position_error == NULL
+                             ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                             : take(bytes, size, &offset, record->position_error,
+                                    positions * (int64_t)sizeof(double), error);
+            }
         }
         if (status != CPPARITY_OK) {
-            for (int64_t i = 0; i < item.tensor_count; i++) {
-                free(item.tensors[i].values);
-                free(item.tensors[i].reference);
-            }
-            free(item.tensors);
+            run_item_free_tensors(&item);
             return status;
         }
         store(plan_index, &item, context);

@@ -324,6 +324,37 @@ fail:
     return HDF5_CLOSE(dataset, status, error);
 }
 
+/* profiles/logits@rank<r>: the logits error along each rank's slice (tensor_record's
+ * position_error), for every item that compared logits. */
+static cpparity_status write_profiles(hid_t item_group, const run_item *item,
+                                      cpparity_error *error) {
+    hid_t group = create_group(item_group, "profiles", error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    cpparity_status status = CPPARITY_OK;
+    for (int64_t i = 0; i < item->tensor_count && status == CPPARITY_OK; i++) {
+        const tensor_record *record = &item->tensors[i];
+        if (record->kind != CPPARITY_KIND_LOGITS || record->position_error == NULL ||
+            record->shape_rank != 3) {
+            continue;
+        }
+        char name[48], description[256];
+        snprintf(name, sizeof name, "logits@rank%d", record->rank);
+        snprintf(description, sizeof description,
+                 "logits error along rank %d's slice from position_offset: per position, "
+                 "||x - r|| / ||r|| over batch rows and vocabulary of compared elements (NaN "
+                 "where none is)",
+                 record->rank);
+        status = hdf5_write_dataset(group, name, H5T_NATIVE_DOUBLE, 1, &record->shape[1],
+                                    record->position_error, description, error);
+        if (status == CPPARITY_OK) {
+            status = label_tensor(group, name, record, error);
+        }
+    }
+    return HDF5_CLOSE(group, status, error);
+}
+
 /* tensors/<name>@rank<r>[.reference] for every record with stored values or reference. */
 static cpparity_status write_tensors(hid_t item_group, const run_item *item,
                                      cpparity_error *error) {
@@ -438,7 +469,8 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
             CPPARITY_OK ||
         hdf5_attribute_double(group, "wall_seconds", item->wall_seconds, error) != CPPARITY_OK ||
         write_metrics(group, item, error) != CPPARITY_OK ||
-        write_tensors(group, item, error) != CPPARITY_OK) {
+        write_tensors(group, item, error) != CPPARITY_OK ||
+        write_profiles(group, item, error) != CPPARITY_OK) {
         goto fail;
     }
     status = CPPARITY_OK;

@@ -60,6 +60,10 @@
  *                       stored reference a float64 dataset of the same name + ".reference".
  *                       Attributes on each: tensor, rank, position_offset. Chunked, shuffled,
  *                       deflate-compressed, fletcher32 (scalars and empty tensors contiguous).
+ *     profiles/         always present; for each logits record a float64 dataset
+ *                       "logits@rank<r>" [S/cp]: per position of the rank's slice, ‖x − r‖ / ‖r‖
+ *                       over batch rows and vocabulary of compared elements, NaN where none is.
+ *                       Attributes tensor, rank, position_offset.
  *   /discrimination     compound, only when there are records: case (S128), feature (S16),
  *                       change, threshold (float64), discriminating (int8)
  *

@@ -14,7 +14,9 @@
 
 typedef struct reader {
     read_results *results;
-    int64_t capacity; /* items allocated */
+    int64_t capacity;      /* items allocated */
+    int64_t case_capacity; /* cases allocated */
+    int64_t case_index;    /* the case being read */
     cpparity_error *error;
     const char *case_name; /* the case being read, for messages */
     const char *suite;
@@ -133,6 +135,108 @@ done:
     return status;
 }
 
+/* A whole int64 dataset of at most max_elements (1-D or 2-D), into *values (owned by the
+ * caller); *count elements. */
+static cpparity_status read_int64_dataset(const reader *r, hid_t group, const char *where,
+                                          const char *name, int64_t max_elements, int64_t **values,
+                                          int64_t *count) {
+    *values = NULL;
+    *count = 0;
+    hid_t dataset = H5I_INVALID_HID, space = H5I_INVALID_HID;
+    cpparity_status status = CPPARITY_ERROR_INPUT;
+    if (H5Lexists(group, name, H5P_DEFAULT) <= 0 ||
+        (dataset = H5Dopen2(group, name, H5P_DEFAULT)) < 0) {
+        status = bad(r, "%s has no dataset '%s'", where, name);
+        goto done;
+    }
+    space = H5Dget_space(dataset);
+    const hssize_t elements = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    if (elements < 0 || elements > max_elements) {
+        status = bad(r, "%s/%s: %lld elements, expected at most %lld", where, name,
+                     (long long)elements, (long long)max_elements);
+        goto done;
+    }
+    *values = malloc((size_t)elements * sizeof **values + 1);
+    if (*values == NULL) {
+        status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        goto done;
+    }
+    if (elements > 0 &&
+        H5Dread(dataset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, *values) < 0) {
+        status = bad(r, "%s/%s cannot be read (damaged or truncated)", where, name);
+        goto done;
+    }
+    *count = (int64_t)elements;
+    status = CPPARITY_OK;
+done:
+    hdf5_close(space);
+    hdf5_close(dataset);
+    return status;
+}
+
+/* One dataset of an item's profiles group. */
+static herr_t read_profile_dataset(hid_t group, const char *name, const H5L_info_t *info,
+                                   void *data) {
+    (void)info;
+    reader *r = data;
+    read_item *item = &r->results->items[r->results->item_count - 1];
+    if (strncmp(name, "logits@rank", strlen("logits@rank")) != 0) {
+        return 0;
+    }
+    char where[CPPARITY_CASE_NAME + 96];
+    snprintf(where, sizeof where, "case '%s' %s cp_%lld profiles/%s", item->case_name, item->dtype,
+             (long long)item->cp, name);
+    hid_t dataset = H5Dopen2(group, name, H5P_DEFAULT), space = H5I_INVALID_HID;
+    cpparity_status status = dataset < 0 ? bad(r, "cannot open %s", where) : CPPARITY_OK;
+    hsize_t length = 0;
+    if (status == CPPARITY_OK) {
+        space = H5Dget_space(dataset);
+        if (space < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
+            H5Sget_simple_extent_dims(space, &length, NULL) < 0 || length > ((hsize_t)1 << 32)) {
+            status = bad(r, "%s is not a profile", where);
+        }
+    }
+    read_profile *profile = NULL;
+    if (status == CPPARITY_OK) {
+        read_profile *larger =
+            realloc(item->profiles, (size_t)(item->profile_count + 1) * sizeof *larger);
+        if (larger == NULL) {
+            status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        } else {
+            item->profiles = larger;
+            profile = &item->profiles[item->profile_count++];
+            memset(profile, 0, sizeof *profile);
+            profile->error = malloc((size_t)length * sizeof *profile->error + 1);
+            status = profile->error == NULL
+                         ? cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                         : CPPARITY_OK;
+        }
+    }
+    int64_t rank = 0;
+    if (status == CPPARITY_OK &&
+        (read_number(r, dataset, where, "rank", H5T_NATIVE_INT64, &rank) != CPPARITY_OK ||
+         read_number(r, dataset, where, "position_offset", H5T_NATIVE_INT64,
+                     &profile->position_offset) != CPPARITY_OK)) {
+        status = CPPARITY_ERROR_INPUT;
+    }
+    if (status == CPPARITY_OK && length > 0 &&
+        H5Dread(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, profile->error) < 0) {
+        status = bad(r, "%s cannot be read (damaged or truncated)", where);
+    }
+    if (status == CPPARITY_OK) {
+        profile->rank = (int)rank;
+        profile->length = (int64_t)length;
+    }
+    hdf5_close(space);
+    hdf5_close(dataset);
+    return status == CPPARITY_OK ? 0 : -1;
+}
+
+static int compare_profiles(const void *a, const void *b) {
+    const int x = ((const read_profile *)a)->rank, y = ((const read_profile *)b)->rank;
+    return (x > y) - (x < y);
+}
+
 /* One cp_<n> group of a dtype group: one item. */
 static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_info_t *info,
                               void *data) {
@@ -174,7 +278,25 @@ static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_inf
             status = CPPARITY_ERROR_INPUT;
         } else {
             results->item_count++; /* owned from here: freed with the results */
+            item->case_index = r->case_index;
             status = read_metrics(r, group, where, item);
+        }
+        /* written since profiles exist; absent from older files of the same format */
+        if (status == CPPARITY_OK && H5Aexists(group, "padded_seq_len") > 0) {
+            status = read_number(r, group, where, "padded_seq_len", H5T_NATIVE_INT64,
+                                 &item->padded_seq_len);
+        }
+        if (status == CPPARITY_OK && H5Lexists(group, "profiles", H5P_DEFAULT) > 0) {
+            const hid_t profiles = H5Gopen2(group, "profiles", H5P_DEFAULT);
+            if (profiles < 0 || H5Literate(profiles, H5_INDEX_NAME, H5_ITER_INC, NULL,
+                                           read_profile_dataset, r) < 0) {
+                status = r->error->status != CPPARITY_OK
+                             ? r->error->status
+                             : bad(r, "%s: cannot read its profiles", where);
+            }
+            hdf5_close(profiles);
+            qsort(item->profiles, (size_t)item->profile_count, sizeof *item->profiles,
+                  compare_profiles);
         }
     }
     hdf5_close(group);
@@ -191,6 +313,47 @@ static herr_t iterate_in_order(hid_t group, H5L_iterate_t visit, void *data) {
     hdf5_close(properties);
     return H5Literate(group, tracked ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME, H5_ITER_INC, NULL, visit,
                       data);
+}
+
+/* A case's layout (seq_len, batch_size, rows, document lengths) into results->cases. */
+static cpparity_status read_case_layout(reader *r, hid_t group, const char *where,
+                                        const char *case_name) {
+    read_results *results = r->results;
+    if (results->case_count == r->case_capacity) {
+        const int64_t grown = r->case_capacity == 0 ? 32 : 2 * r->case_capacity;
+        read_case *larger = realloc(results->cases, (size_t)grown * sizeof *larger);
+        if (larger == NULL) {
+            return cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        }
+        results->cases = larger;
+        r->case_capacity = grown;
+    }
+    read_case *layout = &results->cases[results->case_count++];
+    memset(layout, 0, sizeof *layout);
+    snprintf(layout->name, sizeof layout->name, "%s", case_name);
+    r->case_index = results->case_count - 1;
+    int64_t rows = 0;
+    cpparity_status status =
+        read_number(r, group, where, "seq_len", H5T_NATIVE_INT64, &layout->seq_len);
+    if (status == CPPARITY_OK) {
+        status = read_number(r, group, where, "batch_size", H5T_NATIVE_INT64, &layout->batch_size);
+    }
+    if (status == CPPARITY_OK && (layout->batch_size < 1 || layout->batch_size > (1 << 24))) {
+        status = bad(r, "%s: batch_size %lld", where, (long long)layout->batch_size);
+    }
+    if (status == CPPARITY_OK) {
+        status = read_int64_dataset(r, group, where, "rows", 3 * layout->batch_size, &layout->rows,
+                                    &rows);
+    }
+    if (status == CPPARITY_OK && rows != 3 * layout->batch_size) {
+        status = bad(r, "%s/rows: %lld values for %lld rows", where, (long long)rows,
+                     (long long)layout->batch_size);
+    }
+    if (status == CPPARITY_OK) {
+        status = read_int64_dataset(r, group, where, "document_lengths", (int64_t)1 << 32,
+                                    &layout->document_lengths, &layout->document_count);
+    }
+    return status;
 }
 
 /* One /cases/<case> group: its items, dtype by dtype. */
@@ -212,6 +375,9 @@ static herr_t read_case_group(hid_t cases, const char *name, const H5L_info_t *i
     }
     r->case_name = case_name;
     r->suite = suite;
+    if (result >= 0 && read_case_layout(r, group, where, case_name) != CPPARITY_OK) {
+        result = -1;
+    }
     for (int d = 0; d < CPPARITY_DTYPE_COUNT && result >= 0; d++) {
         const char *dtype = cpparity_dtype_names[d];
         if (H5Lexists(group, dtype, H5P_DEFAULT) <= 0) {
@@ -277,7 +443,7 @@ cpparity_status results_file_read(const char *path, read_results *results, cppar
     memset(results, 0, sizeof *results);
     cpparity_error_clear(error);
     snprintf(results->path, sizeof results->path, "%s", path);
-    reader r = {results, 0, error, "", ""};
+    reader r = {results, 0, 0, 0, error, "", ""};
     struct stat file_status;
     if (stat(path, &file_status) != 0) {
         return bad(&r, "cannot read: %s", strerror(errno));
@@ -331,7 +497,16 @@ cpparity_status results_file_read(const char *path, read_results *results, cppar
 void read_results_free(read_results *results) {
     for (int64_t i = 0; i < results->item_count; i++) {
         free(results->items[i].tensors);
+        for (int64_t p = 0; p < results->items[i].profile_count; p++) {
+            free(results->items[i].profiles[p].error);
+        }
+        free(results->items[i].profiles);
     }
     free(results->items);
+    for (int64_t c = 0; c < results->case_count; c++) {
+        free(results->cases[c].rows);
+        free(results->cases[c].document_lengths);
+    }
+    free(results->cases);
     memset(results, 0, sizeof *results);
 }

@@ -16,17 +16,42 @@
 #include "common/results.h"
 #include "harness/storage/results_layout.h"
 
+/* The logits error along the sequence on one rank: at each position of the rank's slice,
+ * ‖x − r‖₂ / ‖r‖₂ over the batch rows and vocabulary of the compared elements (NaN where none is
+ * compared: fully masked rows, automatic padding). */
+typedef struct read_profile {
+    int rank;                /* rank of the CP group */
+    int64_t position_offset; /* first global position of the slice */
+    int64_t length;          /* positions in the slice */
+    double *error;           /* (length) owned */
+} read_profile;
+
+/* A case's layout, for marking padding and document boundaries along the sequence. */
+typedef struct read_case {
+    char name[CPPARITY_CASE_NAME];
+    int64_t seq_len;           /* S */
+    int64_t batch_size;        /* B */
+    int64_t *rows;             /* (B × 3) left padding, documents, right padding; owned */
+    int64_t *document_lengths; /* (document_count) row after row; owned */
+    int64_t document_count;
+} read_case;
+
 typedef struct read_item {
-    char case_name[CPPARITY_CASE_NAME]; /* the case's name (attribute name of /cases/<case>) */
-    char suite[CPPARITY_PATH];          /* the suite file it came from */
-    char dtype[8];                      /* "f32", "bf16" */
-    int64_t cp;                         /* cp size */
-    char outcome[16];                   /* "PASS", "FAIL", "REFUSED", "NOT RUN", "ERROR" */
-    char message[CPPARITY_MESSAGE_TEXT];
-    double worst_ratio; /* error / limit of the worst tensor */
-    char worst_tensor[CPPARITY_RECORD_NAME];
-    metrics_row *tensors; /* (tensor_count) the metrics table; owned */
+    char case_name[CPPARITY_CASE_NAME];      /* the case's name (attribute name of /cases/<case>) */
+    char suite[CPPARITY_PATH];               /* the suite file it came from */
+    char dtype[8];                           /* "f32", "bf16" */
+    int64_t cp;                              /* cp size */
+    char outcome[16];                        /* "PASS", "FAIL", "REFUSED", "NOT RUN", "ERROR" */
+    char message[CPPARITY_MESSAGE_TEXT];     /* refusal, reason not run, error, worst failure */
+    double worst_ratio;                      /* error / limit of the worst tensor */
+    char worst_tensor[CPPARITY_RECORD_NAME]; /* its name, "" if none */
+    metrics_row *tensors;                    /* (tensor_count) the metrics table; owned */
     int64_t tensor_count;
+    int64_t case_index;     /* its case in read_results.cases */
+    int64_t padded_seq_len; /* S after automatic padding to a multiple of cp (0 if not recorded) */
+    read_profile *profiles; /* (profile_count) logits error profiles in rank order; none for
+                               items that compared no logits */
+    int64_t profile_count;
 } read_item;
 
 typedef struct read_results {
@@ -35,6 +60,8 @@ typedef struct read_results {
     run_provenance provenance; /* /provenance (strings; ranks and seed) */
     read_item *items;          /* (item_count) in the file's order; owned */
     int64_t item_count;
+    read_case *cases; /* (case_count) in the file's order; owned */
+    int64_t case_count;
 } read_results;
 
 /* Reads path into results (zeroed first; free with read_results_free even after a failure). */
