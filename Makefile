@@ -10,10 +10,11 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-# Debian packages the project builds and tests with.
-DEBIAN_PACKAGES := cmake make gcc clang pkg-config git libcriterion-dev libopenmpi-dev openmpi-bin \
-                   libhdf5-dev libopenblas-dev libyaml-dev clang-format valgrind \
-                   python3 python3-torch python3-h5py python3-numpy
+# Debian packages the project builds and tests with. libclang-rt-dev holds clang's sanitizer and
+# libFuzzer runtimes (fuzz/): clang only recommends it, and recommends are not installed.
+DEBIAN_PACKAGES := cmake make gcc clang libclang-rt-dev pkg-config git libcriterion-dev \
+                   libopenmpi-dev openmpi-bin libhdf5-dev libopenblas-dev libyaml-dev clang-format \
+                   valgrind python3 python3-torch python3-h5py python3-numpy
 
 # nvcc is found on PATH, else at the CUDA toolkit's usual place; CUDA code is built only then.
 CUDACXX ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -39,6 +40,8 @@ build: configure
 
 # The same sources with gcc at Release (-O3 finds what -O2 misses) and with clang at Debug,
 # warnings as errors, and their unit tests: no build type or compiler a user picks may break.
+# The clang build also has the loader's libFuzzer target (fuzz/README.md): its `fuzz` tests
+# replay the seeds and regressions and fuzz for 60 s.
 OTHER_BUILDS := gcc:Release clang:Debug
 other-builds: deps
 	@set -e; for build in $(OTHER_BUILDS); do \
@@ -48,6 +51,7 @@ other-builds: deps
 	    -DCPPARITY_SANITIZED_TESTS=OFF -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null; \
 	  cmake --build $$dir -j $(JOBS); \
 	  (cd $$dir && ctest --output-on-failure -j $(JOBS) -L unit); \
+	  if [ $$compiler = clang ]; then (cd $$dir && ctest --output-on-failure -L fuzz); fi; \
 	done
 
 # Line and branch coverage of distributed/ under the CI suite, with thresholds

@@ -290,6 +290,10 @@ static const cpparity_attention_kernel cpu_f32_kernel = {
     .context = NULL,
     .forward = cpu_forward,
     .backward = cpu_backward,
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
+    .head_dim_count = 0,
+    .head_dims = NULL,
+    .supports = NULL,
 };
 
 static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
@@ -303,6 +307,10 @@ static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
     .context = (void *)&small_tile_options,
     .forward = cpu_forward,
     .backward = cpu_backward,
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
+    .head_dim_count = 0,
+    .head_dims = NULL,
+    .supports = NULL,
 };
 
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void) {

@@ -886,7 +886,7 @@ static int cuda_bf16_backward(void *context, void *dq, void *dk, void *dv, const
 }
 
 /* Fields in kernel.h's order: abi_version, struct_size, name, version, device, dtype,
- * deterministic, context, forward, backward. */
+ * deterministic, context, forward, backward, capabilities, head_dim_count, head_dims, supports. */
 static const cpparity_attention_kernel cuda_f32_kernel = {
     CPPARITY_KERNEL_ABI_VERSION,
     sizeof(cpparity_attention_kernel),
@@ -898,6 +898,10 @@ static const cpparity_attention_kernel cuda_f32_kernel = {
     NULL,
     cuda_f32_forward,
     cuda_f32_backward,
+    CPPARITY_KERNEL_SUPPORTS_ALL,
+    0,
+    NULL,
+    NULL,
 };
 
 static const cpparity_attention_kernel cuda_bf16_kernel = {
@@ -911,6 +915,10 @@ static const cpparity_attention_kernel cuda_bf16_kernel = {
     NULL,
     cuda_bf16_forward,
     cuda_bf16_backward,
+    CPPARITY_KERNEL_SUPPORTS_ALL,
+    0,
+    NULL,
+    NULL,
 };
 
 const cpparity_attention_kernel *cpparity_cuda_f32_kernel(void) {

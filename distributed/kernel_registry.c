@@ -56,6 +56,15 @@ const cpparity_attention_kernel *kernel_registry_find(const char *name) {
     return NULL;
 }
 
+bool kernel_registry_is_built_in(const cpparity_attention_kernel *kernel) {
+    for (size_t i = 0; i < sizeof built_in / sizeof *built_in; i++) {
+        if (built_in[i]() == kernel) {
+            return true;
+        }
+    }
+    return false;
+}
+
 const char *kernel_device_name(const cpparity_attention_kernel *kernel) {
     if (kernel == NULL) {
         return "unknown";
@@ -78,6 +87,37 @@ cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel,
                                   "kernel registry: kernel %s speaks ABI version %u, this cpparity "
                                   "speaks %u",
                                   kernel->name, kernel->abi_version, CPPARITY_KERNEL_ABI_VERSION);
+    }
+    if (kernel->struct_size < sizeof(cpparity_attention_kernel)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "kernel registry: kernel %s declares struct_size %u, smaller "
+                                  "than ABI %u's %zu (built against an older cpparity/kernel.h?)",
+                                  kernel->name, kernel->struct_size, CPPARITY_KERNEL_ABI_VERSION,
+                                  sizeof(cpparity_attention_kernel));
+    }
+    if ((kernel->capabilities & ~CPPARITY_KERNEL_SUPPORTS_ALL) != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "kernel registry: kernel %s declares capability bits 0x%x "
+                                  "unknown to ABI %u",
+                                  kernel->name,
+                                  kernel->capabilities & ~CPPARITY_KERNEL_SUPPORTS_ALL,
+                                  CPPARITY_KERNEL_ABI_VERSION);
+    }
+    if (kernel->head_dim_count < 0 || kernel->head_dim_count > 64 ||
+        (kernel->head_dim_count > 0 && kernel->head_dims == NULL)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "kernel registry: kernel %s declares %d head dims%s (0 to 64 "
+                                  "expected, listed in head_dims)",
+                                  kernel->name, (int)kernel->head_dim_count,
+                                  kernel->head_dims == NULL ? " but no list" : "");
+    }
+    for (int32_t i = 0; i < kernel->head_dim_count; i++) {
+        if (kernel->head_dims[i] < 1 || kernel->head_dims[i] > 4096) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "kernel registry: kernel %s declares head dim %d (1 to "
+                                      "4096 expected)",
+                                      kernel->name, (int)kernel->head_dims[i]);
+        }
     }
     if ((kernel->device != CPPARITY_KERNEL_DEVICE_CPU &&
          kernel->device != CPPARITY_KERNEL_DEVICE_CUDA) ||

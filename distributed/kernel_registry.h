@@ -11,6 +11,8 @@
 #ifndef CPPARITY_DISTRIBUTED_KERNEL_REGISTRY_H
 #define CPPARITY_DISTRIBUTED_KERNEL_REGISTRY_H
 
+#include <stdbool.h>
+
 #include "common/error.h"
 #include "distributed/kernel.h"
 
@@ -34,6 +36,9 @@ const cpparity_attention_kernel *kernel_registry_find(const char *name);
  * speak, a device or dtype outside the ABI's values, a name already registered, or a full
  * registry. */
 cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel, cpparity_error *error);
+
+/* Whether kernel is one of cpparity's own (not added with kernel_registry_add). */
+bool kernel_registry_is_built_in(const cpparity_attention_kernel *kernel);
 
 /* "cpu" or "cuda" for a kernel's device field; "unknown" otherwise. */
 const char *kernel_device_name(const cpparity_attention_kernel *kernel);

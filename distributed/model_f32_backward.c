@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distributed/kernel_call.h"
 #include "distributed/layers_f32.h"
 #include "distributed/model_f32.h"
 #include "distributed/ulysses.h"
@@ -87,11 +88,11 @@ static cpparity_status layer_backward(f32_model *model, int64_t l, const cpparit
     const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
                                           model->local_kv_heads, Dh};
     char message[512] = "";
-    if (model->kernel->backward(model->kernel->context, d->sequence_q, d->sequence_k, d->sequence_v,
-                                d->sequence_out, act + a->sequence_q, act + a->sequence_k,
-                                act + a->sequence_v, act + a->sequence_out, act + a->sequence_lse,
-                                &mask, &dims, f32_model_attention_scale(model), NULL, message,
-                                sizeof message) != 0) {
+    if (kernel_call_backward(model->kernel, d->sequence_q, d->sequence_k, d->sequence_v,
+                             d->sequence_out, act + a->sequence_q, act + a->sequence_k,
+                             act + a->sequence_v, act + a->sequence_out, act + a->sequence_lse,
+                             &mask, &dims, f32_model_attention_scale(model), message,
+                             sizeof message) != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d layer %lld: kernel %s backward failed: %s",
                                   model->comm->rank, (long long)l, model->kernel->name, message);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "distributed/kernel_call.h"
 #include "distributed/layers_f32.h"
 #include "distributed/model_f32.h"
 #include "distributed/ulysses.h"
@@ -116,10 +117,10 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
     const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
                                           model->local_kv_heads, Dh};
     char message[512] = "";
-    if (model->kernel->forward(model->kernel->context, act + a->sequence_out, act + a->sequence_lse,
-                               act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
-                               &dims, f32_model_attention_scale(model), NULL, message,
-                               sizeof message) != 0) {
+    if (kernel_call_forward(model->kernel, act + a->sequence_out, act + a->sequence_lse,
+                            act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
+                            &dims, f32_model_attention_scale(model), message,
+                            sizeof message) != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d layer %lld: kernel %s forward failed: %s",
                                   model->comm->rank, (long long)l, model->kernel->name, message);

@@ -796,3 +796,38 @@ Test(case_file, text_over_the_size_limit__refused_before_it_is_read) {
                   strstr(error.message, "256 MiB") != NULL,
               "%s", error.message);
 }
+
+Test(case_file, defaults_rows_copied_into_many_cases__refused_past_the_row_budget_at_once) {
+    /* 1000 rows of 2000 one-token documents in the defaults (2 million entries, from 7 KB of
+     * aliases), given to 12 cases: the eighth copy passes the 16M budget. Before the budget, 300
+     * such cases took 4.7 GB; now the load stops at case c7, naming it. */
+    const size_t size = 16384;
+    char *text = malloc(size);
+    cr_assert_not_null(text);
+    size_t used = (size_t)snprintf(text, size,
+                                   "defaults:\n  model: {vocab_size: 64, hidden_size: 32, "
+                                   "num_hidden_layers: 1, num_attention_heads: 4,\n"
+                                   "          num_key_value_heads: 2, head_dim: 8, "
+                                   "intermediate_size: 48}\n  seq_len: 2000\n  cp: [1]\n"
+                                   "  rows: [&r {documents: [1");
+    for (int d = 1; d < 2000; d++) {
+        used += (size_t)snprintf(text + used, size - used, ",1");
+    }
+    used += (size_t)snprintf(text + used, size - used, "]}");
+    for (int r = 1; r < 1000; r++) {
+        used += (size_t)snprintf(text + used, size - used, ",*r");
+    }
+    used += (size_t)snprintf(text + used, size - used, "]\ncases:\n");
+    for (int c = 0; c < 12; c++) {
+        used += (size_t)snprintf(text + used, size - used, "  - {name: c%d}\n", c);
+    }
+    cpparity_suite suite;
+    cpparity_error error;
+    cr_expect_eq(cpparity_suite_load_text(text, used, "suite.yaml", &suite, &error),
+                 CPPARITY_ERROR_INPUT);
+    cr_expect(strstr(error.message, "case 'c7'") != NULL &&
+                  strstr(error.message, "rows and document lengths") != NULL,
+              "%s", error.message);
+    cr_expect_eq(suite.count, 0);
+    free(text);
+}

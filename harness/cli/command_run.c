@@ -18,6 +18,7 @@
 #include "common/output_file.h"
 #include "distributed/comm_launch.h"
 #include "distributed/implementation_registry.h"
+#include "distributed/kernel_plugin.h"
 #include "distributed/kernel_registry.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/run_arguments.h"
@@ -172,6 +173,13 @@ static const cpparity_attention_kernel *choose_kernel(const run_options *options
                                                       const cpparity_implementation *implementation,
                                                       cpparity_error *error) {
     const char *name = options->kernel != NULL ? options->kernel : implementation->default_kernel;
+    if (kernel_plugin_is_path(name)) { /* a plugin: --kernel PATH.so[:NAME] */
+        const cpparity_attention_kernel *plugin = NULL;
+        if (kernel_plugin_load(name, implementation->device, &plugin, error) != CPPARITY_OK) {
+            return NULL;
+        }
+        return plugin;
+    }
     const cpparity_attention_kernel *kernel = kernel_registry_find(name);
     if (kernel == NULL) {
         char available[512] = "";

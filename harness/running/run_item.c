@@ -12,6 +12,8 @@
 #include "common/interrupt.h"
 #include "common/model_parameters.h"
 #include "common/monotonic_clock.h"
+#include "distributed/kernel_support.h"
+#include "distributed/mask_description.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "harness/judging/judge_item.h"
@@ -252,6 +254,69 @@ static bool refused(const run_target *target, const cpparity_case *c, const run_
     return true;
 }
 
+/* Whether the kernel supports every attention call of the item (kernel_support.h), judged on the
+ * mask each layer will get (the case's batch, padded to a multiple of cp as the implementation
+ * pads it) and the heads one rank holds after the all-to-all. Identical on every rank. When not,
+ * the item is NOT RUN with "unsupported by kernel ..." on root: never run, never passed. Built-in
+ * kernels support everything, so this costs nothing for them. */
+static bool unsupported(const run_target *target, const cpparity_case *c,
+                        const run_plan_item *planned, bool is_root, run_item *item) {
+    const cpparity_attention_kernel *kernel = target->kernel;
+    if (kernel->capabilities == CPPARITY_KERNEL_SUPPORTS_ALL && kernel->head_dim_count == 0 &&
+        kernel->supports == NULL) {
+        return false;
+    }
+    const cpparity_model_config *model = &c->model;
+    const int64_t B = c->batch_size, S = c->seq_len, P = item->padded_seq_len;
+    cpparity_batch batch = {0};
+    mask_storage storage = {0};
+    int8_t *attention_mask = calloc((size_t)(B * P + 1), sizeof *attention_mask);
+    int64_t *position_ids = calloc((size_t)(B * P + 1), sizeof *position_ids);
+    char why[512] = "";
+    bool supported = false;
+    if (attention_mask != NULL && position_ids != NULL &&
+        fixture_batch_build(&batch, c->rows, B, S, model->vocab_size, planned->seed, NULL) ==
+            CPPARITY_OK) {
+        for (int64_t b = 0; b < B; b++) { /* automatic padding: mask 0, position 0 */
+            memcpy(attention_mask + b * P, batch.attention_mask + b * S, (size_t)S);
+            memcpy(position_ids + b * P, batch.position_ids + b * S, (size_t)S * sizeof(int64_t));
+        }
+        supported =
+            mask_storage_build(&storage, B, P, attention_mask, position_ids, NULL) == CPPARITY_OK;
+    }
+    const int64_t cp = planned->cp, kv = model->num_key_value_heads;
+    const cpparity_attention_dims dims = {B, P, model->num_attention_heads / cp,
+                                          kv >= cp ? kv / cp : 1, model->head_dim};
+    int64_t failing = -1; /* the first layer the kernel does not support */
+    for (int64_t layer = 0; supported && layer < model->num_hidden_layers; layer++) {
+        const cpparity_mask_description mask =
+            mask_storage_describe(&storage, cpparity_model_layer(model, layer));
+        supported = kernel_supports_call(kernel, &mask, &dims, why, sizeof why);
+        failing = supported ? -1 : layer;
+    }
+    mask_storage_free(&storage);
+    cpparity_batch_free(&batch);
+    free(attention_mask);
+    free(position_ids);
+    if (supported) {
+        return false;
+    }
+    if (is_root) {
+        item->outcome = RUN_NOT_RUN;
+        if (failing < 0) {
+            snprintf(item->message, sizeof item->message,
+                     "unsupported by kernel %s: out of memory checking what the calls need",
+                     kernel->name);
+        } else {
+            snprintf(item->message, sizeof item->message,
+                     "unsupported by kernel %s: layer %lld (%s): %s", kernel->name,
+                     (long long)failing,
+                     cpparity_layer_type_name(cpparity_model_layer(model, failing).type), why);
+        }
+    }
+    return true;
+}
+
 /* Root: an item whose ranks failed gets the first rank's message. */
 static cpparity_status report_failure(cpparity_comm *group, int root, cpparity_status agreed,
                                       const cpparity_error *local_error, run_item *item,
@@ -327,7 +392,8 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     run_item_begin(item, plan, planned);
     interrupt_set_activity("case '%s' (cp %lld, %s)", c->name, (long long)planned->cp,
                            cpparity_dtype_name(planned->dtype));
-    if (refused(target, c, planned, is_root, item)) {
+    if (refused(target, c, planned, is_root, item) ||
+        unsupported(target, c, planned, is_root, item)) {
         if (!is_root) {
             memset(item, 0, sizeof *item);
         }

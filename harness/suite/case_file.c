@@ -32,7 +32,32 @@ typedef struct suite_loader {
     int64_t *name_slots;      /* open-addressing set of case indices by name (−1: empty), so
                                  duplicate names are found in O(1) each, not O(cases) */
     int64_t name_capacity;    /* slots, a power of two at least twice the cases */
+    int64_t row_entries;      /* rows and document lengths the suite holds so far, a copy of the
+                                 defaults' rows counted for every case given it */
 } suite_loader;
+
+/* The most rows and document lengths a loaded suite holds (cases/README.md, Limits): the
+ * defaults' rows are copied into every case that uses them, so a few kilobytes of YAML could
+ * otherwise ask for gigabytes. */
+#define SUITE_MAX_ROW_ENTRIES ((int64_t)16 << 20)
+
+/* Counts entries more rows or document lengths against SUITE_MAX_ROW_ENTRIES. */
+static bool within_row_budget(suite_loader *loader, int64_t entries) {
+    if (entries > SUITE_MAX_ROW_ENTRIES - loader->row_entries) {
+        return false;
+    }
+    loader->row_entries += entries;
+    return true;
+}
+
+/* Rows plus document lengths of count rows. */
+static int64_t row_entries(const cpparity_row_layout *rows, int64_t count) {
+    int64_t entries = count;
+    for (int64_t i = 0; i < count; i++) {
+        entries += rows[i].document_count;
+    }
+    return entries;
+}
 
 static const char *const top_keys[] = {"defaults", "cases"};
 static const char *const defaults_keys[] = {"model",  "seq_len", "rows",      "cp",
@@ -622,6 +647,12 @@ static cpparity_status parse_row(suite_loader *loader, const yaml_node_t *node, 
         status = check_sequence(loader, value, scope, item_path, "document lengths", false);
     }
     int64_t count = status == CPPARITY_OK && value != NULL ? sequence_length(value) : 0;
+    if (count > 0 && !within_row_budget(loader, count)) {
+        return fail(loader, value, scope, item_path,
+                    "the suite holds more than %lld rows and document lengths (cases/README.md, "
+                    "Limits)",
+                    (long long)SUITE_MAX_ROW_ENTRIES);
+    }
     if (count > 0) {
         row->document_lengths = calloc((size_t)count, sizeof *row->document_lengths);
         if (row->document_lengths == NULL) {
@@ -649,6 +680,12 @@ static cpparity_status parse_rows(suite_loader *loader, const yaml_node_t *node,
         return status;
     }
     int64_t count = sequence_length(node);
+    if (!within_row_budget(loader, count)) {
+        return fail(loader, node, scope, "rows",
+                    "the suite holds more than %lld rows and document lengths (cases/README.md, "
+                    "Limits)",
+                    (long long)SUITE_MAX_ROW_ENTRIES);
+    }
     settings->rows = calloc((size_t)count, sizeof *settings->rows);
     if (settings->rows == NULL) {
         return out_of_memory(loader);
@@ -982,6 +1019,13 @@ static cpparity_status resolve_case(suite_loader *loader, const char *scope,
                     "missing (set it in the case or in defaults)");
     }
     result->seq_len = seq_len_from->seq_len;
+    if (rows_from != settings &&
+        !within_row_budget(loader, row_entries(defaults->rows, defaults->row_count))) {
+        return fail(loader, case_node, scope, "rows",
+                    "the suite holds more than %lld rows and document lengths once the defaults' "
+                    "rows are given to this case (cases/README.md, Limits)",
+                    (long long)SUITE_MAX_ROW_ENTRIES);
+    }
     cpparity_status status = check_row_sums(loader, scope, rows_from->rows_value, rows_from->rows,
                                             rows_from->row_count, result->seq_len);
     if (status != CPPARITY_OK) {

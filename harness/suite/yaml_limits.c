@@ -111,7 +111,8 @@ static yaml_limit_result measure(alias_walk *walk, int index, int depth) {
                 if (size > walk->limit) {
                     return exceeded(walk, node,
                                     "more than %lld nodes once aliases are expanded (each "
-                                    "alias counts as a copy of the node it names)",
+                                    "alias counts as a copy of the node it names; aliases may "
+                                    "add at most 4194304)",
                                     (long long)walk->limit);
                 }
             }
@@ -139,9 +140,7 @@ yaml_limit_result yaml_limits_check_aliases(yaml_document_t *document,
     if (extents == NULL) {
         return YAML_LIMIT_NO_MEMORY;
     }
-    alias_walk walk = {document, extents,
-                       nodes > YAML_LIMIT_EXPANDED_NODES ? nodes : YAML_LIMIT_EXPANDED_NODES,
-                       violation};
+    alias_walk walk = {document, extents, nodes + YAML_LIMIT_ALIAS_NODES, violation};
     const yaml_limit_result result = measure(&walk, 1, 0);
     free(extents);
     return result;

@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <yaml.h>
 
-#define YAML_LIMIT_BYTES ((size_t)256 << 20)          /* a suite file: 256 MiB */
-#define YAML_LIMIT_DEPTH 64                           /* collections inside collections */
-#define YAML_LIMIT_EXPANDED_NODES ((int64_t)64 << 20) /* nodes once aliases are expanded */
+#define YAML_LIMIT_BYTES ((size_t)256 << 20)      /* a suite file: 256 MiB */
+#define YAML_LIMIT_DEPTH 64                       /* collections inside collections */
+#define YAML_LIMIT_ALIAS_NODES ((int64_t)4 << 20) /* nodes aliases may add once expanded */
 
 typedef enum yaml_limit_result {
     YAML_LIMIT_KEPT = 0,     /* within every limit */
@@ -33,8 +33,8 @@ typedef struct yaml_limit_violation {
 yaml_limit_result yaml_limits_check_depth(const char *text, size_t length,
                                           yaml_limit_violation *violation);
 
-/* The loaded document's size with every alias expanded, and its depth through aliases: over
- * YAML_LIMIT_EXPANDED_NODES (or the written node count, if larger) or YAML_LIMIT_DEPTH, or an
+/* The loaded document's size with every alias expanded, and its depth through aliases: more than
+ * YAML_LIMIT_ALIAS_NODES nodes beyond the written ones, deeper than YAML_LIMIT_DEPTH, or an
  * alias inside the node it names (a cycle), is YAML_LIMIT_EXCEEDED. */
 yaml_limit_result yaml_limits_check_aliases(yaml_document_t *document,
                                             yaml_limit_violation *violation);

@@ -1,0 +1,217 @@
+/*
+ * naive_attention.c — a small, clear attention kernel plugin for cpparity: float32 on the CPU,
+ * every mask of cpparity/kernel.h, GQA, deterministic. It is written for reading, not speed:
+ * each query row scans its keys, evaluating the mask predicate for each; backward recomputes the
+ * probabilities from the saved log-sum-exp and walks the keys in tiles of TILE.
+ *
+ * Build (see README.md): a shared library exporting cpparity_kernel_plugin. Then
+ *     cpparity run cases/ci.yaml --kernel ./libnaive_attention.so
+ *
+ * PLUGIN_BUG builds deliberately wrong variants for cpparity's own tests:
+ *     1  the sliding window lets one key too many in (k >= q - W instead of k > q - W)
+ *     2  backward skips the last tile of keys of every row
+ *     3  forward leaves the output of fully masked query rows unwritten
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cpparity/kernel.h>
+
+#ifndef PLUGIN_BUG
+#define PLUGIN_BUG 0
+#endif
+#define TILE 16 /* keys per backward tile */
+
+/* Floor division (toward −∞): the chunk grid counts from the row's first real token, so indices
+ * before it are negative. */
+static int64_t floor_divide(int64_t a, int64_t b) {
+    const int64_t quotient = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
+}
+
+/* May query q of row b attend key k? (cpparity/kernel.h, "Semantics") */
+static int allowed(const cpparity_mask_description *m, int64_t b, int64_t q, int64_t k) {
+    const int64_t S = m->seq_len;
+    if (k > q || !m->key_valid[b * S + k] || m->document[b * S + q] != m->document[b * S + k]) {
+        return 0;
+    }
+#if PLUGIN_BUG == 1
+    if (m->layer_type == 1 && k < q - m->window) {
+#else
+    if (m->layer_type == 1 && k <= q - m->window) {
+#endif
+        return 0;
+    }
+    if (m->layer_type == 2) {
+        const int64_t origin =
+            m->chunk_origin == 1 ? m->document_start[b * S + q] : m->left_padding[b];
+        if (floor_divide(k - origin, m->chunk_size) != floor_divide(q - origin, m->chunk_size)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Element offsets: q, out [B, S, H, Dh]; k, v [B, S, Hkv, Dh]; lse [B, H, S]. */
+static int64_t at(const cpparity_attention_dims *d, int64_t heads, int64_t b, int64_t s,
+                  int64_t h) {
+    return ((b * d->seq_len + s) * heads + h) * d->head_dim;
+}
+
+static float dot(const float *x, const float *y, int64_t n) {
+    double sum = 0.0; /* float64 accumulation: a clear kernel, not a fast one */
+    for (int64_t i = 0; i < n; i++) {
+        sum += (double)x[i] * y[i];
+    }
+    return (float)sum;
+}
+
+static int forward(void *context, void *out_bytes, float *lse, const void *q_bytes,
+                   const void *k_bytes, const void *v_bytes, const cpparity_mask_description *m,
+                   const cpparity_attention_dims *d, float scale, void *stream, char *error,
+                   size_t capacity) {
+    (void)context, (void)stream, (void)error, (void)capacity;
+    float *out = out_bytes;
+    const float *q = q_bytes, *k = k_bytes, *v = v_bytes;
+    const int64_t H = d->heads, Hkv = d->kv_heads, Dh = d->head_dim, S = d->seq_len;
+    for (int64_t b = 0; b < d->batch; b++) {
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t kv = h / (H / Hkv);
+            for (int64_t t = 0; t < S; t++) {
+                const float *query = q + at(d, H, b, t, h);
+                float *o = out + at(d, H, b, t, h);
+                float maximum = -INFINITY;
+                for (int64_t s = 0; s <= t; s++) {
+                    if (allowed(m, b, t, s)) {
+                        const float score = scale * dot(query, k + at(d, Hkv, b, s, kv), Dh);
+                        maximum = score > maximum ? score : maximum;
+                    }
+                }
+                if (maximum == -INFINITY) { /* no allowed key: out = 0, lse = −∞ */
+#if PLUGIN_BUG != 3
+                    memset(o, 0, (size_t)Dh * sizeof *o);
+#endif
+                    lse[(b * H + h) * S + t] = -INFINITY;
+                    continue;
+                }
+                double sum = 0.0;
+                double accumulated[1024] = {0};
+                for (int64_t s = 0; s <= t; s++) {
+                    if (allowed(m, b, t, s)) {
+                        const double p =
+                            exp(scale * dot(query, k + at(d, Hkv, b, s, kv), Dh) - maximum);
+                        sum += p;
+                        const float *value = v + at(d, Hkv, b, s, kv);
+                        for (int64_t i = 0; i < Dh; i++) {
+                            accumulated[i] += p * value[i];
+                        }
+                    }
+                }
+                for (int64_t i = 0; i < Dh; i++) {
+                    o[i] = (float)(accumulated[i] / sum);
+                }
+                lse[(b * H + h) * S + t] = (float)(maximum + log(sum));
+            }
+        }
+    }
+    return 0;
+}
+
+static int backward(void *context, void *dq_bytes, void *dk_bytes, void *dv_bytes,
+                    const void *dout_bytes, const void *q_bytes, const void *k_bytes,
+                    const void *v_bytes, const void *out_bytes, const float *lse,
+                    const cpparity_mask_description *m, const cpparity_attention_dims *d,
+                    float scale, void *stream, char *error, size_t capacity) {
+    (void)context, (void)stream, (void)error, (void)capacity;
+    float *dq = dq_bytes, *dk = dk_bytes, *dv = dv_bytes;
+    const float *dout = dout_bytes, *q = q_bytes, *k = k_bytes, *v = v_bytes, *out = out_bytes;
+    const int64_t H = d->heads, Hkv = d->kv_heads, Dh = d->head_dim, S = d->seq_len;
+    memset(dq, 0, (size_t)(d->batch * S * H * Dh) * sizeof *dq);
+    memset(dk, 0, (size_t)(d->batch * S * Hkv * Dh) * sizeof *dk);
+    memset(dv, 0, (size_t)(d->batch * S * Hkv * Dh) * sizeof *dv);
+    for (int64_t b = 0; b < d->batch; b++) {
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t kv = h / (H / Hkv);
+            for (int64_t t = 0; t < S; t++) {
+                const float row_lse = lse[(b * H + h) * S + t];
+                if (row_lse == -INFINITY) {
+                    continue; /* a fully masked row has no gradient */
+                }
+                const float *query = q + at(d, H, b, t, h), *g = dout + at(d, H, b, t, h);
+                const float delta = dot(g, out + at(d, H, b, t, h), Dh); /* Σ dout ⊙ out */
+                int64_t tiles = (t + TILE) / TILE;                       /* keys 0 … t */
+#if PLUGIN_BUG == 2
+                tiles = tiles > 1 ? tiles - 1 : tiles;
+#endif
+                for (int64_t tile = 0; tile < tiles; tile++) {
+                    const int64_t last = (tile + 1) * TILE - 1 < t ? (tile + 1) * TILE - 1 : t;
+                    for (int64_t s = tile * TILE; s <= last; s++) {
+                        if (!allowed(m, b, t, s)) {
+                            continue;
+                        }
+                        const float *key = k + at(d, Hkv, b, s, kv);
+                        const float *value = v + at(d, Hkv, b, s, kv);
+                        const float p = expf(scale * dot(query, key, Dh) - row_lse);
+                        const float dp = dot(g, value, Dh);
+                        const float ds = p * (dp - delta) * scale;
+                        float *dq_row = dq + at(d, H, b, t, h);
+                        float *dk_row = dk + at(d, Hkv, b, s, kv);
+                        float *dv_row = dv + at(d, Hkv, b, s, kv);
+                        for (int64_t i = 0; i < Dh; i++) {
+                            dq_row[i] += ds * key[i];
+                            dk_row[i] += ds * query[i];
+                            dv_row[i] += p * g[i];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Head dims up to 1024 (the forward's accumulator); cpparity checks before every call. */
+static int supports(void *context, const cpparity_mask_description *m,
+                    const cpparity_attention_dims *d, char *why, size_t capacity) {
+    (void)context, (void)m;
+    if (d->head_dim > 1024) {
+        snprintf(why, capacity, "head dim %lld is over this kernel's 1024", (long long)d->head_dim);
+        return 0;
+    }
+    return 1;
+}
+
+static const cpparity_attention_kernel kernel = {
+    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+    .struct_size = sizeof(cpparity_attention_kernel),
+#if PLUGIN_BUG == 0
+    .name = "naive-attention",
+#else
+    .name = "naive-attention-bug",
+#endif
+    .version = "1.0",
+    .device = CPPARITY_KERNEL_DEVICE_CPU,
+    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
+    .deterministic = 1,
+    .context = NULL,
+    .forward = forward,
+    .backward = backward,
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
+    .head_dim_count = 0,
+    .head_dims = NULL,
+    .supports = supports,
+};
+
+static const cpparity_attention_kernel *const kernels[] = {&kernel};
+
+const cpparity_attention_kernel *const *cpparity_kernel_plugin(uint32_t abi_version,
+                                                               int32_t *count) {
+    if (abi_version != CPPARITY_KERNEL_ABI_VERSION) {
+        *count = 0;
+        return NULL;
+    }
+    *count = 1;
+    return kernels;
+}

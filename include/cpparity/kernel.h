@@ -1,0 +1,130 @@
+/*
+ * cpparity/kernel.h — the attention kernel ABI of cpparity, version 2: what a kernel built apart
+ * from cpparity implements so that `cpparity run --kernel PATH.so` can judge it inside the
+ * context-parallel model (and, where a suite has them, in attention-level cases).
+ *
+ * A kernel is a plain C struct of function pointers with only fixed-width C types. A plugin is a
+ * shared library that exports
+ *
+ *     const cpparity_attention_kernel *const *cpparity_kernel_plugin(uint32_t abi_version,
+ *                                                                    int32_t *count);
+ *
+ * returning its kernels (*count of them; NULL and *count = 0 when it does not speak
+ * abi_version). The kernels must live as long as the library stays loaded. A kernel computes
+ * attention for the heads a rank holds after the Ulysses all-to-all, over the whole sequence,
+ * under a compact mask description (never an S×S array).
+ *
+ * Tensor pointers are host memory for a CPU kernel; device memory for a CUDA kernel, with the
+ * caller's cudaStream_t as stream. A kernel must not keep any pointer after a call returns, and
+ * must write every element of its outputs (cpparity poisons them with NaN before the call).
+ *
+ * Layouts (row-major):  q, out, dq, dout  [B, S, H, Dh]     k, v, dk, dv  [B, S, Hkv, Dh]
+ *                       lse               [B, H, S] float32, natural log
+ * where H and Hkv are the heads of this call (local heads). Query head j reads key/value head
+ * j / (H / Hkv). Element type: float32, or bfloat16 (uint16_t bits) when dtype says so.
+ *
+ * Semantics (cpparity's docs/masks.md is the definition): with q the query and k the key index
+ * in row b,
+ *     allowed = k <= q && key_valid[b][k] && document[b][q] == document[b][k]
+ *               && (layer_type != 1 || k > q - window)
+ *               && (layer_type != 2 || floor((k - o) / chunk_size) == floor((q - o) / chunk_size))
+ * where o = left_padding[b] (chunk_origin 0) or document_start[b][q] (chunk_origin 1) and floor
+ * rounds toward −∞. Padding masks keys only. scores = scale · q·k over allowed keys; a query row
+ * with no allowed key has out = 0 and lse = −∞. Backward OVERWRITES dq, dk and dv with the
+ * gradients of Σ dout ⊙ out.
+ *
+ * Version history: 1 — forward, backward, name, version, device, dtype, deterministic.
+ * 2 — capabilities, head_dims and supports() appended; the plugin entry point.
+ */
+#ifndef CPPARITY_KERNEL_H
+#define CPPARITY_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CPPARITY_KERNEL_ABI_VERSION 2u
+
+/* Values of cpparity_attention_kernel.device and .dtype. */
+#define CPPARITY_KERNEL_DEVICE_CPU 0     /* host pointers */
+#define CPPARITY_KERNEL_DEVICE_CUDA 1    /* device pointers and a cudaStream_t */
+#define CPPARITY_KERNEL_DTYPE_FLOAT32 0  /* float */
+#define CPPARITY_KERNEL_DTYPE_BFLOAT16 1 /* uint16_t holding bfloat16 bits */
+
+/* Capabilities (cpparity_attention_kernel.capabilities). A call needing one the kernel lacks is
+ * reported "unsupported by kernel", never run and never counted as passed. */
+#define CPPARITY_KERNEL_SUPPORTS_GQA (1u << 0)               /* heads > kv_heads */
+#define CPPARITY_KERNEL_SUPPORTS_KEY_PADDING (1u << 1)       /* key_valid holds zeros */
+#define CPPARITY_KERNEL_SUPPORTS_DOCUMENTS (1u << 2)         /* several documents in a row */
+#define CPPARITY_KERNEL_SUPPORTS_SLIDING (1u << 3)           /* layer_type 1 */
+#define CPPARITY_KERNEL_SUPPORTS_CHUNKED_ROW (1u << 4)       /* layer_type 2, chunk_origin 0 */
+#define CPPARITY_KERNEL_SUPPORTS_CHUNKED_DOCUMENT (1u << 5)  /* layer_type 2, chunk_origin 1 */
+#define CPPARITY_KERNEL_SUPPORTS_FULLY_MASKED_ROWS (1u << 6) /* query rows with no allowed key */
+#define CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC (1u << 7)     /* identical bits call after call */
+#define CPPARITY_KERNEL_SUPPORTS_ALL 0xffu                   /* every capability above */
+
+/* Mask of one layer over the whole (padded) sequence, per batch row. */
+typedef struct cpparity_mask_description {
+    int64_t batch;                 /* B */
+    int64_t seq_len;               /* S, the padded length */
+    int32_t layer_type;            /* 0 full, 1 sliding, 2 chunked */
+    int32_t chunk_origin;          /* 0 row grid shifted by left padding, 1 document starts */
+    int64_t window;                /* W >= 1 (sliding) */
+    int64_t chunk_size;            /* C >= 1 (chunked) */
+    const int64_t *document;       /* [B, S] document id, never decreasing along a row */
+    const int64_t *document_start; /* [B, S] index of the first token of t's document */
+    const int8_t *key_valid;       /* [B, S] 1 = real token, 0 = padding */
+    const int64_t *left_padding;   /* [B] leading padding tokens of each row */
+} cpparity_mask_description;
+
+/* Sizes of one call. */
+typedef struct cpparity_attention_dims {
+    int64_t batch;    /* B */
+    int64_t seq_len;  /* S */
+    int64_t heads;    /* H (local query heads) */
+    int64_t kv_heads; /* Hkv (local key/value heads), H % Hkv == 0 */
+    int64_t head_dim; /* Dh */
+} cpparity_attention_dims;
+
+typedef struct cpparity_attention_kernel {
+    uint32_t abi_version;  /* CPPARITY_KERNEL_ABI_VERSION */
+    uint32_t struct_size;  /* sizeof(cpparity_attention_kernel) when built */
+    const char *name;      /* e.g. "cpu-f32" */
+    const char *version;   /* the kernel's own version string */
+    int32_t device;        /* 0 CPU (host pointers), 1 CUDA (device pointers) */
+    int32_t dtype;         /* 0 float32, 1 bfloat16 */
+    int32_t deterministic; /* 1 when two calls give identical bits */
+    void *context;         /* passed back as the first argument of every call */
+    /* out and lse from q, k, v. Returns 0, or non-zero with a message in error (capacity bytes). */
+    int (*forward)(void *context, void *out, float *lse, const void *q, const void *k,
+                   const void *v, const cpparity_mask_description *mask,
+                   const cpparity_attention_dims *dims, float scale, void *stream, char *error,
+                   size_t capacity);
+    /* dq, dk, dv (overwritten) from dout and the forward's q, k, v, out, lse. */
+    int (*backward)(void *context, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                    const void *k, const void *v, const void *out, const float *lse,
+                    const cpparity_mask_description *mask, const cpparity_attention_dims *dims,
+                    float scale, void *stream, char *error, size_t capacity);
+    /* --- ABI 2: what the kernel supports (cpparity never calls it outside that) --- */
+    uint32_t capabilities;    /* CPPARITY_KERNEL_SUPPORTS_* bits */
+    int32_t head_dim_count;   /* entries of head_dims; 0 = every head dim */
+    const int32_t *head_dims; /* the head dims it supports */
+    /* Optional (NULL = capabilities and head_dims decide): 1 when the kernel supports this
+     * concrete call, else 0 with the reason in why (capacity bytes). */
+    int (*supports)(void *context, const cpparity_mask_description *mask,
+                    const cpparity_attention_dims *dims, char *why, size_t capacity);
+} cpparity_attention_kernel;
+
+/* The plugin entry point's name and type. */
+#define CPPARITY_KERNEL_PLUGIN_ENTRY "cpparity_kernel_plugin"
+typedef const cpparity_attention_kernel *const *(*cpparity_kernel_plugin_entry)(
+    uint32_t abi_version, int32_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * bad_plugin.c — kernel plugins that are wrong as plugins (not as attention), for cpparity's
+ * tests of --kernel PATH.so. BAD selects the fault:
+ *   1  the entry speaks no ABI cpparity knows (returns NULL, count 0)
+ *   2  struct_size smaller than ABI 2's descriptor
+ *   3  capability bits ABI 2 does not define
+ *   4  a name cpparity's own kernels already use ("cpu-f32")
+ *   5  forward writes one element past the end of out
+ *   6  declares no capability: every call needing padding, documents, windows, chunks or GQA is
+ *      unsupported (its attention is a placeholder: only "unsupported" is tested)
+ *   7  exports no cpparity_kernel_plugin (a misspelled entry)
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <cpparity/kernel.h>
+
+#ifndef BAD
+#error "BAD must be defined (1 to 7)"
+#endif
+
+/* Writes zeros (and, with BAD 5, one float past the end of out). */
+static int forward(void *context, void *out, float *lse, const void *q, const void *k,
+                   const void *v, const cpparity_mask_description *mask,
+                   const cpparity_attention_dims *d, float scale, void *stream, char *error,
+                   size_t capacity) {
+    (void)context, (void)q, (void)k, (void)v, (void)mask, (void)scale, (void)stream, (void)error,
+        (void)capacity;
+    const int64_t rows = d->batch * d->seq_len * d->heads;
+    memset(out, 0, (size_t)(rows * d->head_dim) * sizeof(float));
+    memset(lse, 0, (size_t)rows * sizeof(float));
+#if BAD == 5
+    ((float *)out)[rows * d->head_dim] = 1.0f; /* out of bounds */
+#endif
+    return 0;
+}
+
+static int backward(void *context, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                    const void *k, const void *v, const void *out, const float *lse,
+                    const cpparity_mask_description *mask, const cpparity_attention_dims *d,
+                    float scale, void *stream, char *error, size_t capacity) {
+    (void)context, (void)dout, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)mask,
+        (void)scale, (void)stream, (void)error, (void)capacity;
+    memset(dq, 0, (size_t)(d->batch * d->seq_len * d->heads * d->head_dim) * sizeof(float));
+    memset(dk, 0, (size_t)(d->batch * d->seq_len * d->kv_heads * d->head_dim) * sizeof(float));
+    memset(dv, 0, (size_t)(d->batch * d->seq_len * d->kv_heads * d->head_dim) * sizeof(float));
+    return 0;
+}
+
+static const cpparity_attention_kernel kernel = {
+    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+#if BAD == 2
+    .struct_size = 48,
+#else
+    .struct_size = sizeof(cpparity_attention_kernel),
+#endif
+#if BAD == 4
+    .name = "cpu-f32",
+#else
+    .name = "bad-plugin",
+#endif
+    .version = "0",
+    .device = CPPARITY_KERNEL_DEVICE_CPU,
+    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
+    .deterministic = 1,
+    .forward = forward,
+    .backward = backward,
+#if BAD == 3
+    .capabilities = 0x100u,
+#elif BAD == 6
+    .capabilities = 0,
+#else
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
+#endif
+};
+
+static const cpparity_attention_kernel *const kernels[] = {&kernel};
+
+#if BAD == 7
+#define cpparity_kernel_plugin cpparity_kernel_plugins
+#endif
+const cpparity_attention_kernel *const *cpparity_kernel_plugin(uint32_t abi_version,
+                                                               int32_t *count);
+const cpparity_attention_kernel *const *cpparity_kernel_plugin(uint32_t abi_version,
+                                                               int32_t *count) {
+#if BAD == 1
+    (void)abi_version;
+    (void)kernels;
+    *count = 0;
+    return NULL;
+#else
+    *count = abi_version == CPPARITY_KERNEL_ABI_VERSION ? 1 : 0;
+    return abi_version == CPPARITY_KERNEL_ABI_VERSION ? kernels : NULL;
+#endif
+}
