@@ -20,6 +20,8 @@ static char activities[2][INTERRUPT_TEXT];
 static atomic_int prefix_current, activity_current;
 static pthread_mutex_t writers = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int deferred, pending;
+static _Atomic(const char *) foreign_name;
+static _Atomic(const char *) foreign_call;
 
 /* Appends text to buffer at *used (async-signal-safe: no libc formatting). */
 static void append(char *buffer, size_t size, size_t *used, const char *text) {
@@ -36,6 +38,14 @@ static const char *signal_name(int signal_number) {
         return "SIGTERM";
     case SIGHUP:
         return "SIGHUP";
+    case SIGSEGV:
+        return "SIGSEGV";
+    case SIGBUS:
+        return "SIGBUS";
+    case SIGFPE:
+        return "SIGFPE";
+    case SIGILL:
+        return "SIGILL";
     default:
         return "a signal";
     }
@@ -58,6 +68,44 @@ static void stop(int signal_number) {
     ssize_t written = write(STDERR_FILENO, message, used);
     (void)written; /* nothing more can be done about a failed write to stderr */
     _exit(128 + signal_number);
+}
+
+/* A crash: the same cleanup and message, then the default action of the signal. */
+static void on_crash(int signal_number) {
+    temporary_files_remove_all();
+    char message[4 * INTERRUPT_TEXT];
+    size_t used = 0;
+    append(message, sizeof message, &used, prefixes[atomic_load(&prefix_current)]);
+    append(message, sizeof message, &used, ": crashed with ");
+    append(message, sizeof message, &used, signal_name(signal_number));
+    const char *activity = activities[atomic_load(&activity_current)];
+    if (activity[0] != '\0') {
+        append(message, sizeof message, &used, " while running ");
+        append(message, sizeof message, &used, activity);
+    }
+    const char *name = atomic_load(&foreign_name), *call = atomic_load(&foreign_call);
+    if (name != NULL) {
+        append(message, sizeof message, &used, ", inside kernel plugin ");
+        append(message, sizeof message, &used, name);
+        append(message, sizeof message, &used, " ");
+        append(message, sizeof message, &used, call != NULL ? call : "");
+        append(message, sizeof message, &used, " (the plugin crashed, not cpparity)");
+    }
+    append(message, sizeof message, &used, "; temporary files removed\n");
+    ssize_t written = write(STDERR_FILENO, message, used);
+    (void)written;
+    signal(signal_number, SIG_DFL); /* die of it: core dump and exit status as without us */
+    raise(signal_number);
+}
+
+void interrupt_enter_foreign_code(const char *name, const char *call) {
+    atomic_store(&foreign_call, call);
+    atomic_store(&foreign_name, name);
+}
+
+void interrupt_leave_foreign_code(void) {
+    atomic_store(&foreign_name, NULL);
+    atomic_store(&foreign_call, NULL);
 }
 
 static void on_signal(int signal_number) {
@@ -91,6 +139,15 @@ void interrupt_install(const char *prefix) {
         sigaction(handled[s], &action, NULL);
     }
     signal(SIGXFSZ, SIG_IGN);
+    struct sigaction crash;
+    memset(&crash, 0, sizeof crash);
+    crash.sa_handler = on_crash;
+    sigemptyset(&crash.sa_mask);
+    crash.sa_flags = SA_RESETHAND; /* a crash inside the handler ends the process plainly */
+    const int crashes[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+    for (size_t s = 0; s < sizeof crashes / sizeof *crashes; s++) {
+        sigaction(crashes[s], &crash, NULL);
+    }
 }
 
 /* Fills the unused buffer of a pair and makes it current. */

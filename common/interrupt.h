@@ -7,6 +7,10 @@
  * ignored when the process started (nohup, a non-interactive shell's background job) stays
  * ignored.
  *
+ * A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL) also removes the temporary files and says what was
+ * running (and which kernel plugin call, when in one), then dies of the same signal (exit 139
+ * for SIGSEGV), so a core dump and the shell's report are unchanged.
+ *
  * While a command publishes its outputs (output_file.h) it defers signals: one that arrives
  * then takes effect when publishing ends, so the outputs appear all together or not at all.
  */
@@ -22,6 +26,12 @@ void interrupt_set_prefix(const char *prefix);
 /* What the process is doing, printed if a signal stops it ("case 'x' (cp 4, f32)"); "" for
  * nothing in particular. Any thread may call it; the latest call wins. */
 void interrupt_set_activity(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* Marks a call into code cpparity did not write (a kernel plugin's forward or backward): if the
+ * process crashes meanwhile (SIGSEGV, SIGBUS, SIGFPE, SIGILL), the message names it. name and
+ * call must stay valid; interrupt_leave_foreign_code ends the mark. */
+void interrupt_enter_foreign_code(const char *name, const char *call);
+void interrupt_leave_foreign_code(void);
 
 /* Defers signals until the matching interrupt_resume (calls nest; any thread). */
 void interrupt_defer(void);

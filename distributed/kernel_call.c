@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/interrupt.h"
 #include "distributed/kernel_registry.h"
 
 /* The guard pattern: a NaN with a payload no arithmetic produces. */
@@ -109,8 +110,14 @@ int kernel_call_forward(const cpparity_attention_kernel *kernel, float *out, flo
         snprintf(message, size, "out of memory for the guarded outputs of kernel %s", kernel->name);
         return 1;
     }
+    if (guarded) {
+        interrupt_enter_foreign_code(kernel->name, "forward");
+    }
     const int result = kernel->forward(kernel->context, target(&outputs[0]), target(&outputs[1]), q,
                                        k, v, mask, dims, scale, NULL, message, size);
+    if (guarded) {
+        interrupt_leave_foreign_code();
+    }
     const int guards =
         finish(kernel, "forward", outputs, 2, result != 0 ? NULL : message, result != 0 ? 0 : size);
     return result != 0 ? result : guards;
@@ -131,9 +138,15 @@ int kernel_call_backward(const cpparity_attention_kernel *kernel, float *dq, flo
         snprintf(message, size, "out of memory for the guarded outputs of kernel %s", kernel->name);
         return 1;
     }
+    if (guarded) {
+        interrupt_enter_foreign_code(kernel->name, "backward");
+    }
     const int result = kernel->backward(kernel->context, target(&outputs[0]), target(&outputs[1]),
                                         target(&outputs[2]), dout, q, k, v, out, lse, mask, dims,
                                         scale, NULL, message, size);
+    if (guarded) {
+        interrupt_leave_foreign_code();
+    }
     const int guards = finish(kernel, "backward", outputs, 3, result != 0 ? NULL : message,
                               result != 0 ? 0 : size);
     return result != 0 ? result : guards;

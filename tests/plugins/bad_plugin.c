@@ -9,6 +9,7 @@
  *   6  declares no capability: every call needing padding, documents, windows, chunks or GQA is
  *      unsupported (its attention is a placeholder: only "unsupported" is tested)
  *   7  exports no cpparity_kernel_plugin (a misspelled entry)
+ *   8  forward dereferences a null pointer (a crash)
  */
 #include <stdint.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 #include <cpparity/kernel.h>
 
 #ifndef BAD
-#error "BAD must be defined (1 to 7)"
+#error "BAD must be defined (1 to 8)"
 #endif
 
 /* Writes zeros (and, with BAD 5, one float past the end of out). */
@@ -31,6 +32,10 @@ static int forward(void *context, void *out, float *lse, const void *q, const vo
     memset(lse, 0, (size_t)rows * sizeof(float));
 #if BAD == 5
     ((float *)out)[rows * d->head_dim] = 1.0f; /* out of bounds */
+#endif
+#if BAD == 8
+    volatile float *nowhere = NULL;
+    *nowhere = 1.0f; /* a crash */
 #endif
     return 0;
 }
