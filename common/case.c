@@ -7,6 +7,7 @@
 #include "common/names.h"
 
 const char *const cpparity_dtype_names[CPPARITY_DTYPE_COUNT] = {"f32", "bf16"};
+const char *const cpparity_case_level_names[CPPARITY_LEVEL_COUNT] = {"model", "attention"};
 const char *const cpparity_tensor_kind_names[CPPARITY_KIND_COUNT] = {"loss", "logits", "grads"};
 const char *const cpparity_tolerance_origin_names[CPPARITY_ORIGIN_COUNT] = {"default", "suite",
                                                                             "case"};

@@ -71,6 +71,14 @@ typedef struct cpparity_row_layout {
                                   with padding_continues. Owned by the suite */
 } cpparity_row_layout;
 
+/* What a case judges (cases/README.md, `level`). */
+typedef enum cpparity_case_level {
+    CPPARITY_LEVEL_MODEL = 0,     /* "model": the whole context-parallel model (the default) */
+    CPPARITY_LEVEL_ATTENTION = 1, /* "attention": the attention kernel alone, one call per layer */
+} cpparity_case_level;
+#define CPPARITY_LEVEL_COUNT 2
+extern const char *const cpparity_case_level_names[CPPARITY_LEVEL_COUNT];
+
 typedef struct cpparity_case {
     char name[CPPARITY_CASE_NAME];               /* unique within the suite */
     char description[CPPARITY_CASE_DESCRIPTION]; /* optional free text, "" when absent */
@@ -85,6 +93,7 @@ typedef struct cpparity_case {
     int dtype_count;                             /* >= 1 */
     uint64_t seed;                               /* fixture seed */
     cpparity_tolerance tolerances[CPPARITY_DTYPE_COUNT][CPPARITY_KIND_COUNT]; /* resolved */
+    cpparity_case_level level;           /* model (default) or attention */
     bool expect_refuse;                  /* the implementation must refuse this case */
     char refusal[CPPARITY_REFUSAL_TEXT]; /* text the refusal message must contain */
 } cpparity_case;

@@ -52,6 +52,19 @@ void run_results_free(run_results *results) {
 void run_item_describe_worst(const run_item *item, const tensor_record *record, char *text,
                              size_t size) {
     const int64_t head_dim = item->source->model.head_dim;
+    if (strncmp(record->name, "attention/", strlen("attention/")) == 0) {
+        /* an attention-level tensor: [B, S, heads, Dh], or lse [B, H, S] */
+        if (record->shape_rank == 4) {
+            snprintf(text, size, "%s batch row %lld position %lld head %lld dim %lld", record->name,
+                     (long long)record->worst[0], (long long)record->worst[1],
+                     (long long)record->worst[2], (long long)record->worst[3]);
+        } else {
+            snprintf(text, size, "%s batch row %lld head %lld position %lld", record->name,
+                     (long long)record->worst[0], (long long)record->worst[1],
+                     (long long)record->worst[2]);
+        }
+        return;
+    }
     if (record->kind == CPPARITY_KIND_LOSS) {
         snprintf(text, size, "%s rank %d", record->name, record->rank);
     } else if (record->kind == CPPARITY_KIND_LOGITS) {

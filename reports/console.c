@@ -52,6 +52,9 @@ void console_item(FILE *stream, const run_item *item) {
             cpparity_dtype_name(item->dtype), tensor, error, limit,
             run_outcome_name(item->outcome));
     if (item->outcome == RUN_PASS) {
+        if (item->message[0] != '\0') { /* e.g. an attention-level item's seed */
+            fprintf(stream, "    %s\n", item->message);
+        }
         return;
     }
     if (item->message[0] != '\0') {

@@ -831,3 +831,20 @@ Test(case_file, defaults_rows_copied_into_many_cases__refused_past_the_row_budge
     cr_expect_eq(suite.count, 0);
     free(text);
 }
+
+Test(case_file, level__attention_is_read_and_model_is_the_default) {
+    cpparity_suite suite;
+    load_ok(DEFAULTS "cases:\n  - name: a\n  - name: b\n    level: attention\n    cp: [1]\n"
+                     "    model: {head_dim: 9}\n",
+            &suite);
+    cr_expect_eq(suite.cases[0].level, CPPARITY_LEVEL_MODEL);
+    cr_expect_eq(suite.cases[1].level, CPPARITY_LEVEL_ATTENTION);
+    cr_expect_eq(suite.cases[1].model.head_dim, 9, "no rotary embedding: an odd head dim is fine");
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, level__attention_needs_cp_1_and_model_keeps_head_dim_even) {
+    expect_input_error(CASE_A "    level: attention\n", "6:7", "cp must be [1]");
+    expect_input_error(CASE_A "    model: {head_dim: 9}\n", "9:5", "head_dim must be even");
+    expect_input_error(CASE_A "    level: kernel\n", "9:12", "expected model or attention");
+}

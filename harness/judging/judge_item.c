@@ -204,7 +204,7 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
  * the same elements; for cp > 1 also the tensor's error at cp = 1) and the item's outcome. A
  * baseline over its ceiling makes the item an ERROR: the harness, not the implementation, is
  * then at fault. */
-static void decide(run_item *item, int64_t case_index, const baseline_table *baselines) {
+void judge_item_decide(run_item *item, int64_t case_index, const baseline_table *baselines) {
     item->worst_ratio = 0.0;
     item->worst_tensor = -1;
     int64_t failures = 0, first_failure = -1, out_of_bounds = -1;
@@ -326,7 +326,7 @@ cpparity_status judge_item(run_item *item, int64_t case_index, const judge_input
                            const baseline_table *baselines, cpparity_error *error) {
     cpparity_status status = compare_all(item, in, error);
     if (status == CPPARITY_OK) {
-        decide(item, case_index, baselines);
+        judge_item_decide(item, case_index, baselines);
         if (in->store == RUN_STORE_FAILURES) {
             keep_failures(item, in); /* --store all kept everything, --store metrics keeps none */
         }

@@ -34,4 +34,10 @@ typedef struct judge_inputs {
 cpparity_status judge_item(run_item *item, int64_t case_index, const judge_inputs *in,
                            const baseline_table *baselines, cpparity_error *error);
 
+/* Decides every tensor of an item whose records hold their metrics, baseline errors and
+ * tolerances (compare_decide; for cp > 1 also against the same tensor at cp = 1 from
+ * baselines), and the item's outcome, worst tensor and message. judge_item calls it; attention-
+ * level items (harness/running/attention_item.h) fill their records themselves and call it. */
+void judge_item_decide(run_item *item, int64_t case_index, const baseline_table *baselines);
+
 #endif

@@ -6,6 +6,8 @@
  */
 #include "harness/judging/naive_model.h"
 
+#include "harness/judging/naive_attention.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,108 +130,6 @@ static void rope(float *x, const float *cosines, const float *sines, int64_t row
     }
 }
 
-/* --- attention, row by row ----------------------------------------------------------------- */
-
-/* The dimensions attention runs on. */
-typedef struct attention_shape {
-    int64_t batch, seq_len, heads, kv_heads, head_dim;
-} attention_shape;
-
-/* keys[0..*count) = the keys query q of row b may attend, in increasing order. */
-static void allowed_keys(const reference_mask *mask, int64_t b, int64_t q, int64_t *keys,
-                         int64_t *count) {
-    *count = 0;
-    for (int64_t k = 0; k <= q; k++) {
-        if (reference_mask_allowed(mask, b, q, k)) {
-            keys[(*count)++] = k;
-        }
-    }
-}
-
-/* out (B,S,H,Dh), lse (B,H,S) from q, k, v: scores of each row, maximum, exponentials, sum. */
-static void attention_forward(float *out, float *lse, const float *q, const float *k,
-                              const float *v, const reference_mask *mask, attention_shape s,
-                              float scale, int64_t *keys, float *scores) {
-    const int64_t group = s.heads / s.kv_heads, Dh = s.head_dim;
-    for (int64_t b = 0; b < s.batch; b++) {
-        for (int64_t t = 0; t < s.seq_len; t++) {
-            int64_t count = 0;
-            allowed_keys(mask, b, t, keys, &count);
-            for (int64_t h = 0; h < s.heads; h++) {
-                const float *query = q + ((b * s.seq_len + t) * s.heads + h) * Dh;
-                float *row = out + ((b * s.seq_len + t) * s.heads + h) * Dh;
-                const int64_t kv = h / group;
-                memset(row, 0, (size_t)Dh * sizeof *row);
-                if (count == 0) {
-                    lse[(b * s.heads + h) * s.seq_len + t] = -INFINITY;
-                    continue;
-                }
-                float maximum = -INFINITY;
-                for (int64_t j = 0; j < count; j++) {
-                    const float *key = k + ((b * s.seq_len + keys[j]) * s.kv_heads + kv) * Dh;
-                    float dot = 0.0f;
-                    for (int64_t d = 0; d < Dh; d++) {
-                        dot += query[d] * key[d];
-                    }
-                    scores[j] = scale * dot;
-                    maximum = scores[j] > maximum ? scores[j] : maximum;
-                }
-                float sum = 0.0f;
-                for (int64_t j = 0; j < count; j++) {
-                    scores[j] = expf(scores[j] - maximum);
-                    sum += scores[j];
-                }
-                for (int64_t j = 0; j < count; j++) {
-                    const float p = scores[j] / sum;
-                    const float *value = v + ((b * s.seq_len + keys[j]) * s.kv_heads + kv) * Dh;
-                    for (int64_t d = 0; d < Dh; d++) {
-                        row[d] += p * value[d];
-                    }
-                }
-                lse[(b * s.heads + h) * s.seq_len + t] = maximum + logf(sum);
-            }
-        }
-    }
-}
-
-/* dq, dk, dv += gradients of Σ dout ⊙ out, probabilities recomputed from lse. */
-static void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                               const float *k, const float *v, const float *out, const float *lse,
-                               const reference_mask *mask, attention_shape s, float scale,
-                               int64_t *keys) {
-    const int64_t group = s.heads / s.kv_heads, Dh = s.head_dim;
-    for (int64_t b = 0; b < s.batch; b++) {
-        for (int64_t t = 0; t < s.seq_len; t++) {
-            int64_t count = 0;
-            allowed_keys(mask, b, t, keys, &count);
-            for (int64_t h = 0; h < s.heads && count > 0; h++) {
-                const int64_t row = ((b * s.seq_len + t) * s.heads + h) * Dh;
-                const int64_t kv = h / group;
-                const float row_lse = lse[(b * s.heads + h) * s.seq_len + t];
-                float delta = 0.0f;
-                for (int64_t d = 0; d < Dh; d++) {
-                    delta += dout[row + d] * out[row + d];
-                }
-                for (int64_t j = 0; j < count; j++) {
-                    const int64_t key = ((b * s.seq_len + keys[j]) * s.kv_heads + kv) * Dh;
-                    float dot = 0.0f, dp = 0.0f;
-                    for (int64_t d = 0; d < Dh; d++) {
-                        dot += q[row + d] * k[key + d];
-                        dp += dout[row + d] * v[key + d];
-                    }
-                    const float p = expf(scale * dot - row_lse);
-                    const float ds = p * (dp - delta);
-                    for (int64_t d = 0; d < Dh; d++) {
-                        dq[row + d] += scale * ds * k[key + d];
-                        dk[key + d] += scale * ds * q[row + d];
-                        dv[key + d] += p * dout[row + d];
-                    }
-                }
-            }
-        }
-    }
-}
-
 /* --- the model ---------------------------------------------------------------------------- */
 
 /* One layer's saved values. */
@@ -333,7 +233,7 @@ static void forward(naive_run *run, const cpparity_batch *batch, float *projecti
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
     const float *w = run->weights;
     const float eps = (float)c->rms_norm_eps, scale = 1.0f / sqrtf((float)Dh);
-    const attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
+    const naive_attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
     for (int64_t n = 0; n < N; n++) {
         memcpy(run->layers[0].input + n * D, w + run->at.embed_tokens + batch->input_ids[n] * D,
                (size_t)D * sizeof(float));
@@ -355,8 +255,8 @@ static void forward(naive_run *run, const cpparity_batch *batch, float *projecti
         rope(a->k, run->cosines, run->sines, N, Hkv, Dh, 1.0f);
         store(run->dtype, a->q, N * H * Dh);
         store(run->dtype, a->k, N * Hkv * Dh);
-        attention_forward(a->attention, a->lse, a->q, a->k, a->v, &run->masks[l], shape, scale,
-                          run->keys, run->scores);
+        naive_float_attention_forward(a->attention, a->lse, a->q, a->k, a->v, &run->masks[l], shape,
+                                      scale, run->keys, run->scores);
         store(run->dtype, a->attention, N * H * Dh);
         linear_forward(projection, a->attention, w + p->o_proj, N, H * Dh, D);
         store(run->dtype, projection, N * D);
@@ -410,7 +310,7 @@ static void backward(naive_run *run, const cpparity_batch *batch, naive_gradient
     const int64_t V = c->vocab_size;
     const float *w = run->weights;
     const float scale = 1.0f / sqrtf((float)Dh), per_label = 1.0f / (float)run->labels;
-    const attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
+    const naive_attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
     for (int64_t n = 0; n < N; n++) {
         if (batch->labels[n] == CPPARITY_IGNORE_INDEX) {
             continue;
@@ -452,8 +352,9 @@ static void backward(naive_run *run, const cpparity_batch *batch, naive_gradient
         memset(d->q, 0, (size_t)(N * H * Dh) * sizeof(float));
         memset(d->k, 0, (size_t)(N * Hkv * Dh) * sizeof(float));
         memset(d->v, 0, (size_t)(N * Hkv * Dh) * sizeof(float));
-        attention_backward(d->q, d->k, d->v, d->attention, a->q, a->k, a->v, a->attention, a->lse,
-                           &run->masks[l], shape, scale, run->keys);
+        naive_float_attention_backward(d->q, d->k, d->v, d->attention, a->q, a->k, a->v,
+                                       a->attention, a->lse, &run->masks[l], shape, scale,
+                                       run->keys);
         rope(d->q, run->cosines, run->sines, N, H, Dh, -1.0f);
         rope(d->k, run->cosines, run->sines, N, Hkv, Dh, -1.0f);
         memset(d->normed, 0, (size_t)(N * D) * sizeof(float));

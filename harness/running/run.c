@@ -207,6 +207,9 @@ static cpparity_status run_discrimination(cpparity_comm *world, run_plan *plan,
             continue; /* nothing of this case was compared */
         }
         const cpparity_case *checked = plan->cases[c];
+        if (checked->level == CPPARITY_LEVEL_ATTENTION) {
+            continue; /* no model, no mask features to switch off */
+        }
         const uint64_t seed = options->seed_set ? options->seed : checked->seed;
         const reference_outputs *normal = NULL;
         int computed_now = 0;

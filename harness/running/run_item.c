@@ -16,6 +16,7 @@
 #include "distributed/mask_description.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
+#include "harness/running/attention_item.h"
 #include "harness/judging/judge_item.h"
 
 #define PROBLEM_TEXT 512 /* bytes of a rank's output problem, NUL included */
@@ -390,6 +391,22 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     const cpparity_case *c = plan->cases[planned->case_index];
     const bool is_root = group->rank == root;
     run_item_begin(item, plan, planned);
+    if (c->level == CPPARITY_LEVEL_ATTENTION) { /* the kernel alone, on the root (cp is 1) */
+        interrupt_set_activity("case '%s' (attention level, %s)", c->name,
+                               cpparity_dtype_name(planned->dtype));
+        const uint64_t seed =
+            options->seed_set ? options->seed : attention_item_fresh_seed(c->seed);
+        cpparity_status status = CPPARITY_OK;
+        if (is_root) {
+            const double started = monotonic_seconds();
+            status = attention_item_run(item, c, seed, target->kernel, error);
+            item->seconds = monotonic_seconds() - started;
+            item->wall_seconds = item->seconds;
+        } else {
+            memset(item, 0, sizeof *item);
+        }
+        return status;
+    }
     interrupt_set_activity("case '%s' (cp %lld, %s)", c->name, (long long)planned->cp,
                            cpparity_dtype_name(planned->dtype));
     if (refused(target, c, planned, is_root, item) ||

@@ -60,10 +60,11 @@ static int64_t row_entries(const cpparity_row_layout *rows, int64_t count) {
 }
 
 static const char *const top_keys[] = {"defaults", "cases"};
-static const char *const defaults_keys[] = {"model",  "seq_len", "rows",      "cp",
-                                            "dtypes", "seed",    "tolerances"};
-static const char *const case_keys[] = {"name", "description", "model", "seq_len",    "rows",
-                                        "cp",   "dtypes",      "seed",  "tolerances", "expect"};
+static const char *const defaults_keys[] = {"model",  "seq_len", "rows",       "cp",
+                                            "dtypes", "seed",    "tolerances", "level"};
+static const char *const case_keys[] = {"name",       "description", "model",  "seq_len",
+                                        "rows",       "cp",          "dtypes", "seed",
+                                        "tolerances", "expect",      "level"};
 static const char *const row_keys[] = {"left_padding", "documents", "right_padding",
                                        "padding_positions", "start_positions"};
 static const char *const expect_keys[] = {"refuse"};
@@ -104,6 +105,8 @@ typedef struct case_settings {
     const yaml_node_t *seed_value;
     uint64_t seed;
     tolerance_settings tolerances;
+    const yaml_node_t *level_value;
+    cpparity_case_level level;
 } case_settings;
 
 /* Writes printf-style text into buffer, truncated when too long (names and paths for messages). */
@@ -868,6 +871,21 @@ static cpparity_status parse_settings(suite_loader *loader, const yaml_node_t *n
             settings->seed = (uint64_t)seed;
         } else if (strcmp(name, "tolerances") == 0) {
             status = parse_tolerances(loader, value, scope, &settings->tolerances);
+        } else if (strcmp(name, "level") == 0) {
+            settings->level_value = value;
+            bool known = false;
+            for (int l = 0; l < CPPARITY_LEVEL_COUNT && value->type == YAML_SCALAR_NODE; l++) {
+                if (strcmp(scalar_text(value), cpparity_case_level_names[l]) == 0) {
+                    settings->level = (cpparity_case_level)l;
+                    known = true;
+                }
+            }
+            if (!known) {
+                char found[FOUND_CAPACITY];
+                describe_node(value, found, sizeof found);
+                status = fail(loader, value, scope, "level", "expected model or attention, got %s",
+                              found);
+            }
         }
     }
     return status;
@@ -878,7 +896,7 @@ static cpparity_status parse_settings(suite_loader *loader, const yaml_node_t *n
  * cpparity_model_config_validate. anchor locates errors that no single case node explains. */
 static cpparity_status resolve_model(suite_loader *loader, const char *scope,
                                      const yaml_node_t *anchor, const model_settings *defaults,
-                                     const model_settings *overrides,
+                                     const model_settings *overrides, cpparity_case_level level,
                                      cpparity_model_config *config) {
     model_settings merged = *defaults;
     for (int field = 0; field < CPPARITY_MODEL_FIELD_COUNT; field++) {
@@ -929,7 +947,12 @@ static cpparity_status resolve_model(suite_loader *loader, const char *scope,
     }
     cpparity_error invalid;
     cpparity_error_clear(&invalid);
-    if (cpparity_model_config_validate(&resolved, &invalid) != CPPARITY_OK) {
+    /* an attention-level case has no rotary embedding: an odd head_dim is fine there */
+    cpparity_model_config validated = resolved;
+    if (level == CPPARITY_LEVEL_ATTENTION && validated.head_dim % 2 != 0) {
+        validated.head_dim += 1;
+    }
+    if (cpparity_model_config_validate(&validated, &invalid) != CPPARITY_OK) {
         return fail(loader, anchor, scope, "model", "%s", invalid.message);
     }
     *config = resolved;
@@ -1058,9 +1081,20 @@ static cpparity_status resolve_case(suite_loader *loader, const char *scope,
         result->dtype_count = 1;
     }
     result->seed = settings->seed_value ? settings->seed : defaults->seed;
+    result->level = settings->level_value ? settings->level : defaults->level;
+    if (result->level == CPPARITY_LEVEL_ATTENTION &&
+        (result->cp_count != 1 || result->cp_sizes[0] != 1)) {
+        return fail(loader, cp_from->cp_value != NULL ? cp_from->cp_value : case_node, scope, "cp",
+                    "an attention-level case judges one kernel call alone: cp must be [1]");
+    }
+    if (result->level == CPPARITY_LEVEL_ATTENTION && result->expect_refuse) {
+        return fail(loader, case_node, scope, "expect",
+                    "an attention-level case has no implementation to refuse it");
+    }
     resolve_tolerances(&defaults->tolerances, &settings->tolerances, result);
     const yaml_node_t *anchor = settings->model_key != NULL ? settings->model_key : name_node;
-    return resolve_model(loader, scope, anchor, &defaults->model, &settings->model, &result->model);
+    return resolve_model(loader, scope, anchor, &defaults->model, &settings->model, result->level,
+                         &result->model);
 }
 
 /* Whether name uses only [A-Za-z0-9_.-]. */

@@ -10,6 +10,7 @@
  *      unsupported (its attention is a placeholder: only "unsupported" is tested)
  *   7  exports no cpparity_kernel_plugin (a misspelled entry)
  *   8  forward dereferences a null pointer (a crash)
+ *   9  declares itself deterministic, but each call's out differs from the previous one's
  */
 #include <stdint.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 #include <cpparity/kernel.h>
 
 #ifndef BAD
-#error "BAD must be defined (1 to 8)"
+#error "BAD must be defined (1 to 9)"
 #endif
 
 /* Writes zeros (and, with BAD 5, one float past the end of out). */
@@ -36,6 +37,11 @@ static int forward(void *context, void *out, float *lse, const void *q, const vo
 #if BAD == 8
     volatile float *nowhere = NULL;
     *nowhere = 1.0f; /* a crash */
+#endif
+#if BAD == 9
+    static float calls; /* changes every call: not deterministic */
+    calls += 1.0f;
+    ((float *)out)[0] = calls;
 #endif
     return 0;
 }

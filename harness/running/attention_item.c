@@ -1,0 +1,425 @@
+/* attention_item.c — one attention kernel judged alone (see attention_item.h). */
+#include "harness/running/attention_item.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/checked_size.h"
+#include "distributed/kernel_call.h"
+#include "distributed/kernel_registry.h"
+#include "distributed/kernel_support.h"
+#include "distributed/mask_description.h"
+#include "fixtures/batch_fixture.h"
+#include "fixtures/random.h"
+#include "harness/judging/compare.h"
+#include "harness/judging/judge_item.h"
+#include "harness/judging/naive_attention.h"
+#include "reference/attention.h"
+#include "reference/mask.h"
+
+#define TENSORS_PER_LAYER 5 /* out, lse, dq, dk, dv */
+
+uint64_t attention_item_fresh_seed(uint64_t case_seed) {
+    static uint64_t fresh; /* one draw per process: every item of a run shares it */
+    if (fresh == 0) {
+        FILE *source = fopen("/dev/urandom", "rb");
+        if (source == NULL || fread(&fresh, sizeof fresh, 1, source) != 1) {
+            fresh = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15u ^ (uint64_t)getpid();
+        }
+        if (source != NULL) {
+            fclose(source);
+        }
+        fresh |= 1u;
+    }
+    /* below 2^53, so that the seed prints and reads back exactly everywhere */
+    return (fresh ^ (case_seed * 0xbf58476d1ce4e5b9u)) & (((uint64_t)1 << 53) - 1);
+}
+
+/* Everything one layer's calls use. */
+typedef struct attention_buffers {
+    float *q, *k, *v, *dout;         /* inputs */
+    float *out, *lse, *dq, *dk, *dv; /* the kernel's outputs */
+    float *again[5];                 /* a second call's outputs (determinism) */
+    float *naive_out, *naive_lse, *naive_dq, *naive_dk, *naive_dv;
+    double *wide_q, *wide_k, *wide_v, *wide_dout; /* the same inputs in float64 */
+    double *ref_out, *ref_lse, *ref_dq, *ref_dk, *ref_dv;
+    int64_t *keys;    /* naive scratch */
+    float *scores;    /* naive scratch */
+    uint8_t *include; /* lse rows compared */
+    float *lse_compared;
+    double *ref_lse_compared;
+} attention_buffers;
+
+static void buffers_free(attention_buffers *b) {
+    void *all[] = {b->q,
+                   b->k,
+                   b->v,
+                   b->dout,
+                   b->out,
+                   b->lse,
+                   b->dq,
+                   b->dk,
+                   b->dv,
+                   b->again[0],
+                   b->again[1],
+                   b->again[2],
+                   b->again[3],
+                   b->again[4],
+                   b->naive_out,
+                   b->naive_lse,
+                   b->naive_dq,
+                   b->naive_dk,
+                   b->naive_dv,
+                   b->wide_q,
+                   b->wide_k,
+                   b->wide_v,
+                   b->wide_dout,
+                   b->ref_out,
+                   b->ref_lse,
+                   b->ref_dq,
+                   b->ref_dk,
+                   b->ref_dv,
+                   b->keys,
+                   b->scores,
+                   b->include,
+                   b->lse_compared,
+                   b->ref_lse_compared};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+        free(all[i]);
+    }
+    memset(b, 0, sizeof *b);
+}
+
+static bool buffers_allocate(attention_buffers *b, int64_t query, int64_t key, int64_t rows,
+                             int64_t seq_len) {
+#define ALLOCATE(field, count) (b->field = calloc((size_t)(count) + 1, sizeof *b->field)) != NULL
+    bool ok = ALLOCATE(q, query) && ALLOCATE(k, key) && ALLOCATE(v, key) && ALLOCATE(dout, query) &&
+              ALLOCATE(out, query) && ALLOCATE(lse, rows) && ALLOCATE(dq, query) &&
+              ALLOCATE(dk, key) && ALLOCATE(dv, key) && ALLOCATE(naive_out, query) &&
+              ALLOCATE(naive_lse, rows) && ALLOCATE(naive_dq, query) && ALLOCATE(naive_dk, key) &&
+              ALLOCATE(naive_dv, key) && ALLOCATE(wide_q, query) && ALLOCATE(wide_k, key) &&
+              ALLOCATE(wide_v, key) && ALLOCATE(wide_dout, query) && ALLOCATE(ref_out, query) &&
+              ALLOCATE(ref_lse, rows) && ALLOCATE(ref_dq, query) && ALLOCATE(ref_dk, key) &&
+              ALLOCATE(ref_dv, key) && ALLOCATE(keys, seq_len) && ALLOCATE(scores, seq_len) &&
+              ALLOCATE(include, rows) && ALLOCATE(lse_compared, rows) &&
+              ALLOCATE(ref_lse_compared, rows);
+#undef ALLOCATE
+    const int64_t counts[5] = {query, rows, query, key, key};
+    for (int i = 0; ok && i < 5; i++) {
+        b->again[i] = calloc((size_t)counts[i] + 1, sizeof *b->again[i]);
+        ok = b->again[i] != NULL;
+    }
+    return ok;
+}
+
+/* Random values in [-amplitude, amplitude) for a tensor named name, and their float64 copy. */
+static void draw(float *values, double *wide, int64_t count, uint64_t seed, const char *name,
+                 double amplitude) {
+    const uint64_t stream = fixture_stream(name);
+    for (int64_t i = 0; i < count; i++) {
+        values[i] = (float)(amplitude * fixture_uniform(seed, stream, i));
+        wide[i] = values[i];
+    }
+}
+
+/* Appends one record: its metrics against the reference, the naive baseline's error on the same
+ * elements, its tolerance, shape and worst coordinates. */
+static void add_record(run_item *item, const cpparity_case *c, int64_t layer, const char *what,
+                       cpparity_tensor_kind kind, int shape_rank, const int64_t *shape,
+                       const float *x, const float *naive, const double *reference,
+                       const uint8_t *include) {
+    tensor_record *record = &item->tensors[item->tensor_count++];
+    memset(record, 0, sizeof *record);
+    snprintf(record->name, sizeof record->name, "attention/layers.%lld.%s", (long long)layer, what);
+    record->kind = kind;
+    record->shape_rank = shape_rank;
+    int64_t count = 1;
+    for (int d = 0; d < shape_rank; d++) {
+        record->shape[d] = shape[d];
+        count *= shape[d];
+    }
+    compare_float32(&record->metrics, x, reference, count, include);
+    compare_metrics naive_metrics;
+    compare_float32(&naive_metrics, naive, reference, count, include);
+    record->baseline_error = naive_metrics.relative_l2;
+    record->cp1_error = NAN;
+    record->tolerance = c->tolerances[item->dtype][kind];
+    for (int d = 0; d < 4; d++) {
+        record->worst[d] = -1;
+    }
+    if (record->metrics.worst_index >= 0) {
+        compare_coordinates(record->metrics.worst_index, shape_rank, shape, record->worst);
+    } else if (record->metrics.first_nonfinite >= 0) {
+        compare_coordinates(record->metrics.first_nonfinite, shape_rank, shape, record->worst);
+    }
+}
+
+/* Marks a decided record failed for a reason the metrics cannot show. */
+static void fail_record(tensor_record *record, const char *format, long long a, long long b) {
+    record->decision.passed = false;
+    snprintf(record->decision.reason, sizeof record->decision.reason, format, a, b);
+}
+
+/* The item's outcome and message again, after fail_record. */
+static void refresh_outcome(run_item *item) {
+    int64_t failures = 0, first = -1;
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        if (!item->tensors[i].decision.passed) {
+            failures++;
+            first = first < 0 ? i : first;
+        }
+    }
+    if (failures == 0 || item->outcome == RUN_ERROR) {
+        return;
+    }
+    item->outcome = RUN_FAIL;
+    char where[256];
+    run_item_describe_worst(item, &item->tensors[first], where, sizeof where);
+    char seed[96];
+    snprintf(seed, sizeof seed, "%s",
+             strstr(item->message, "; inputs from seed") != NULL
+                 ? strstr(item->message, "; inputs from seed")
+                 : "");
+    snprintf(item->message, sizeof item->message, "%lld tensor%s failed; worst: %s: %s%s",
+             (long long)failures, failures == 1 ? "" : "s", where,
+             item->tensors[first].decision.reason, seed);
+}
+
+/* Elements where two outputs differ bitwise; the first at *first. */
+static int64_t differences(const float *a, const float *b, int64_t count, int64_t *first) {
+    int64_t found = 0;
+    *first = -1;
+    for (int64_t i = 0; i < count; i++) {
+        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0) {
+            *first = *first < 0 ? i : *first;
+            found++;
+        }
+    }
+    return found;
+}
+
+/* What one layer's calls showed that the metrics cannot: fully masked rows whose lse is not −∞,
+ * and, for a kernel declared deterministic, elements a second call changed (out, lse, dq, dk,
+ * dv). */
+typedef struct layer_checks {
+    int64_t masked_wrong;        /* fully masked rows with lse other than −∞ */
+    int64_t first_masked[3];     /* the first: batch row, head, position */
+    int64_t differing[5];        /* per tensor: elements a second call changed */
+    int64_t first_difference[5]; /* per tensor: flat index of the first, −1 if none */
+} layer_checks;
+
+/* One layer: the kernel's calls, the reference's, the naive baseline's, and the records. */
+static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t layer,
+                                 uint64_t seed, const cpparity_attention_kernel *kernel,
+                                 const cpparity_batch *batch, const mask_storage *storage,
+                                 attention_buffers *b, layer_checks *checks, char *unsupported,
+                                 size_t unsupported_size, cpparity_error *error) {
+    const cpparity_model_config *m = &c->model;
+    const int64_t B = c->batch_size, S = c->seq_len, H = m->num_attention_heads,
+                  Hkv = m->num_key_value_heads, Dh = m->head_dim;
+    const int64_t query = B * S * H * Dh, key = B * S * Hkv * Dh, rows = B * H * S;
+    const cpparity_attention_layer attention_layer = cpparity_model_layer(m, layer);
+    const cpparity_mask_description mask = mask_storage_describe(storage, attention_layer);
+    const cpparity_attention_dims dims = {B, S, H, Hkv, Dh};
+    if (!kernel_supports_call(kernel, &mask, &dims, unsupported, unsupported_size)) {
+        return CPPARITY_OK; /* the caller reports the item NOT RUN */
+    }
+    unsupported[0] = '\0';
+    const uint64_t layer_seed = seed + (uint64_t)layer * 0x9e3779b97f4a7c15u;
+    draw(b->q, b->wide_q, query, layer_seed, "q", 2.0);
+    draw(b->k, b->wide_k, key, layer_seed, "k", 2.0);
+    draw(b->v, b->wide_v, key, layer_seed, "v", 1.0);
+    draw(b->dout, b->wide_dout, query, layer_seed, "dout", 1.0);
+    const float scale = (float)(1.0 / sqrt((double)Dh));
+    char message[512] = "";
+    if (kernel_call_forward(kernel, b->out, b->lse, b->q, b->k, b->v, &mask, &dims, scale, message,
+                            sizeof message) != 0 ||
+        kernel_call_backward(kernel, b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out, b->lse,
+                             &mask, &dims, scale, message, sizeof message) != 0) {
+        item->outcome = RUN_ERROR;
+        item->error_status = CPPARITY_ERROR_RUNTIME;
+        snprintf(item->message, sizeof item->message, "layer %lld: %s", (long long)layer, message);
+        return CPPARITY_OK;
+    }
+    /* the float64 reference, from the mask's definition, on the same (widened) inputs */
+    reference_mask reference = {0};
+    cpparity_status status =
+        reference_mask_init(&reference, B, S, batch->attention_mask, batch->position_ids,
+                            attention_layer, REFERENCE_MASK_DEFAULT_BLOCK, error);
+    const reference_attention_shape shape = {B, S, H, Hkv, Dh};
+    memset(b->ref_dq, 0, (size_t)query * sizeof *b->ref_dq);
+    memset(b->ref_dk, 0, (size_t)key * sizeof *b->ref_dk);
+    memset(b->ref_dv, 0, (size_t)key * sizeof *b->ref_dv);
+    if (status == CPPARITY_OK) {
+        status = reference_attention_forward(b->ref_out, b->ref_lse, b->wide_q, b->wide_k,
+                                             b->wide_v, &reference, shape, scale, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_attention_backward(b->ref_dq, b->ref_dk, b->ref_dv, b->wide_dout,
+                                              b->wide_q, b->wide_k, b->wide_v, b->ref_out,
+                                              b->ref_lse, &reference, shape, scale, error);
+    }
+    if (status == CPPARITY_OK) { /* the naive same-dtype baseline */
+        const naive_attention_shape naive_shape = {B, S, H, Hkv, Dh};
+        memset(b->naive_dq, 0, (size_t)query * sizeof *b->naive_dq);
+        memset(b->naive_dk, 0, (size_t)key * sizeof *b->naive_dk);
+        memset(b->naive_dv, 0, (size_t)key * sizeof *b->naive_dv);
+        naive_float_attention_forward(b->naive_out, b->naive_lse, b->q, b->k, b->v, &reference,
+                                      naive_shape, scale, b->keys, b->scores);
+        naive_float_attention_backward(b->naive_dq, b->naive_dk, b->naive_dv, b->dout, b->q, b->k,
+                                       b->v, b->naive_out, b->naive_lse, &reference, naive_shape,
+                                       scale, b->keys);
+    }
+    reference_mask_free(&reference);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    /* lse: rows with an allowed key are compared; a fully masked row must hold exactly −∞ */
+    memset(checks, 0, sizeof *checks);
+    int64_t first_masked_wrong = -1;
+    for (int64_t r = 0; r < rows; r++) {
+        const bool masked = isinf(b->ref_lse[r]) && b->ref_lse[r] < 0;
+        b->include[r] = !masked;
+        b->lse_compared[r] = masked ? 0.0f : b->lse[r];
+        b->ref_lse_compared[r] = masked ? 0.0 : b->ref_lse[r];
+        b->naive_lse[r] = masked ? 0.0f : b->naive_lse[r];
+        if (masked && !(isinf(b->lse[r]) && b->lse[r] < 0)) {
+            checks->masked_wrong++;
+            first_masked_wrong = first_masked_wrong < 0 ? r : first_masked_wrong;
+        }
+    }
+    const int64_t query_shape[4] = {B, S, H, Dh}, key_shape[4] = {B, S, Hkv, Dh};
+    const int64_t lse_shape[3] = {B, H, S};
+    add_record(item, c, layer, "out", CPPARITY_KIND_LOGITS, 4, query_shape, b->out, b->naive_out,
+               b->ref_out, NULL);
+    add_record(item, c, layer, "lse", CPPARITY_KIND_LOGITS, 3, lse_shape, b->lse_compared,
+               b->naive_lse, b->ref_lse_compared, b->include);
+    add_record(item, c, layer, "dq", CPPARITY_KIND_GRADS, 4, query_shape, b->dq, b->naive_dq,
+               b->ref_dq, NULL);
+    add_record(item, c, layer, "dk", CPPARITY_KIND_GRADS, 4, key_shape, b->dk, b->naive_dk,
+               b->ref_dk, NULL);
+    add_record(item, c, layer, "dv", CPPARITY_KIND_GRADS, 4, key_shape, b->dv, b->naive_dv,
+               b->ref_dv, NULL);
+    if (checks->masked_wrong > 0) {
+        compare_coordinates(first_masked_wrong, 3, lse_shape, checks->first_masked);
+    }
+    if (kernel->deterministic) { /* a second call must give the same bits */
+        kernel_call_forward(kernel, b->again[0], b->again[1], b->q, b->k, b->v, &mask, &dims, scale,
+                            message, sizeof message);
+        kernel_call_backward(kernel, b->again[2], b->again[3], b->again[4], b->dout, b->q, b->k,
+                             b->v, b->again[0], b->again[1], &mask, &dims, scale, message,
+                             sizeof message);
+        const float *first_call[5] = {b->out, b->lse, b->dq, b->dk, b->dv};
+        const int64_t counts[5] = {query, rows, query, key, key};
+        for (int t = 0; t < 5; t++) {
+            checks->differing[t] =
+                differences(first_call[t], b->again[t], counts[t], &checks->first_difference[t]);
+        }
+    }
+    return CPPARITY_OK;
+}
+
+cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint64_t seed,
+                                   const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    if (kernel->device != CPPARITY_KERNEL_DEVICE_CPU ||
+        kernel->dtype != CPPARITY_KERNEL_DTYPE_FLOAT32 || item->dtype != CPPARITY_DTYPE_F32) {
+        item->outcome = RUN_NOT_RUN;
+        snprintf(item->message, sizeof item->message,
+                 "attention-level cases run float32 CPU kernels in this version (kernel %s is "
+                 "%s %s, the item %s)",
+                 kernel->name, kernel_device_name(kernel),
+                 kernel->dtype == CPPARITY_KERNEL_DTYPE_FLOAT32 ? "float32" : "bfloat16",
+                 cpparity_dtype_name(item->dtype));
+        return CPPARITY_OK;
+    }
+    const cpparity_model_config *m = &c->model;
+    const int64_t B = c->batch_size, S = c->seq_len;
+    int64_t query = 0, key = 0, rows = 0;
+    if (!cpparity_elements_checked((int64_t[]){B, S, m->num_attention_heads, m->head_dim}, 4,
+                                   &query) ||
+        !cpparity_elements_checked((int64_t[]){B, S, m->num_key_value_heads, m->head_dim}, 4,
+                                   &key) ||
+        !cpparity_elements_checked((int64_t[]){B, S, m->num_attention_heads}, 3, &rows)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "case %s: attention sizes overflow 64-bit counts", c->name);
+    }
+    item->tensors_expected = TENSORS_PER_LAYER * m->num_hidden_layers;
+    item->gradients_identical = true; /* one call, no ranks to agree */
+    item->tensors = calloc((size_t)item->tensors_expected, sizeof *item->tensors);
+    cpparity_batch batch = {0};
+    mask_storage storage = {0};
+    attention_buffers b;
+    memset(&b, 0, sizeof b);
+    cpparity_status status =
+        item->tensors != NULL && buffers_allocate(&b, query, key, rows, S)
+            ? CPPARITY_OK
+            : cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "case %s: out of memory", c->name);
+    if (status == CPPARITY_OK) {
+        status = fixture_batch_build(&batch, c->rows, B, S, m->vocab_size, c->seed, error);
+    }
+    if (status == CPPARITY_OK) {
+        status =
+            mask_storage_build(&storage, B, S, batch.attention_mask, batch.position_ids, error);
+    }
+    char unsupported[512] = "";
+    layer_checks checks[CPPARITY_MAX_LAYERS];
+    memset(checks, 0, sizeof checks);
+    for (int64_t layer = 0; status == CPPARITY_OK && layer < m->num_hidden_layers &&
+                            item->outcome != RUN_ERROR && unsupported[0] == '\0';
+         layer++) {
+        status = run_layer(item, c, layer, seed, kernel, &batch, &storage, &b, &checks[layer],
+                           unsupported, sizeof unsupported, error);
+        if (unsupported[0] != '\0') {
+            item->outcome = RUN_NOT_RUN;
+            snprintf(item->message, sizeof item->message,
+                     "unsupported by kernel %s: layer %lld (%s): %s", kernel->name,
+                     (long long)layer,
+                     cpparity_layer_type_name(cpparity_model_layer(m, layer).type), unsupported);
+        }
+    }
+    buffers_free(&b);
+    mask_storage_free(&storage);
+    cpparity_batch_free(&batch);
+    if (status != CPPARITY_OK || item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN) {
+        if (item->outcome == RUN_ERROR) {
+            char text[CPPARITY_MESSAGE_TEXT];
+            snprintf(text, sizeof text, "%s", item->message);
+            snprintf(item->message, sizeof item->message, "%.900s; inputs from seed %llu", text,
+                     (unsigned long long)seed);
+        }
+        return status;
+    }
+    judge_item_decide(item, -1, NULL);
+    snprintf(item->message + strlen(item->message), sizeof item->message - strlen(item->message),
+             "%sinputs from seed %llu (rerun with --seed %llu)",
+             item->message[0] != '\0' ? "; " : "", (unsigned long long)seed,
+             (unsigned long long)seed);
+    /* what the metrics cannot show: records are TENSORS_PER_LAYER per layer, in call order */
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        const layer_checks *check = &checks[i / TENSORS_PER_LAYER];
+        const int t = (int)(i % TENSORS_PER_LAYER);
+        tensor_record *record = &item->tensors[i];
+        if (t == 1 && check->masked_wrong > 0) {
+            record->worst[0] = check->first_masked[0];
+            record->worst[1] = check->first_masked[1];
+            record->worst[2] = check->first_masked[2];
+            fail_record(record,
+                        "%lld fully masked rows have lse other than -inf (first: head %lld at "
+                        "the position named; a fully masked row has out = 0, lse = -inf)",
+                        (long long)check->masked_wrong, (long long)check->first_masked[1]);
+        }
+        if (check->differing[t] > 0) {
+            fail_record(record,
+                        "declared deterministic, but a second call changed %lld elements "
+                        "(first at flat index %lld)",
+                        (long long)check->differing[t], (long long)check->first_difference[t]);
+        }
+    }
+    refresh_outcome(item);
+    return CPPARITY_OK;
+}

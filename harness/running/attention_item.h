@@ -1,0 +1,36 @@
+/*
+ * attention_item.h — an attention-level item (`level: attention`, cases/README.md): the
+ * attention kernel called alone, once per layer of the case's model (that layer's type, window,
+ * chunk size and origin), over the case's batch layout with all heads, on random q, k, v and
+ * dout drawn from seed. Judged like every item (docs/tolerances.md) against the float64
+ * reference attention, with the naive same-dtype attention as the baseline:
+ *   attention/layers.<l>.out   [B, S, H, Dh]   (logits tolerance)
+ *   attention/layers.<l>.lse   [B, H, S]       rows with an allowed key; a fully masked row's lse
+ *                                              must be exactly −∞ (logits tolerance)
+ *   attention/layers.<l>.dq    [B, S, H, Dh]   (grads tolerance)
+ *   attention/layers.<l>.dk, .dv [B, S, Hkv, Dh]
+ * Outputs are filled with NaN before each call (kernel_call.h), so elements a kernel never writes
+ * fail as non-finite; a kernel that declares itself deterministic is called twice and must give
+ * identical bits. A call the kernel does not support makes the item NOT RUN ("unsupported by
+ * kernel"). CPU kernels only in this version (a CUDA kernel's item is NOT RUN, saying so).
+ */
+#ifndef CPPARITY_HARNESS_RUNNING_ATTENTION_ITEM_H
+#define CPPARITY_HARNESS_RUNNING_ATTENTION_ITEM_H
+
+#include <stdint.h>
+
+#include "common/case.h"
+#include "common/error.h"
+#include "common/results.h"
+#include "distributed/kernel.h"
+
+/* Runs and judges item (begun with run_item_begin) for case c; the item's message names the
+ * seed of its inputs. CPPARITY_ERROR_RUNTIME only when out of memory or the reference fails. */
+cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint64_t seed,
+                                   const cpparity_attention_kernel *kernel, cpparity_error *error);
+
+/* The seed attention-level items draw their inputs from when --seed is not given: fresh for
+ * each run (from the system's random source), mixed with the case's own seed. */
+uint64_t attention_item_fresh_seed(uint64_t case_seed);
+
+#endif
