@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -51,32 +52,14 @@ static const char *signal_name(int signal_number) {
     }
 }
 
-/* Removes the temporary files, says so and what was running, and exits 128 + signal_number. */
-static void stop(int signal_number) {
-    temporary_files_remove_all();
-    char message[3 * INTERRUPT_TEXT];
-    size_t used = 0;
-    append(message, sizeof message, &used, prefixes[atomic_load(&prefix_current)]);
-    append(message, sizeof message, &used, ": interrupted by ");
-    append(message, sizeof message, &used, signal_name(signal_number));
-    const char *activity = activities[atomic_load(&activity_current)];
-    if (activity[0] != '\0') {
-        append(message, sizeof message, &used, " while running ");
-        append(message, sizeof message, &used, activity);
-    }
-    append(message, sizeof message, &used, "; temporary files removed, nothing more is written\n");
-    ssize_t written = write(STDERR_FILENO, message, used);
-    (void)written; /* nothing more can be done about a failed write to stderr */
-    _exit(128 + signal_number);
-}
-
-/* A crash: the same cleanup and message, then the default action of the signal. */
-static void on_crash(int signal_number) {
+/* Removes the temporary files and says on stderr what happened ("interrupted by", "crashed
+ * with"), what was running and, for a crash, which kernel plugin call; async-signal-safe. */
+static void clean_up_and_say(const char *what, int signal_number, bool crashed) {
     temporary_files_remove_all();
     char message[4 * INTERRUPT_TEXT];
     size_t used = 0;
     append(message, sizeof message, &used, prefixes[atomic_load(&prefix_current)]);
-    append(message, sizeof message, &used, ": crashed with ");
+    append(message, sizeof message, &used, what);
     append(message, sizeof message, &used, signal_name(signal_number));
     const char *activity = activities[atomic_load(&activity_current)];
     if (activity[0] != '\0') {
@@ -84,16 +67,29 @@ static void on_crash(int signal_number) {
         append(message, sizeof message, &used, activity);
     }
     const char *name = atomic_load(&foreign_name), *call = atomic_load(&foreign_call);
-    if (name != NULL) {
+    if (crashed && name != NULL) {
         append(message, sizeof message, &used, ", inside kernel plugin ");
         append(message, sizeof message, &used, name);
         append(message, sizeof message, &used, " ");
         append(message, sizeof message, &used, call != NULL ? call : "");
         append(message, sizeof message, &used, " (the plugin crashed, not cpparity)");
     }
-    append(message, sizeof message, &used, "; temporary files removed\n");
+    append(message, sizeof message, &used,
+           crashed ? "; temporary files removed\n"
+                   : "; temporary files removed, nothing more is written\n");
     ssize_t written = write(STDERR_FILENO, message, used);
-    (void)written;
+    (void)written; /* nothing more can be done about a failed write to stderr */
+}
+
+/* Cleans up, says why, and exits 128 + signal_number. */
+static void stop(int signal_number) {
+    clean_up_and_say(": interrupted by ", signal_number, false);
+    _exit(128 + signal_number);
+}
+
+/* A crash: the same cleanup and message, then the default action of the signal. */
+static void on_crash(int signal_number) {
+    clean_up_and_say(": crashed with ", signal_number, true);
     signal(signal_number, SIG_DFL); /* die of it: core dump and exit status as without us */
     raise(signal_number);
 }

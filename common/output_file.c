@@ -261,6 +261,21 @@ void output_file_release(output_claim *claim) {
     }
 }
 
+cpparity_status output_file_publish_text(const char *destination, const char *flag,
+                                         void (*put)(FILE *stream, const void *context),
+                                         const void *context, cpparity_error *error) {
+    output_file output;
+    cpparity_status status = output_file_begin(&output, destination, flag, error);
+    if (status == CPPARITY_OK) {
+        status = output_file_write_text(&output, put, context, error);
+    }
+    if (status == CPPARITY_OK) {
+        return output_file_commit(&output, error);
+    }
+    output_file_abandon(&output);
+    return status;
+}
+
 cpparity_status output_set_add(output_set *set, const char *destination, const char *flag,
                                output_file **file, cpparity_error *error) {
     *file = NULL;

@@ -70,6 +70,12 @@ cpparity_status output_file_claim(output_claim *claim, const char *destination, 
 /* Gives a claim up (removes its file). Harmless on a zeroed or released claim. */
 void output_file_release(output_claim *claim);
 
+/* A whole text file at destination: output_file_begin, output_file_write_text, then commit (or
+ * abandon on failure), for a command with one output. */
+cpparity_status output_file_publish_text(const char *destination, const char *flag,
+                                         void (*put)(FILE *stream, const void *context),
+                                         const void *context, cpparity_error *error);
+
 /* The outputs of one command, published together. Zero-initialise, then output_set_add each. */
 typedef struct output_set {
     output_file files[OUTPUT_SET_MAX];

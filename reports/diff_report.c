@@ -116,9 +116,9 @@ static void put_markdown(FILE *out, const void *argument) {
     }
 }
 
-cpparity_status diff_report_markdown(const output_file *file, const results_diff *diff,
+cpparity_status diff_report_markdown(const char *path, const results_diff *diff,
                                      const read_results *old_run, const read_results *new_run,
                                      cpparity_error *error) {
     const markdown_context context = {diff, old_run, new_run};
-    return output_file_write_text(file, put_markdown, &context, error);
+    return output_file_publish_text(path, "--markdown", put_markdown, &context, error);
 }

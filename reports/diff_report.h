@@ -17,8 +17,8 @@
 void diff_report_console(FILE *stream, const results_diff *diff, const read_results *old_run,
                          const read_results *new_run);
 
-/* The Markdown summary into an output_file's temporary (output_file_write_text). */
-cpparity_status diff_report_markdown(const output_file *file, const results_diff *diff,
+/* The Markdown summary as a new file at path (never over an existing one; output_file.h). */
+cpparity_status diff_report_markdown(const char *path, const results_diff *diff,
                                      const read_results *old_run, const read_results *new_run,
                                      cpparity_error *error);
 

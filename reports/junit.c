@@ -225,14 +225,5 @@ cpparity_status junit_write_staged(const run_results *results, const output_file
 }
 
 cpparity_status junit_write(const run_results *results, const char *path, cpparity_error *error) {
-    output_file output;
-    cpparity_status status = output_file_begin(&output, path, "--junit", error);
-    if (status == CPPARITY_OK) {
-        status = junit_write_staged(results, &output, error);
-    }
-    if (status == CPPARITY_OK) {
-        return output_file_commit(&output, error);
-    }
-    output_file_abandon(&output);
-    return status;
+    return output_file_publish_text(path, "--junit", put_report, results, error);
 }

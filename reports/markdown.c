@@ -178,14 +178,5 @@ cpparity_status markdown_write_staged(const run_results *results, const output_f
 
 cpparity_status markdown_write(const run_results *results, const char *path,
                                cpparity_error *error) {
-    output_file output;
-    cpparity_status status = output_file_begin(&output, path, "--markdown", error);
-    if (status == CPPARITY_OK) {
-        status = markdown_write_staged(results, &output, error);
-    }
-    if (status == CPPARITY_OK) {
-        return output_file_commit(&output, error);
-    }
-    output_file_abandon(&output);
-    return status;
+    return output_file_publish_text(path, "--markdown", put_report, results, error);
 }

@@ -150,17 +150,23 @@ Test(output_file, check_before_work__names_the_flag_and_what_is_wrong_and_leaves
 
 /* --- outputs published together, claims, signals ---------------------------------------------- */
 
+/* A fresh folder with two outputs staged in set: folder/results.h5 ("results", --out) and
+ * folder/report.xml ("report", --junit), written but not published. */
+static void stage_two_outputs(output_set *set, char folder[64], char first[128], char second[128]) {
+    test_make_folder(folder, 64);
+    snprintf(first, 128, "%s/results.h5", folder);
+    snprintf(second, 128, "%s/report.xml", folder);
+    output_file *file = NULL;
+    cr_assert_eq(output_set_add(set, first, "--out", &file, NULL), CPPARITY_OK);
+    write_text(file->temporary, "results");
+    cr_assert_eq(output_set_add(set, second, "--junit", &file, NULL), CPPARITY_OK);
+    write_text(file->temporary, "report");
+}
+
 Test(output_set, publish__every_file_appears_and_no_temporary_remains) {
     char folder[64], first[128], second[128], text[32];
-    test_make_folder(folder, sizeof folder);
-    snprintf(first, sizeof first, "%s/results.h5", folder);
-    snprintf(second, sizeof second, "%s/report.xml", folder);
     output_set set = {0};
-    output_file *file = NULL;
-    cr_assert_eq(output_set_add(&set, first, "--out", &file, NULL), CPPARITY_OK);
-    write_text(file->temporary, "results");
-    cr_assert_eq(output_set_add(&set, second, "--junit", &file, NULL), CPPARITY_OK);
-    write_text(file->temporary, "report");
+    stage_two_outputs(&set, folder, first, second);
     cr_expect_eq(test_count_entries(folder), 2, "only the two temporary files before publishing");
     cr_assert_eq(output_set_publish(&set, NULL), CPPARITY_OK);
     read_text(first, text, sizeof text);
@@ -175,15 +181,8 @@ Test(output_set, publish__every_file_appears_and_no_temporary_remains) {
 
 Test(output_set, one_output_failing_to_publish__none_is_published_and_nothing_is_left) {
     char folder[64], first[128], second[128], text[32];
-    test_make_folder(folder, sizeof folder);
-    snprintf(first, sizeof first, "%s/results.h5", folder);
-    snprintf(second, sizeof second, "%s/report.xml", folder);
     output_set set = {0};
-    output_file *file = NULL;
-    cr_assert_eq(output_set_add(&set, first, "--out", &file, NULL), CPPARITY_OK);
-    write_text(file->temporary, "results");
-    cr_assert_eq(output_set_add(&set, second, "--junit", &file, NULL), CPPARITY_OK);
-    write_text(file->temporary, "report");
+    stage_two_outputs(&set, folder, first, second);
     write_text(second, "someone else's"); /* appears while the run computes */
     cpparity_error error;
     cr_expect_eq(output_set_publish(&set, &error), CPPARITY_ERROR_INPUT);

@@ -81,16 +81,8 @@ int command_diff(int argc, char **argv) {
     if (status == CPPARITY_OK) {
         diff_report_console(stdout, &diff, &old_run, &new_run);
         code = diff.regressions > 0 ? 1 : 0;
-        output_file file;
         if (markdown != NULL) {
-            status = output_file_begin(&file, markdown, "--markdown", &error);
-            if (status == CPPARITY_OK) {
-                status = diff_report_markdown(&file, &diff, &old_run, &new_run, &error);
-                status = status == CPPARITY_OK ? output_file_commit(&file, &error) : status;
-                if (status != CPPARITY_OK) {
-                    output_file_abandon(&file);
-                }
-            }
+            status = diff_report_markdown(markdown, &diff, &old_run, &new_run, &error);
             code = status != CPPARITY_OK ? (int)status : code;
         }
     }
