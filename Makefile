@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # libFuzzer runtimes (fuzz/): clang only recommends it, and recommends are not installed.
 DEBIAN_PACKAGES := cmake make gcc clang libclang-rt-dev pkg-config git libcriterion-dev \
                    libopenmpi-dev openmpi-bin libhdf5-dev libopenblas-dev libyaml-dev clang-format \
-                   valgrind python3 python3-torch python3-h5py python3-numpy
+                   valgrind python3 python3-torch python3-h5py python3-numpy libjs-chart.js chromium
 
 # nvcc is found on PATH, else at the CUDA toolkit's usual place; CUDA code is built only then.
 CUDACXX ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -64,9 +64,11 @@ test: build other-builds coverage
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 # The CI suite on CPU ranks (COMM=local threads by default, COMM=mpi through mpirun), into a new
-# dated results file and Markdown report; results/latest.h5 and results/latest.md then point at
-# them (replaced atomically). The local run takes as many ranks as every cp size of the suite
-# needs (nothing is NOT RUN); RANKS=N overrides it, and sets the mpirun -np of COMM=mpi.
+# dated results file, Markdown summary and HTML report (`cpparity report`); results/latest.h5,
+# results/latest.md and results/latest.html then point at them (replaced atomically), and the
+# last line printed is the HTML report's path. The local run takes as many ranks as every cp
+# size of the suite needs (nothing is NOT RUN); RANKS=N overrides it, and sets the mpirun -np of
+# COMM=mpi.
 COMM ?= local
 RANKS ?=
 MPI_RANKS = $(if $(RANKS),$(RANKS),4)
@@ -81,10 +83,14 @@ run: build
 	  $(BUILD_DIR)/cpparity run cases/ci.yaml --comm local $(if $(RANKS),--ranks $(RANKS)) \
 	    --out $$out --markdown $$report; \
 	fi; code=$$?; \
-	for file in $$out $$report; do \
+	html=results/$$stamp.html; \
+	if [ -f $$out ] && ! $(BUILD_DIR)/cpparity report $$out -o $$html >/dev/null; then \
+	  code=$$(( code == 0 ? 3 : code )); fi; \
+	for file in $$out $$report $$html; do \
 	  if [ -f $$file ]; then name=$$(basename $$file); link=results/latest.$${name##*.}; \
 	    ln -sfn $$name $$link.tmp && mv -Tf $$link.tmp $$link && echo "$$link -> $$file"; fi; \
 	done; \
+	if [ -f $$html ]; then echo "HTML report: $$(pwd)/results/latest.html"; fi; \
 	exit $$code
 
 format:

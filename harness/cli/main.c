@@ -29,6 +29,8 @@ static void usage(FILE *stream) {
             "                                          float64 reference outputs\n"
             "  diff OLD.h5 NEW.h5 [--factor F]         what changed between two runs; exit 1\n"
             "                                          on a regression\n"
+            "  report RESULTS.h5 ... -o REPORT.html    one HTML page with plots, opens offline\n"
+            "                                          (--baseline OLD.h5: changes and trend)\n"
             "  bench reference                         time the float64 reference attention\n"
             "  bench model [SUITE.yaml]                time the float64 reference model\n"
             "  --version                               print the version\n"
@@ -104,6 +106,9 @@ static int dispatch(int argc, char **argv) {
     }
     if (strcmp(argv[1], "diff") == 0) {
         return command_diff(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "report") == 0) {
+        return command_report(argc - 1, argv + 1);
     }
     fprintf(stderr, "cpparity: unknown command '%s'\n", argv[1]);
     usage(stderr);

@@ -1,0 +1,731 @@
+/* html_report.c — a run as one self-contained HTML page (see html_report.h). */
+#include "reports/html_report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reports/html_escape.h"
+#include "reports/html_report_assets.h"
+#include "reports/html_report_page.h"
+
+/* Rows of a case's layout listed in its heading; the rest are counted. */
+#define LAYOUT_ROWS_SHOWN 8
+/* Changes since the baseline listed open; a longer list is folded (the grid marks them). */
+#define CHANGES_SHOWN_OPEN 20
+
+static bool is_failure(const read_item *item) {
+    return strcmp(item->outcome, "FAIL") == 0 || strcmp(item->outcome, "ERROR") == 0;
+}
+
+/* "pass", "fail", "refused", "not-run", "error": an outcome as a CSS class. */
+static const char *outcome_class(const char *outcome) {
+    static const char *const names[][2] = {{"PASS", "pass"},
+                                           {"FAIL", "fail"},
+                                           {"REFUSED", "refused"},
+                                           {"NOT RUN", "not-run"},
+                                           {"ERROR", "error"}};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        if (strcmp(outcome, names[k][0]) == 0) {
+            return names[k][1];
+        }
+    }
+    return "error";
+}
+
+/* A number for people: 3 significant digits, "NaN" and "inf" spelled out. */
+static void put_number(FILE *out, double value) {
+    if (isnan(value)) {
+        fputs("NaN", out);
+    } else if (isinf(value)) {
+        fputs(value > 0 ? "inf" : "-inf", out);
+    } else {
+        fprintf(out, "%.3g", value);
+    }
+}
+
+/* ---- the page's model ------------------------------------------------------------------------ */
+
+static bool same_case(const read_results *run, const html_case *c, const read_item *item) {
+    const bool indexed =
+        run->cases != NULL && item->case_index >= 0 && item->case_index < run->case_count;
+    if (indexed || c->case_index >= 0) {
+        return indexed && c->case_index == item->case_index;
+    }
+    return strcmp(c->name, item->case_name) == 0 && strcmp(c->suite, item->suite) == 0;
+}
+
+static void page_free(html_page *page) {
+    for (int64_t c = 0; c < page->case_count; c++) {
+        free(page->cases[c].items);
+    }
+    free(page->cases);
+    free(page->charts);
+    memset(page, 0, sizeof *page);
+}
+
+/* Groups the reported run's items by case and lists the plots in page order. */
+static cpparity_status page_build(html_page *page, const html_report_input *input,
+                                  cpparity_error *error) {
+    memset(page, 0, sizeof *page);
+    page->input = input;
+    page->run = input->runs[input->run_count - 1];
+    const read_results *run = page->run;
+    /* At most one case per item, 3 plots per case and the trend. */
+    page->cases = calloc((size_t)run->item_count + 1, sizeof *page->cases);
+    page->charts = calloc(3 * (size_t)run->item_count + 1, sizeof *page->charts);
+    if (page->cases == NULL || page->charts == NULL) {
+        page_free(page);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory for the report");
+    }
+    for (int64_t i = 0; i < run->item_count; i++) {
+        const read_item *item = &run->items[i];
+        html_case *c = NULL;
+        for (int64_t k = 0; k < page->case_count && c == NULL; k++) {
+            c = same_case(run, &page->cases[k], item) ? &page->cases[k] : NULL;
+        }
+        if (c == NULL) {
+            c = &page->cases[page->case_count++];
+            const bool indexed =
+                run->cases != NULL && item->case_index >= 0 && item->case_index < run->case_count;
+            c->name = item->case_name;
+            c->suite = item->suite;
+            c->case_index = indexed ? item->case_index : -1;
+            c->layout = indexed ? &run->cases[item->case_index] : NULL;
+            c->items = calloc((size_t)run->item_count, sizeof *c->items);
+            if (c->items == NULL) {
+                page_free(page);
+                return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                          "out of memory for the report");
+            }
+        }
+        c->items[c->item_count++] = i;
+    }
+    if (input->run_count > 1) {
+        page->charts[page->chart_count++] = (html_chart){HTML_CHART_TREND, -1};
+    }
+    for (int64_t k = 0; k < page->case_count; k++) {
+        if (html_case_has_tensors(page, &page->cases[k])) {
+            page->charts[page->chart_count++] = (html_chart){HTML_CHART_LIMITS, k};
+        }
+        if (html_case_has_profiles(page, &page->cases[k])) {
+            page->charts[page->chart_count++] = (html_chart){HTML_CHART_PROFILE, k};
+        }
+        if (html_case_has_gradients(page, &page->cases[k])) {
+            page->charts[page->chart_count++] = (html_chart){HTML_CHART_LAYERS, k};
+        }
+    }
+    return CPPARITY_OK;
+}
+
+/* The index in page->charts of a case's plot of a kind, or -1. */
+static int64_t chart_index(const html_page *page, html_chart_kind kind, int64_t case_index) {
+    for (int64_t k = 0; k < page->chart_count; k++) {
+        if (page->charts[k].kind == kind && page->charts[k].case_index == case_index) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* ---- the sections ---------------------------------------------------------------------------- */
+
+typedef struct outcome_counts {
+    int64_t passed, failed, refused, not_run, errors;
+} outcome_counts;
+
+static outcome_counts count_outcomes(const read_results *run) {
+    outcome_counts counts = {0};
+    for (int64_t i = 0; i < run->item_count; i++) {
+        const char *outcome = run->items[i].outcome;
+        counts.passed += strcmp(outcome, "PASS") == 0;
+        counts.failed += strcmp(outcome, "FAIL") == 0;
+        counts.refused += strcmp(outcome, "REFUSED") == 0;
+        counts.not_run += strcmp(outcome, "NOT RUN") == 0;
+        counts.errors += strcmp(outcome, "ERROR") == 0;
+    }
+    return counts;
+}
+
+/* "FAILED", "INCOMPLETE" (items not run) or "PASSED". */
+static const char *verdict(const outcome_counts *counts) {
+    if (counts->failed + counts->errors > 0) {
+        return "FAILED";
+    }
+    return counts->not_run > 0 ? "INCOMPLETE" : "PASSED";
+}
+
+static void put_head(FILE *out, const html_page *page, const outcome_counts *counts) {
+    const read_results *run = page->run;
+    fprintf(out,
+            "<!DOCTYPE html>\n<html lang=\"en\" data-report=\"loading\" "
+            "data-charts-expected=\"%" PRId64 "\">\n<head>\n<meta charset=\"utf-8\">\n",
+            page->chart_count);
+    fputs("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>", out);
+    fprintf(out, "cpparity %s: ", verdict(counts));
+    html_put_text(out, run->provenance.start_time);
+    fputs(" (", out);
+    html_put_text(out, run->path);
+    fputs(")</title>\n<style>\n", out);
+    fputs(html_report_style, out);
+    /* Errors anywhere (the library, the page's script, the console) are listed in the page
+     * (html_report.js) and mark it. */
+    fputs("</style>\n<script>\nwindow.reportErrors = [];\n"
+          "window.addEventListener('error', function (event) {\n"
+          "  window.reportErrors.push(String(event.message || event.error || event));\n"
+          "  document.documentElement.setAttribute('data-report', 'error');\n});\n"
+          "(function (original) {\n  console.error = function () {\n"
+          "    window.reportErrors.push('console.error: ' + "
+          "Array.prototype.join.call(arguments, ' '));\n"
+          "    document.documentElement.setAttribute('data-report', 'error');\n"
+          "    return original.apply(console, arguments);\n  };\n})(console.error);\n"
+          "</script>\n</head>\n",
+          out);
+}
+
+static void put_provenance_row(FILE *out, const char *name, const char *value) {
+    fprintf(out, "<tr><th>%s</th><td>", name);
+    html_put_text(out, value);
+    fputs("</td></tr>\n", out);
+}
+
+static void put_header(FILE *out, const html_page *page, const outcome_counts *counts) {
+    const read_results *run = page->run;
+    const run_provenance *p = &run->provenance;
+    fprintf(out,
+            "<header>\n<h1>cpparity report <span class=\"verdict %s\" id=\"verdict\">%s</span>"
+            "</h1>\n",
+            strcmp(verdict(counts), "PASSED") == 0 ? "pass" : "fail", verdict(counts));
+    const struct {
+        const char *class_name, *words;
+        int64_t count;
+    } chips[] = {{"pass", "passed", counts->passed},
+                 {"fail", "failed", counts->failed},
+                 {"refused", "refused", counts->refused},
+                 {"not-run", "not run", counts->not_run},
+                 {"error", "errors", counts->errors}};
+    fputs("<p class=\"counts\" id=\"counts\">", out);
+    for (size_t k = 0; k < sizeof chips / sizeof *chips; k++) { /* a zero is never alarming */
+        fprintf(out, "<span class=\"chip %s\">%" PRId64 " %s</span> ",
+                chips[k].count > 0 ? chips[k].class_name : "zero", chips[k].count, chips[k].words);
+    }
+    fprintf(out, "of %" PRId64 " items</p>\n", run->item_count);
+    if (p->fault[0] != '\0' && strcmp(p->fault, "none") != 0) {
+        fputs("<p class=\"fault\" id=\"fault\">FAULT INJECTED: <b>", out);
+        html_put_text(out, p->fault);
+        fputs("</b> was planted in the implementation under test on purpose "
+              "(<code>--inject</code>): failures are expected.</p>\n",
+              out);
+    }
+    fputs("<noscript><p class=\"fault\">The plots need JavaScript; the tables do not.</p>"
+          "</noscript>\n",
+          out);
+    fputs("<details class=\"provenance\" open><summary>Provenance</summary>\n"
+          "<table class=\"provenance\" id=\"provenance\">\n",
+          out);
+    put_provenance_row(out, "results file", run->path);
+    put_provenance_row(out, "cpparity", p->version);
+    put_provenance_row(out, "commit", p->git_commit);
+    put_provenance_row(out, "started", p->start_time);
+    put_provenance_row(out, "ended", p->end_time);
+    put_provenance_row(out, "host", p->host);
+    put_provenance_row(out, "command line", p->command_line);
+    char ranks[64];
+    snprintf(ranks, sizeof ranks, "%d ranks, communicator %s, device %s", p->ranks, p->comm,
+             p->device);
+    put_provenance_row(out, "job", ranks);
+    put_provenance_row(out, "implementation", p->implementation);
+    put_provenance_row(out, "kernel", p->kernel);
+    put_provenance_row(out, "fault", p->fault);
+    put_provenance_row(out, "stored tensors", p->store);
+    put_provenance_row(out, "compiler", p->compiler);
+    put_provenance_row(out, "libraries", p->libraries);
+    fputs("</table>\n</details>\n</header>\n", out);
+}
+
+/* A PASS chip's colour: green at ratio 0 turning amber as the error nears its limit. */
+static void put_chip_style(FILE *out, const read_item *item) {
+    if (strcmp(item->outcome, "PASS") != 0 || !isfinite(item->worst_ratio)) {
+        return;
+    }
+    const double ratio = item->worst_ratio < 0.0   ? 0.0
+                         : item->worst_ratio > 1.0 ? 1.0
+                                                   : item->worst_ratio;
+    fprintf(out, " style=\"background:hsl(%.0f,70%%,%.0f%%)\"", 130.0 - 90.0 * ratio,
+            82.0 - 10.0 * ratio);
+}
+
+/* The change of an item since the baseline (a regression first), or NULL. */
+static const diff_entry *change_of(const html_page *page, const read_item *item) {
+    const results_diff *diff = page->input->changes;
+    const diff_entry *found = NULL;
+    for (int64_t e = 0; diff != NULL && e < diff->count; e++) {
+        const diff_entry *entry = &diff->entries[e];
+        if (entry->cp == item->cp && strcmp(entry->dtype, item->dtype) == 0 &&
+            strcmp(entry->case_name, item->case_name) == 0 &&
+            (found == NULL || (entry->regression && !found->regression))) {
+            found = entry;
+        }
+    }
+    return found;
+}
+
+/* An item as a chip linked to its row: dtype, outcome, worst ratio, and a mark when it
+ * regressed ("new" failure, error that "grew") or was "fixed" since the baseline. */
+static void put_chip(FILE *out, const html_page *page, const read_item *item, int64_t index) {
+    const diff_entry *change = change_of(page, item);
+    const char *mark = NULL;
+    if (change != NULL && change->kind == DIFF_NEW_FAILURE) {
+        mark = "new";
+    } else if (change != NULL && change->kind == DIFF_GREW) {
+        mark = "grew";
+    } else if (change != NULL && change->kind == DIFF_FIXED) {
+        mark = "fixed";
+    }
+    fprintf(out, "<a class=\"chip %s%s\" href=\"#item-%" PRId64 "\"", outcome_class(item->outcome),
+            mark == NULL         ? ""
+            : change->regression ? " regressed"
+                                 : " fixed",
+            index);
+    put_chip_style(out, item);
+    fputs(" title=\"", out);
+    html_put_text(out, item->message);
+    fprintf(out, "\">%s ", item->dtype);
+    html_put_text(out, item->outcome);
+    if (item->tensor_count > 0) {
+        fputs(" <small>", out);
+        put_number(out, item->worst_ratio);
+        fputs("</small>", out);
+    }
+    if (mark != NULL) {
+        fprintf(out, "<sup>%s</sup>", mark);
+    }
+    fputs("</a>", out);
+}
+
+/* The case × cp grid; each cell holds one chip per dtype. */
+static void put_grid(FILE *out, const html_page *page) {
+    const read_results *run = page->run;
+    int64_t cps[64];
+    int cp_count = 0;
+    for (int64_t i = 0; i < run->item_count; i++) {
+        const int64_t cp = run->items[i].cp;
+        int at = 0;
+        while (at < cp_count && cps[at] < cp) {
+            at++;
+        }
+        if ((at < cp_count && cps[at] == cp) || cp_count == (int)(sizeof cps / sizeof *cps)) {
+            continue;
+        }
+        memmove(&cps[at + 1], &cps[at], (size_t)(cp_count - at) * sizeof *cps);
+        cps[at] = cp;
+        cp_count++;
+    }
+    fputs("<section id=\"grid\">\n<h2>Cases &times; cp</h2>\n"
+          "<p class=\"legend\">Colour: <span class=\"chip pass\" "
+          "style=\"background:hsl(130,70%,82%)\">PASS far below the limit</span> "
+          "<span class=\"chip pass\" style=\"background:hsl(40,70%,72%)\">PASS near it</span> "
+          "<span class=\"chip fail\">FAIL</span> <span class=\"chip error\">ERROR</span> "
+          "<span class=\"chip refused\">REFUSED</span> <span class=\"chip not-run\">NOT RUN</span>"
+          "; the number is the worst error / limit of the item; <sup>new</sup> a new failure, "
+          "<sup>grew</sup> an error grown, <sup>fixed</sup> fixed since the baseline.</p>\n"
+          "<table class=\"grid\">\n<thead><tr><th>case</th>",
+          out);
+    for (int k = 0; k < cp_count; k++) {
+        fprintf(out, "<th>cp %" PRId64 "</th>", cps[k]);
+    }
+    fputs("</tr></thead>\n<tbody>\n", out);
+    for (int64_t c = 0; c < page->case_count; c++) {
+        const html_case *hc = &page->cases[c];
+        fprintf(out, "<tr><th><a href=\"#case-%" PRId64 "\">", c);
+        html_put_text(out, hc->name);
+        fputs("</a></th>", out);
+        for (int k = 0; k < cp_count; k++) {
+            fputs("<td>", out);
+            for (int64_t i = 0; i < hc->item_count; i++) {
+                const read_item *item = &run->items[hc->items[i]];
+                if (item->cp == cps[k]) {
+                    put_chip(out, page, item, hc->items[i]);
+                }
+            }
+            fputs("</td>", out);
+        }
+        fputs("</tr>\n", out);
+    }
+    fputs("</tbody>\n</table>\n</section>\n", out);
+}
+
+/* a > b for worst ratios, NaN (a non-finite error) above everything. */
+static bool ratio_above(double a, double b) {
+    return isnan(a) ? !isnan(b) : !isnan(b) && a > b;
+}
+
+/* The cases with FAIL or ERROR items, one line each: the failing items as chips, then the
+ * message of the worst of them, linked to its tensors. */
+static void put_failures(FILE *out, const html_page *page) {
+    const read_results *run = page->run;
+    int64_t failures = 0, cases = 0;
+    for (int64_t c = 0; c < page->case_count; c++) {
+        int64_t in_case = 0;
+        for (int64_t i = 0; i < page->cases[c].item_count; i++) {
+            in_case += is_failure(&run->items[page->cases[c].items[i]]);
+        }
+        failures += in_case;
+        cases += in_case > 0;
+    }
+    if (failures == 0) {
+        return;
+    }
+    fprintf(out,
+            "<section id=\"failures\">\n<h2>Failures: %" PRId64 " item%s in %" PRId64
+            " case%s</h2>\n<ul class=\"failures\">\n",
+            failures, failures == 1 ? "" : "s", cases, cases == 1 ? "" : "s");
+    for (int64_t c = 0; c < page->case_count; c++) {
+        const html_case *hc = &page->cases[c];
+        int64_t worst = -1;
+        for (int64_t i = 0; i < hc->item_count; i++) {
+            const read_item *item = &run->items[hc->items[i]];
+            if (is_failure(item) &&
+                (worst < 0 || ratio_above(item->worst_ratio, run->items[worst].worst_ratio))) {
+                worst = hc->items[i];
+            }
+        }
+        if (worst < 0) {
+            continue;
+        }
+        fprintf(out, "<li><a href=\"#case-%" PRId64 "\"><b>", c);
+        html_put_text(out, hc->name);
+        fputs("</b></a> ", out);
+        for (int64_t i = 0; i < hc->item_count; i++) {
+            const read_item *item = &run->items[hc->items[i]];
+            if (is_failure(item)) {
+                fprintf(out, "<span class=\"chip %s\">%s cp %" PRId64 "</span>",
+                        outcome_class(item->outcome), item->dtype, item->cp);
+            }
+        }
+        const read_item *item = &run->items[worst];
+        fprintf(out, "<br>worst, <a href=\"#item-%" PRId64 "\">%s cp %" PRId64 "</a>: ", worst,
+                item->dtype, item->cp);
+        html_put_text(out, item->message);
+        fputs("</li>\n", out);
+    }
+    fputs("</ul>\n</section>\n", out);
+}
+
+/* What changed since the baseline (results_diff.h). */
+static void put_changes(FILE *out, const html_page *page) {
+    const results_diff *diff = page->input->changes;
+    if (diff == NULL) {
+        return;
+    }
+    fputs("<section id=\"changes\">\n<h2>Changes since ", out);
+    html_put_text(out, page->input->changes_from->path);
+    fputs(" (", out);
+    html_put_text(out, page->input->changes_from->provenance.start_time);
+    fprintf(out,
+            ")</h2>\n<p>%" PRId64 " regression%s: %" PRId64 " new failures, %" PRId64
+            " errors grown more than %g&times;; %" PRId64 " fixed, %" PRId64
+            " still failing, %" PRId64 " changed, %" PRId64 " only in the baseline, %" PRId64
+            " only in this run.</p>\n",
+            diff->regressions, diff->regressions == 1 ? "" : "s", diff->kinds[DIFF_NEW_FAILURE],
+            diff->kinds[DIFF_GREW], diff->factor, diff->kinds[DIFF_FIXED],
+            diff->kinds[DIFF_STILL_FAILING], diff->kinds[DIFF_CHANGED], diff->kinds[DIFF_ONLY_OLD],
+            diff->kinds[DIFF_ONLY_NEW]);
+    if (diff->count == 0) {
+        fputs("<p>Nothing changed.</p>\n</section>\n", out);
+        return;
+    }
+    /* A long list is folded: the grid marks the same items. */
+    fprintf(out, "<details%s><summary>%" PRId64 " changed items</summary>\n",
+            diff->count <= CHANGES_SHOWN_OPEN ? " open" : "", diff->count);
+    fputs("<table class=\"changes\">\n<thead><tr><th>change</th><th>case</th><th>dtype</th>"
+          "<th>cp</th><th>detail</th></tr></thead>\n<tbody>\n",
+          out);
+    for (int64_t e = 0; e < diff->count; e++) {
+        const diff_entry *entry = &diff->entries[e];
+        fprintf(out, "<tr%s><td>%s</td><td>", entry->regression ? " class=\"failed\"" : "",
+                diff_kind_names[entry->kind]);
+        html_put_text(out, entry->case_name);
+        fprintf(out, "</td><td>%s</td><td>%" PRId64 "</td><td>", entry->dtype, entry->cp);
+        if (entry->kind == DIFF_GREW) {
+            html_put_text(out, entry->tensor);
+            fprintf(out, " rank %d: error ", entry->rank);
+            put_number(out, entry->old_error);
+            fputs(" &rarr; ", out);
+            put_number(out, entry->new_error);
+            fputs(", limit ", out);
+            put_number(out, entry->limit);
+        } else {
+            html_put_text(out, entry->old_outcome[0] != '\0' ? entry->old_outcome : "absent");
+            fputs(" &rarr; ", out);
+            html_put_text(out, entry->new_outcome[0] != '\0' ? entry->new_outcome : "absent");
+            if (entry->message[0] != '\0') {
+                fputs(": ", out);
+                html_put_text(out, entry->message);
+            }
+        }
+        fputs("</td></tr>\n", out);
+    }
+    fputs("</tbody>\n</table>\n</details>\n</section>\n", out);
+}
+
+static void put_canvas(FILE *out, int64_t chart, const char *title, const char *caption) {
+    fprintf(out,
+            "<figure class=\"plot\"><figcaption><b>%s</b> %s</figcaption>"
+            "<div class=\"plot-area\"><canvas id=\"chart-%" PRId64 "\"></canvas></div>",
+            title, caption, chart);
+}
+
+static void put_trend(FILE *out, const html_page *page) {
+    const int64_t chart = chart_index(page, HTML_CHART_TREND, -1);
+    if (chart < 0) {
+        return;
+    }
+    fputs("<section id=\"trend\">\n<h2>Trend over runs</h2>\n", out);
+    put_canvas(out, chart, "Worst error / limit of each case, run after run",
+               "(log scale; above 1 is a failure; a triangle is a non-finite error)");
+    fputs("</figure>\n<ol class=\"runs\">\n", out);
+    for (int64_t r = 0; r < page->input->run_count; r++) {
+        const read_results *run = page->input->runs[r];
+        const outcome_counts counts = count_outcomes(run);
+        fputs("<li>", out);
+        html_put_text(out, run->provenance.start_time);
+        fputs(" <code>", out);
+        html_put_text(out, run->path);
+        fputs("</code> commit ", out);
+        html_put_text(out, run->provenance.git_commit);
+        fprintf(out, ": %s", verdict(&counts));
+        if (strcmp(run->provenance.fault, "none") != 0) {
+            fputs(" (fault ", out);
+            html_put_text(out, run->provenance.fault);
+            fputs(" injected)", out);
+        }
+        fputs("</li>\n", out);
+    }
+    fputs("</ol>\n</section>\n", out);
+}
+
+/* "S = 64, B = 2: row 0 left padding 3, documents 30 + 31; ..." */
+static void put_layout(FILE *out, const read_case *layout) {
+    if (layout == NULL) {
+        return;
+    }
+    fprintf(out, "<p class=\"layout\">S = %" PRId64 ", B = %" PRId64 ":", layout->seq_len,
+            layout->batch_size);
+    int64_t document = 0;
+    for (int64_t b = 0; b < layout->batch_size; b++) {
+        const int64_t *row = &layout->rows[3 * b];
+        if (b >= LAYOUT_ROWS_SHOWN) {
+            document += row[1];
+            continue;
+        }
+        fprintf(out, "%s row %" PRId64 ":", b > 0 ? ";" : "", b);
+        if (row[0] > 0) {
+            fprintf(out, " left padding %" PRId64 ",", row[0]);
+        }
+        fputs(row[1] == 1 ? " document" : " documents", out);
+        for (int64_t d = 0; d < row[1] && document < layout->document_count; d++, document++) {
+            fprintf(out, "%s%" PRId64, d > 0 ? " + " : " ", layout->document_lengths[document]);
+        }
+        if (row[2] > 0) {
+            fprintf(out, ", right padding %" PRId64, row[2]);
+        }
+    }
+    if (layout->batch_size > LAYOUT_ROWS_SHOWN) {
+        fprintf(out, "; %" PRId64 " more rows", layout->batch_size - LAYOUT_ROWS_SHOWN);
+    }
+    fputs(".</p>\n", out);
+}
+
+/* The items of a case: outcome, worst tensor and message. */
+static void put_item_table(FILE *out, const html_page *page, const html_case *c) {
+    fputs("<table class=\"items\">\n<thead><tr><th>dtype</th><th>cp</th><th>outcome</th>"
+          "<th>worst tensor</th><th>error / limit</th><th>message</th></tr></thead>\n<tbody>\n",
+          out);
+    for (int64_t i = 0; i < c->item_count; i++) {
+        const int64_t index = c->items[i];
+        const read_item *item = &page->run->items[index];
+        fprintf(out,
+                "<tr id=\"item-%" PRId64 "\" class=\"%s\"><td>%s</td><td>%" PRId64
+                "</td><td><span class=\"chip %s\">",
+                index, is_failure(item) ? "failed" : "", item->dtype, item->cp,
+                outcome_class(item->outcome));
+        html_put_text(out, item->outcome);
+        fputs("</span></td><td>", out);
+        html_put_text(out, item->worst_tensor);
+        fputs("</td><td>", out);
+        if (item->tensor_count > 0) {
+            put_number(out, item->worst_ratio);
+        }
+        fputs("</td><td class=\"message\">", out);
+        html_put_text(out, item->message);
+        fputs("</td></tr>\n", out);
+    }
+    fputs("</tbody>\n</table>\n", out);
+}
+
+static void put_tensor_row(FILE *out, const metrics_row *row) {
+    fprintf(out, "<tr%s><td>", row->passed ? "" : " class=\"failed\"");
+    html_put_text(out, row->tensor);
+    fprintf(out, "</td><td>%d</td><td>", (int)row->rank);
+    put_number(out, row->relative_l2);
+    if (row->absolute) {
+        fputs(" <small>(absolute)</small>", out);
+    }
+    if (row->nonfinite > 0) {
+        fprintf(out, " <b>%" PRId64 " non-finite</b>", row->nonfinite);
+    }
+    fputs("</td><td>", out);
+    put_number(out, row->limit);
+    fputs("</td><td>", out);
+    if (!isnan(row->cp1_limit)) {
+        put_number(out, row->cp1_limit);
+    }
+    fputs("</td><td>", out);
+    put_number(out, html_tensor_ratio(row));
+    fputs("</td><td>", out);
+    put_number(out, row->baseline_error);
+    fputs("</td><td>&le; ", out);
+    put_number(out, row->ratio);
+    fputs(" &times; naive + ", out);
+    put_number(out, row->floor);
+    fputs("; naive &le; ", out);
+    put_number(out, row->ceiling);
+    fputs("</td><td>ratio ", out);
+    html_put_text(out, row->ratio_origin);
+    fputs(", floor ", out);
+    html_put_text(out, row->floor_origin);
+    fputs(", ceiling ", out);
+    html_put_text(out, row->ceiling_origin);
+    fprintf(out, "</td><td>%s</td><td class=\"message\">", row->passed ? "pass" : "<b>FAIL</b>");
+    html_put_text(out, row->reason);
+    fputs("</td></tr>\n", out);
+}
+
+/* Every compared tensor of an item; open when the item failed. */
+static void put_tensor_table(FILE *out, const read_item *item, int64_t index) {
+    if (item->tensor_count == 0) {
+        return;
+    }
+    int64_t failed = 0;
+    for (int64_t t = 0; t < item->tensor_count; t++) {
+        failed += !item->tensors[t].passed;
+    }
+    fprintf(out, "<details class=\"tensors\" id=\"tensors-%" PRId64 "\"%s><summary>", index,
+            is_failure(item) ? " open" : "");
+    fprintf(out, "%s cp %" PRId64 ": ", item->dtype, item->cp);
+    html_put_text(out, item->outcome);
+    fprintf(out, ", %" PRId64 " of %" PRId64 " tensors out of tolerance</summary>\n", failed,
+            item->tensor_count);
+    fputs("<table class=\"tensors\">\n<thead><tr><th>tensor</th><th>rank</th><th>error</th>"
+          "<th>limit</th><th>CP-only limit</th><th>error / limit</th><th>naive error</th>"
+          "<th>rule</th><th>origin</th><th>verdict</th><th>reason</th></tr></thead>\n<tbody>\n",
+          out);
+    for (int64_t t = 0; t < item->tensor_count; t++) {
+        put_tensor_row(out, &item->tensors[t]);
+    }
+    fputs("</tbody>\n</table>\n</details>\n", out);
+}
+
+static void put_case(FILE *out, const html_page *page, int64_t case_index) {
+    const html_case *c = &page->cases[case_index];
+    bool failed = false;
+    for (int64_t i = 0; i < c->item_count; i++) {
+        failed = failed || is_failure(&page->run->items[c->items[i]]);
+    }
+    fprintf(out, "<section class=\"case%s\" id=\"case-%" PRId64 "\">\n<h3>",
+            failed ? " failed" : "", case_index);
+    html_put_text(out, c->name);
+    fputs(" <small>", out);
+    html_put_text(out, c->suite);
+    fputs("</small></h3>\n", out);
+    put_layout(out, c->layout);
+    put_item_table(out, page, c);
+    fputs("<div class=\"plots\">\n", out);
+    const int64_t limits = chart_index(page, HTML_CHART_LIMITS, case_index);
+    if (limits >= 0) {
+        put_canvas(out, limits, "Error against limit",
+                   "(each point a tensor on a rank, log-log; above the line fails)");
+        fputs("<p class=\"note\" data-note-for=\"chart-", out);
+        fprintf(out, "%" PRId64 "\"></p></figure>\n", limits);
+    } else {
+        fputs("<p class=\"note\">No tensor was compared in this case.</p>\n", out);
+    }
+    const int64_t profile = chart_index(page, HTML_CHART_PROFILE, case_index);
+    if (profile >= 0) {
+        put_canvas(out, profile, "Logits error along the sequence",
+                   "(per position, over batch rows and vocabulary; log scale)");
+        fprintf(out,
+                "<label>item <select id=\"select-chart-%" PRId64 "\"></select></label>"
+                "<p class=\"note\" data-note-for=\"chart-%" PRId64 "\"></p></figure>\n",
+                profile, profile);
+    } else if (limits >= 0) {
+        fputs("<p class=\"note no-profile\">No logits error profile: this results file does not "
+              "keep the error along the sequence (written by an older cpparity), or no item "
+              "compared logits.</p>\n",
+              out);
+    }
+    const int64_t layers = chart_index(page, HTML_CHART_LAYERS, case_index);
+    if (layers >= 0) {
+        put_canvas(out, layers, "Gradient error / limit per layer",
+                   "(the worst tensor of each layer over ranks; log scale; above 1 fails)");
+        fputs("</figure>\n", out);
+    }
+    fputs("</div>\n", out);
+    for (int64_t i = 0; i < c->item_count; i++) {
+        put_tensor_table(out, &page->run->items[c->items[i]], c->items[i]);
+    }
+    fputs("</section>\n", out);
+}
+
+static void put_page(FILE *out, const void *context) {
+    const html_page *page = context;
+    const outcome_counts counts = count_outcomes(page->run);
+    put_head(out, page, &counts);
+    fputs("<body>\n", out);
+    put_header(out, page, &counts);
+    fputs("<main>\n", out);
+    put_grid(out, page);
+    put_changes(out, page);
+    put_trend(out, page);
+    put_failures(out, page);
+    fputs("<section id=\"cases\">\n<h2>Cases</h2>\n<p class=\"legend\">Pass rule "
+          "(docs/tolerances.md): error &le; ratio &times; naive + floor, where naive is the error "
+          "of a straightforward unsharded implementation of the same dtype, itself at most the "
+          "ceiling; for cp &gt; 1 also error &le; ratio &times; error at cp 1 + floor (the "
+          "CP-only limit). Origin: where each number came from (default, suite, case).</p>\n",
+          out);
+    for (int64_t c = 0; c < page->case_count; c++) {
+        put_case(out, page, c);
+    }
+    fputs("</section>\n</main>\n<footer>\n<p>Written by <code>cpparity report</code>; plots drawn "
+          "by Chart.js, inlined from <code>",
+          out);
+    html_put_text(out, page->input->chart_library_source);
+    fprintf(out,
+            "</code>.</p>\n<p id=\"render-status\">Plots: %" PRId64 " expected.</p>\n"
+            "<ul id=\"render-errors\"></ul>\n</footer>\n",
+            page->chart_count);
+    fputs("<script type=\"application/json\" id=\"report-data\">\n", out);
+    html_put_chart_data(out, page);
+    fputs("\n</script>\n<script>\n", out);
+    fputs(page->input->chart_library, out);
+    fputs("\n</script>\n<script>\n", out);
+    fputs(html_report_script, out);
+    fputs("\n</script>\n</body>\n</html>\n", out);
+}
+
+cpparity_status html_report_write(const output_file *file, const html_report_input *input,
+                                  cpparity_error *error) {
+    if (input->run_count < 1) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "a report needs a results file");
+    }
+    html_page page;
+    cpparity_status status = page_build(&page, input, error);
+    if (status == CPPARITY_OK) {
+        status = output_file_write_text(file, put_page, &page, error);
+    }
+    page_free(&page);
+    return status;
+}
