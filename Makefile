@@ -24,7 +24,7 @@ endif
 
 WARNINGS_AS_ERRORS ?= OFF
 
-.PHONY: all deps configure build other-builds coverage test run format clean
+.PHONY: all deps configure build other-builds coverage test run format clean bench
 
 all: build
 
@@ -98,3 +98,14 @@ format:
 
 clean:
 	rm -rf $(BUILD_DIR) build-coverage $(foreach build,$(OTHER_BUILDS),build-$(subst :,-,$(build)))
+
+# The float64 reference attention next to PyTorch's dense attention on the same shapes, masks and
+# thread count, and the ratios (docs/benchmarks.md): THREADS=N (default 1), BENCH_FLAGS for both.
+THREADS ?= 1
+BENCH_FLAGS ?= --seq-len 4096
+bench: build
+	$(BUILD_DIR)/cpparity bench reference --json --threads $(THREADS) $(BENCH_FLAGS) \
+	  > $(BUILD_DIR)/bench-reference.jsonl
+	/usr/bin/python3 bench/torch_reference.py --threads $(THREADS) $(BENCH_FLAGS) \
+	  > $(BUILD_DIR)/bench-torch.jsonl
+	/usr/bin/python3 bench/compare.py $(BUILD_DIR)/bench-reference.jsonl $(BUILD_DIR)/bench-torch.jsonl

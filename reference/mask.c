@@ -171,6 +171,17 @@ bool reference_mask_allowed(const reference_mask *mask, int64_t b, int64_t q, in
     return true;
 }
 
+void reference_mask_fill_block(const reference_mask *mask, int64_t b, int64_t q_begin,
+                               int64_t q_end, int64_t k_begin, int64_t k_end, int64_t query_step,
+                               int64_t key_step, uint8_t *allowed) {
+    for (int64_t q = q_begin; q < q_end; q++) {
+        uint8_t *row = allowed + (q - q_begin) * query_step;
+        for (int64_t k = k_begin; k < k_end; k++) {
+            row[(k - k_begin) * key_step] = (uint8_t)reference_mask_allowed(mask, b, q, k);
+        }
+    }
+}
+
 /* Classifies one term whose per-token id never decreases along the row: the pair passes when
  * the query's id equals the key's. */
 static reference_block_class classify_equal_ids(const int64_t *id, int64_t q_begin, int64_t q_end,

@@ -79,6 +79,14 @@ reference_block_class reference_mask_classify_block(const reference_mask *mask, 
                                                     int64_t q_begin, int64_t q_end, int64_t k_begin,
                                                     int64_t k_end);
 
+/* allowed[(q − q_begin)·query_step + (k − k_begin)·key_step] = the predicate of (b, q, k) for
+ * queries [q_begin, q_end) × keys [k_begin, k_end) of row b (non-empty ranges): query-major with
+ * query_step = k_end − k_begin, key_step = 1; key-major with query_step = 1, key_step =
+ * q_end − q_begin. */
+void reference_mask_fill_block(const reference_mask *mask, int64_t b, int64_t q_begin,
+                               int64_t q_end, int64_t k_begin, int64_t k_end, int64_t query_step,
+                               int64_t key_step, uint8_t *allowed);
+
 /* Fills list with the non-empty key blocks of every query block of row b. The list is owned by
  * the caller and released with reference_block_list_free. CPPARITY_ERROR_RUNTIME when out of
  * memory. */

@@ -1,23 +1,57 @@
 /*
- * bench_model.c — `cpparity bench model [SUITE.yaml] [--case PATTERN]`: wall time of the float64
- * reference model's forward and backward for each case of a suite (one thread), to size suites
- * and to see the reference's share of a run.
+ * bench_model.c — `cpparity bench model [SUITE.yaml] [--case PATTERN] [--threads N] [--json]`:
+ * wall time and GFLOP/s of the float64 reference model's forward and backward for each case of
+ * a suite, next to this machine's dgemm on as many threads (the ceiling), to size suites and to
+ * see the reference's share of a run. The FLOP count is docs/benchmarks.md's.
  */
 #include <fnmatch.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/case.h"
+#include "common/monotonic_clock.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "harness/bench/bench_model.h"
-#include "common/case.h"
+#include "harness/bench/bench_reference.h"
 #include "harness/suite/case_file.h"
-#include "common/monotonic_clock.h"
 #include "reference/model.h"
+#include "reference/threads.h"
+
+static double cpu_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+/* Counted flops of one forward + backward: 6·N per weight of every linear layer (2 forward,
+ * 4 backward) and 14·Dh per allowed pair and head of every attention layer. */
+static cpparity_status model_flops(const reference_model *model, double *flops,
+                                   cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const double D = (double)c->hidden_size, F = (double)c->intermediate_size;
+    const double H = (double)c->num_attention_heads, Hkv = (double)c->num_key_value_heads;
+    const double Dh = (double)c->head_dim, N = (double)(model->batch * model->seq_len);
+    const double layer_weights = D * (H * Dh) * 2.0 + D * (Hkv * Dh) * 2.0 + 3.0 * D * F;
+    double total =
+        6.0 * N * (layer_weights * (double)c->num_hidden_layers + D * (double)c->vocab_size);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        reference_mask_counts counts;
+        cpparity_status status = reference_mask_count(&model->masks[l], &counts, error);
+        if (status != CPPARITY_OK) {
+            return status;
+        }
+        total += 14.0 * Dh * H * (double)counts.pairs_allowed;
+    }
+    *flops = total;
+    return CPPARITY_OK;
+}
 
 /* Times one case; prints one line. Returns an exit code. */
-static int bench_case(const cpparity_case *c, FILE *out, FILE *err) {
+static int bench_case(const cpparity_case *c, int threads, int json, FILE *out, FILE *err) {
     cpparity_batch batch = {0};
     reference_model model = {0};
     cpparity_error error;
@@ -26,46 +60,83 @@ static int bench_case(const cpparity_case *c, FILE *out, FILE *err) {
     if (status == CPPARITY_OK) {
         status = reference_model_init(&model, &c->model, c->batch_size, c->seq_len, &error);
     }
-    double start = 0.0, middle = 0.0, end = 0.0;
+    double start = 0.0, middle = 0.0, end = 0.0, cpu_start = 0.0, cpu_end = 0.0, flops = 0.0;
     if (status == CPPARITY_OK) {
         fixture_fill_parameters(model.parameters, &model.parameter_table, c->seed);
         start = monotonic_seconds();
+        cpu_start = cpu_seconds();
         status = reference_model_forward(&model, &batch, &error);
         middle = monotonic_seconds();
     }
     if (status == CPPARITY_OK) {
         status = reference_model_backward(&model, &batch, &error);
         end = monotonic_seconds();
+        cpu_end = cpu_seconds();
     }
     if (status == CPPARITY_OK) {
-        fprintf(out, "%-48s %3lld %5lld %3lld %10lld %10.6f %10.6f %10.6f\n", c->name,
+        status = model_flops(&model, &flops, &error);
+    }
+    if (status == CPPARITY_OK && json) {
+        fprintf(out,
+                "{\"what\": \"model\", \"mask\": null, \"case\": \"%s\", \"batch\": %lld, "
+                "\"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"threads\": %d, "
+                "\"seconds\": %.6f, \"gflops\": %.3f, \"cpu_seconds\": %.6f, "
+                "\"forward_seconds\": %.6f}\n",
+                c->name, (long long)c->batch_size, (long long)c->seq_len,
+                (long long)c->model.num_attention_heads, (long long)c->model.head_dim, threads,
+                end - start, flops / (end - start) * 1e-9, cpu_end - cpu_start, middle - start);
+    } else if (status == CPPARITY_OK) {
+        fprintf(out, "%-48s %3lld %5lld %3lld %10lld %10.6f %10.6f %10.6f %9.2f\n", c->name,
                 (long long)c->batch_size, (long long)c->seq_len,
                 (long long)c->model.num_hidden_layers, (long long)model.parameter_table.total,
-                middle - start, end - middle, end - start);
+                middle - start, end - middle, end - start, flops / (end - start) * 1e-9);
     } else {
         fprintf(err, "cpparity bench model: case %s: %s\n", c->name, error.message);
     }
+    fflush(out);
     reference_model_free(&model);
     cpparity_batch_free(&batch);
     return (int)status;
 }
 
+static void usage(FILE *stream) {
+    fprintf(stream,
+            "usage: cpparity bench model [SUITE.yaml] [--case PATTERN] [--threads N] [--json]\n"
+            "  Times the float64 reference model forward and backward per case, and this\n"
+            "  machine's dgemm on the same threads (the ceiling), in the same run.\n"
+            "  --case PATTERN  only the cases whose name matches (shell pattern)\n"
+            "  --threads N     threads of the reference (default 1)\n"
+            "  --json          one JSON object per line instead of the table\n");
+}
+
 int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
     static const struct option options[] = {
         {"case", required_argument, NULL, 'c'},
+        {"threads", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *pattern = "*";
-    int option;
+    int threads = 1, json = 0, option;
     optind = 1;
     opterr = 0;
     while ((option = getopt_long(argc, argv, "", options, NULL)) != -1) {
         if (option == 'c') {
             pattern = optarg;
+        } else if (option == 't') {
+            char *end = NULL;
+            const long parsed = strtol(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || parsed < 1 || parsed > REFERENCE_MAX_THREADS) {
+                fprintf(err, "cpparity bench model: --threads expects 1 to %d, got '%s'\n",
+                        REFERENCE_MAX_THREADS, optarg);
+                return 2;
+            }
+            threads = (int)parsed;
+        } else if (option == 'j') {
+            json = 1;
         } else if (option == 'h') {
-            fprintf(out, "usage: cpparity bench model [SUITE.yaml] [--case PATTERN]\n"
-                         "  Times the float64 reference model forward and backward per case.\n");
+            usage(out);
             return 0;
         } else {
             fprintf(err, "cpparity bench model: unknown option or missing value '%s'\n",
@@ -84,13 +155,19 @@ int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
         fprintf(err, "cpparity bench model: %s\n", error.message);
         return 2;
     }
-    fprintf(out, "# cpparity bench model: float64 reference model, one thread, suite %s\n", path);
-    fprintf(out, "%-48s %3s %5s %3s %10s %10s %10s %10s\n", "case", "B", "S", "L", "parameters",
-            "fwd s", "bwd s", "total s");
-    int status = 0;
+    reference_set_threads(threads);
+    if (!json) {
+        fprintf(out, "# cpparity bench model: float64 reference model, %d thread(s), suite %s\n",
+                threads, path);
+    }
+    int status = bench_dgemm_ceiling(threads, json, out, err);
+    if (status == 0 && !json) {
+        fprintf(out, "%-48s %3s %5s %3s %10s %10s %10s %10s %9s\n", "case", "B", "S", "L",
+                "parameters", "fwd s", "bwd s", "total s", "GF/s");
+    }
     for (int64_t i = 0; i < suite.count && status == 0; i++) {
         if (fnmatch(pattern, suite.cases[i].name, 0) == 0) {
-            status = bench_case(&suite.cases[i], out, err);
+            status = bench_case(&suite.cases[i], threads, json, out, err);
         }
     }
     cpparity_suite_free(&suite);

@@ -1,40 +1,82 @@
 /* bench_reference.c — timing of the float64 reference attention (see bench_reference.h). */
 #include "harness/bench/bench_reference.h"
 
+#include <cblas.h>
 #include <getopt.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "fixtures/random.h"
 #include "common/monotonic_clock.h"
+#include "fixtures/random.h"
 #include "reference/attention.h"
 #include "reference/mask.h"
+#include "reference/threads.h"
 
-enum { MAX_LENGTHS = 8, PACKED_DOCUMENTS = 8 };
+enum { MAX_LENGTHS = 8, MASK_KINDS = 4 };
 
-typedef struct bench_mask {
-    const char *name;               /* column label */
-    cpparity_attention_layer layer; /* type, W, C */
-    int packed;                     /* 1: PACKED_DOCUMENTS equal documents in the row */
-} bench_mask;
+/* The edge of the square dgemm that measures the ceiling: large enough for OpenBLAS's peak,
+ * small enough (3 × 8 MiB per thread) to stay out of the way. */
+enum { CEILING_EDGE = 1024 };
 
-static const bench_mask bench_masks[] = {
-    {"causal", {CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW}, 0},
-    {"sliding W=256", {CPPARITY_LAYER_SLIDING, 256, 0, CPPARITY_CHUNK_ORIGIN_ROW}, 0},
-    {"chunked C=512", {CPPARITY_LAYER_CHUNKED, 0, 512, CPPARITY_CHUNK_ORIGIN_ROW}, 0},
-    {"8 packed documents", {CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW}, 1},
-};
+typedef enum mask_kind { MASK_CAUSAL, MASK_SLIDING, MASK_CHUNKED, MASK_PACKED } mask_kind;
+
+static const char *const mask_names[MASK_KINDS] = {"causal", "sliding", "chunked", "packed"};
+
+typedef struct bench_options {
+    int64_t lengths[MAX_LENGTHS]; /* sequence lengths */
+    int length_count;
+    int64_t heads;         /* H = Hkv */
+    int64_t head_dim;      /* Dh */
+    int64_t window;        /* W of the sliding mask */
+    int64_t chunk;         /* C of the chunked mask */
+    int64_t documents;     /* documents of the packed mask */
+    int threads;           /* reference_set_threads */
+    int json;              /* 1: one JSON object per line */
+    int masks[MASK_KINDS]; /* 1: run this mask */
+} bench_options;
+
+/* One measured line. */
+typedef struct bench_result {
+    const char *what;        /* "attention" or "dgemm" */
+    const char *mask;        /* mask name, or NULL for dgemm */
+    const char *label;       /* the table's first column, e.g. "sliding W=256" */
+    int64_t seq_len;         /* S, or the dgemm's edge */
+    int64_t heads, head_dim; /* H and Dh, or 1 and the dgemm's edge */
+    double pairs;            /* allowed (b, q, k) pairs times H; 0 for dgemm */
+    double forward_seconds;  /* wall; 0 for dgemm */
+    double seconds;          /* wall, forward + backward */
+    double cpu_seconds;      /* CPU time of the process over the same interval */
+    double flops;            /* counted as in docs/benchmarks.md */
+} bench_result;
+
+static double cpu_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
 
 static void usage(FILE *stream) {
     fprintf(stream,
             "usage: cpparity bench reference [--seq-len N]... [--heads H] [--head-dim D]\n"
-            "  Times the float64 reference attention forward+backward, B = 1, on the masks\n"
-            "  causal, sliding W=256, chunked C=512 and 8 packed documents.\n"
-            "  --seq-len N   sequence length (repeatable; default 1024 and 4096)\n"
-            "  --heads H     query heads = key/value heads (default 8)\n"
-            "  --head-dim D  head dimension (default 64)\n");
+            "                                [--threads N] [--json] [--mask NAME]...\n"
+            "                                [--window W] [--chunk C] [--documents N]\n"
+            "  Times the float64 reference attention forward+backward, B = 1, and this\n"
+            "  machine's dgemm on the same threads (the ceiling), in the same run.\n"
+            "  --seq-len N    sequence length (repeatable; default 1024 and 4096)\n"
+            "  --heads H      query heads = key/value heads (default 8)\n"
+            "  --head-dim D   head dimension (default 64)\n"
+            "  --threads N    threads of the reference (default 1)\n"
+            "  --json         one JSON object per line instead of the table\n"
+            "  --mask NAME    causal, sliding, chunked or packed (repeatable; default all)\n"
+            "  --window W     sliding window (default 256)\n"
+            "  --chunk C      attention chunk size (default 512)\n"
+            "  --documents N  equal documents packed in the row (default 8)\n"
+            "  GFLOP/s count allowed pairs only: 4*Dh per pair forward, 10*Dh backward\n"
+            "  (docs/benchmarks.md).\n");
 }
 
 static int parse_positive(const char *text, const char *flag, int64_t *value, FILE *err) {
@@ -49,78 +91,217 @@ static int parse_positive(const char *text, const char *flag, int64_t *value, FI
     return 1;
 }
 
-/* Times one mask at one length; prints one table line. Returns 0 or an exit code. */
-static int bench_one(const bench_mask *bench, int64_t seq_len, int64_t heads, int64_t head_dim,
-                     FILE *out, FILE *err) {
+/* The column label of the text table, e.g. "sliding W=256". */
+static void mask_label(char *label, size_t size, mask_kind kind, const bench_options *options) {
+    switch (kind) {
+    case MASK_SLIDING:
+        snprintf(label, size, "sliding W=%lld", (long long)options->window);
+        break;
+    case MASK_CHUNKED:
+        snprintf(label, size, "chunked C=%lld", (long long)options->chunk);
+        break;
+    case MASK_PACKED:
+        snprintf(label, size, "%lld packed documents", (long long)options->documents);
+        break;
+    default:
+        snprintf(label, size, "causal");
+    }
+}
+
+static void print_result(const bench_result *r, int threads, int json, FILE *out) {
+    const double gflops = r->flops / r->seconds * 1e-9;
+    if (json) {
+        char mask[32] = "null";
+        if (r->mask != NULL) {
+            snprintf(mask, sizeof mask, "\"%s\"", r->mask);
+        }
+        fprintf(out,
+                "{\"what\": \"%s\", \"mask\": %s, \"batch\": 1, \"seq\": %lld, \"heads\": %lld, "
+                "\"head_dim\": %lld, \"threads\": %d, \"seconds\": %.6f, \"gflops\": %.3f, "
+                "\"cpu_seconds\": %.6f, \"allowed_pairs\": %.0f}\n",
+                r->what, mask, (long long)r->seq_len, (long long)r->heads, (long long)r->head_dim,
+                threads, r->seconds, gflops, r->cpu_seconds, r->pairs);
+    } else if (r->mask == NULL) {
+        fprintf(out, "# dgemm %lldx%lldx%lld on %d thread(s): %.2f GFLOP/s (%.2f s, CPU %.2f s)\n",
+                (long long)r->seq_len, (long long)r->seq_len, (long long)r->seq_len, threads,
+                gflops, r->seconds, r->cpu_seconds);
+    } else {
+        const double backward = r->seconds - r->forward_seconds;
+        const double forward_flops = r->flops * 4.0 / 14.0,
+                     backward_flops = r->flops - forward_flops;
+        fprintf(out, "%-20s %6lld %14.0f %9.3f %9.3f %9.3f %9.3f %9.2f %9.2f %9.2f\n", r->label,
+                (long long)r->seq_len, r->pairs, r->forward_seconds, backward, r->seconds,
+                r->cpu_seconds, forward_flops / r->forward_seconds * 1e-9,
+                backward_flops / backward * 1e-9, gflops);
+    }
+    fflush(out);
+}
+
+/* One thread of the ceiling: `repeats` products of CEILING_EDGE square matrices. */
+typedef struct ceiling_thread {
+    int repeats;
+    int ok;            /* 1 when its matrices could be allocated */
+    double start, end; /* monotonic seconds around its products */
+    double cpu;        /* its CPU seconds over the same interval */
+    pthread_t thread;
+} ceiling_thread;
+
+static double thread_cpu_seconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+static void *ceiling_main(void *argument) {
+    ceiling_thread *self = argument;
+    const size_t elements = (size_t)CEILING_EDGE * CEILING_EDGE;
+    double *a = malloc(elements * sizeof *a), *b = malloc(elements * sizeof *b);
+    double *c = calloc(elements, sizeof *c);
+    self->ok = a != NULL && b != NULL && c != NULL;
+    for (size_t i = 0; self->ok && i < elements; i++) {
+        a[i] = fixture_uniform(2, 1, i);
+        b[i] = fixture_uniform(2, 2, i);
+    }
+    self->start = monotonic_seconds();
+    const double cpu_start = thread_cpu_seconds();
+    for (int r = 0; self->ok && r < self->repeats; r++) {
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, CEILING_EDGE, CEILING_EDGE,
+                    CEILING_EDGE, 1.0, a, CEILING_EDGE, b, CEILING_EDGE, 0.0, c, CEILING_EDGE);
+    }
+    self->cpu = thread_cpu_seconds() - cpu_start;
+    self->end = monotonic_seconds();
+    free(a);
+    free(b);
+    free(c);
+    return NULL;
+}
+
+int bench_dgemm_ceiling(int thread_count, int json, FILE *out, FILE *err) {
+    enum { REPEATS = 16 };
+    ceiling_thread threads[REFERENCE_MAX_THREADS];
+    openblas_set_num_threads(1);
+    int started = 0;
+    for (; started < thread_count; started++) {
+        threads[started].repeats = REPEATS;
+        if (pthread_create(&threads[started].thread, NULL, ceiling_main, &threads[started]) != 0) {
+            break;
+        }
+    }
+    int ok = started == thread_count;
+    double first = INFINITY, last = -INFINITY, cpu = 0.0;
+    for (int t = 0; t < started; t++) {
+        pthread_join(threads[t].thread, NULL);
+        ok = ok && threads[t].ok;
+        first = threads[t].start < first ? threads[t].start : first;
+        last = threads[t].end > last ? threads[t].end : last;
+        cpu += threads[t].cpu;
+    }
+    if (!ok) {
+        fprintf(err, "cpparity bench: could not run %d dgemm threads\n", thread_count);
+        return 3;
+    }
+    const double edge = CEILING_EDGE;
+    const bench_result result = {
+        .what = "dgemm",
+        .seq_len = CEILING_EDGE,
+        .heads = 1,
+        .head_dim = CEILING_EDGE,
+        .seconds = last - first,
+        .cpu_seconds = cpu,
+        .flops = 2.0 * edge * edge * edge * REPEATS * thread_count,
+    };
+    print_result(&result, thread_count, json, out);
+    return 0;
+}
+
+/* Times one mask at one length; prints one line. Returns 0 or an exit code. */
+static int bench_one(mask_kind kind, int64_t seq_len, const bench_options *options, FILE *out,
+                     FILE *err) {
+    const int64_t heads = options->heads, head_dim = options->head_dim;
     const reference_attention_shape shape = {1, seq_len, heads, heads, head_dim};
-    const int64_t elements = seq_len * heads * head_dim;
+    const size_t elements = (size_t)(seq_len * heads * head_dim);
     int8_t *attention_mask = malloc((size_t)seq_len);
     int64_t *position_ids = malloc((size_t)seq_len * sizeof(int64_t));
-    double *buffers[7];
-    for (int i = 0; i < 7; i++) {
-        buffers[i] = calloc((size_t)elements, sizeof(double));
+    enum { Q, K, V, DOUT, OUT, DQ, DK, DV, TENSORS };
+    double *tensors[TENSORS];
+    for (int i = 0; i < TENSORS; i++) {
+        tensors[i] = calloc(elements, sizeof(double));
     }
     double *lse = malloc((size_t)(heads * seq_len) * sizeof(double));
-    int status = 3;
+    int status = 3, allocated = attention_mask && position_ids && lse;
+    for (int i = 0; i < TENSORS; i++) {
+        allocated = allocated && tensors[i] != NULL;
+    }
     reference_mask mask = {0};
     cpparity_error error = {0};
-    if (!attention_mask || !position_ids || !lse || !buffers[0] || !buffers[1] || !buffers[2] ||
-        !buffers[3] || !buffers[4] || !buffers[5] || !buffers[6]) {
+    if (!allocated) {
         fprintf(err, "cpparity bench reference: out of memory at S=%lld\n", (long long)seq_len);
         goto done;
     }
-    double *q = buffers[0], *k = buffers[1], *v = buffers[2], *dout = buffers[3];
-    double *result = buffers[4], *dq = buffers[5], *dk = buffers[6];
     const int64_t document_length =
-        bench->packed ? (seq_len + PACKED_DOCUMENTS - 1) / PACKED_DOCUMENTS : seq_len;
+        kind == MASK_PACKED ? (seq_len + options->documents - 1) / options->documents : seq_len;
     for (int64_t t = 0; t < seq_len; t++) {
         attention_mask[t] = 1;
         position_ids[t] = t % document_length;
     }
-    for (int64_t i = 0; i < elements; i++) {
-        q[i] = fixture_uniform(1, 1, (uint64_t)i);
-        k[i] = fixture_uniform(1, 2, (uint64_t)i);
-        v[i] = fixture_uniform(1, 3, (uint64_t)i);
-        dout[i] = fixture_uniform(1, 4, (uint64_t)i);
+    for (size_t i = 0; i < elements; i++) {
+        tensors[Q][i] = fixture_uniform(1, 1, i);
+        tensors[K][i] = fixture_uniform(1, 2, i);
+        tensors[V][i] = fixture_uniform(1, 3, i);
+        tensors[DOUT][i] = fixture_uniform(1, 4, i);
     }
-    if (reference_mask_init(&mask, 1, seq_len, attention_mask, position_ids, bench->layer,
-                            REFERENCE_MASK_DEFAULT_BLOCK, &error) != CPPARITY_OK) {
-        fprintf(err, "cpparity bench reference: %s\n", error.message);
-        goto done;
+    cpparity_attention_layer layer = {CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW};
+    if (kind == MASK_SLIDING) {
+        layer = (cpparity_attention_layer){CPPARITY_LAYER_SLIDING, options->window, 0,
+                                           CPPARITY_CHUNK_ORIGIN_ROW};
+    } else if (kind == MASK_CHUNKED) {
+        layer = (cpparity_attention_layer){CPPARITY_LAYER_CHUNKED, 0, options->chunk,
+                                           CPPARITY_CHUNK_ORIGIN_ROW};
     }
     reference_mask_counts counts;
-    if (reference_mask_count(&mask, &counts, &error) != CPPARITY_OK) {
+    if (reference_mask_init(&mask, 1, seq_len, attention_mask, position_ids, layer,
+                            REFERENCE_MASK_DEFAULT_BLOCK, &error) != CPPARITY_OK ||
+        reference_mask_count(&mask, &counts, &error) != CPPARITY_OK) {
         fprintf(err, "cpparity bench reference: %s\n", error.message);
         goto done;
     }
     const double scale = 1.0 / sqrt((double)head_dim);
-    /* dv shares the output buffer: the benchmark reads no result */
-    double start = monotonic_seconds();
-    if (reference_attention_forward(result, lse, q, k, v, &mask, shape, scale, &error) !=
-        CPPARITY_OK) {
+    const double start = monotonic_seconds(), cpu_start = cpu_seconds();
+    if (reference_attention_forward(tensors[OUT], lse, tensors[Q], tensors[K], tensors[V], &mask,
+                                    shape, scale, &error) != CPPARITY_OK) {
         fprintf(err, "cpparity bench reference: %s\n", error.message);
         goto done;
     }
-    double middle = monotonic_seconds();
-    if (reference_attention_backward(dq, dk, dout, dout, q, k, v, result, lse, &mask, shape, scale,
-                                     &error) != CPPARITY_OK) {
+    const double middle = monotonic_seconds();
+    if (reference_attention_backward(tensors[DQ], tensors[DK], tensors[DV], tensors[DOUT],
+                                     tensors[Q], tensors[K], tensors[V], tensors[OUT], lse, &mask,
+                                     shape, scale, &error) != CPPARITY_OK) {
         fprintf(err, "cpparity bench reference: %s\n", error.message);
         goto done;
     }
-    double end = monotonic_seconds();
+    const double end = monotonic_seconds();
+    char label[64];
+    mask_label(label, sizeof label, kind, options);
     const double pairs = (double)counts.pairs_allowed * (double)heads;
-    const double forward_flops = 4.0 * (double)head_dim * pairs;
-    const double backward_flops = 10.0 * (double)head_dim * pairs;
-    fprintf(out, "%-20s %6lld %14.0f %9.3f %9.3f %9.3f %9.2f %9.2f %9.2f\n", bench->name,
-            (long long)seq_len, pairs, middle - start, end - middle, end - start,
-            forward_flops / (middle - start) * 1e-9, backward_flops / (end - middle) * 1e-9,
-            (forward_flops + backward_flops) / (end - start) * 1e-9);
-    fflush(out);
+    const bench_result result = {
+        .what = "attention",
+        .mask = mask_names[kind],
+        .label = label,
+        .seq_len = seq_len,
+        .heads = heads,
+        .head_dim = head_dim,
+        .pairs = pairs,
+        .forward_seconds = middle - start,
+        .seconds = end - start,
+        .cpu_seconds = cpu_seconds() - cpu_start,
+        .flops = 14.0 * (double)head_dim * pairs,
+    };
+    print_result(&result, options->threads, options->json, out);
     status = 0;
 done:
     reference_mask_free(&mask);
-    for (int i = 0; i < 7; i++) {
-        free(buffers[i]);
+    for (int i = 0; i < TENSORS; i++) {
+        free(tensors[i]);
     }
     free(lse);
     free(position_ids);
@@ -128,38 +309,92 @@ done:
     return status;
 }
 
-int bench_reference_main(int argc, char **argv, FILE *out, FILE *err) {
-    static const struct option options[] = {
+/* Parses argv into options; returns -1 to go on, or an exit code. */
+static int parse_options(int argc, char **argv, bench_options *options, FILE *out, FILE *err) {
+    static const struct option flags[] = {
         {"seq-len", required_argument, NULL, 's'},
         {"heads", required_argument, NULL, 'h'},
         {"head-dim", required_argument, NULL, 'd'},
+        {"threads", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},
+        {"mask", required_argument, NULL, 'm'},
+        {"window", required_argument, NULL, 'w'},
+        {"chunk", required_argument, NULL, 'c'},
+        {"documents", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, '?' + 256},
         {NULL, 0, NULL, 0},
     };
-    int64_t lengths[MAX_LENGTHS];
-    int length_count = 0;
-    int64_t heads = 8, head_dim = 64;
+    *options = (bench_options){
+        .heads = 8, .head_dim = 64, .window = 256, .chunk = 512, .documents = 8, .threads = 1};
+    int any_mask = 0;
+    int64_t value = 0;
     optind = 1;
     opterr = 0;
-    int option;
-    while ((option = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        switch (option) {
+    int flag;
+    while ((flag = getopt_long(argc, argv, "", flags, NULL)) != -1) {
+        switch (flag) {
         case 's':
-            if (length_count == MAX_LENGTHS) {
+            if (options->length_count == MAX_LENGTHS) {
                 fprintf(err, "cpparity bench reference: at most %d --seq-len\n", MAX_LENGTHS);
                 return 2;
             }
-            if (!parse_positive(optarg, "--seq-len", &lengths[length_count++], err)) {
+            if (!parse_positive(optarg, "--seq-len", &options->lengths[options->length_count++],
+                                err)) {
                 return 2;
             }
             break;
         case 'h':
-            if (!parse_positive(optarg, "--heads", &heads, err)) {
+            if (!parse_positive(optarg, "--heads", &options->heads, err)) {
                 return 2;
             }
             break;
         case 'd':
-            if (!parse_positive(optarg, "--head-dim", &head_dim, err)) {
+            if (!parse_positive(optarg, "--head-dim", &options->head_dim, err)) {
+                return 2;
+            }
+            break;
+        case 't':
+            if (!parse_positive(optarg, "--threads", &value, err)) {
+                return 2;
+            }
+            if (value > REFERENCE_MAX_THREADS) {
+                fprintf(err, "cpparity bench reference: --threads is at most %d\n",
+                        REFERENCE_MAX_THREADS);
+                return 2;
+            }
+            options->threads = (int)value;
+            break;
+        case 'j':
+            options->json = 1;
+            break;
+        case 'm': {
+            int found = 0;
+            for (int m = 0; m < MASK_KINDS; m++) {
+                if (strcmp(optarg, mask_names[m]) == 0) {
+                    options->masks[m] = found = any_mask = 1;
+                }
+            }
+            if (!found) {
+                fprintf(err,
+                        "cpparity bench reference: --mask '%s': expected causal, sliding, "
+                        "chunked or packed\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'w':
+            if (!parse_positive(optarg, "--window", &options->window, err)) {
+                return 2;
+            }
+            break;
+        case 'c':
+            if (!parse_positive(optarg, "--chunk", &options->chunk, err)) {
+                return 2;
+            }
+            break;
+        case 'n':
+            if (!parse_positive(optarg, "--documents", &options->documents, err)) {
                 return 2;
             }
             break;
@@ -177,22 +412,43 @@ int bench_reference_main(int argc, char **argv, FILE *out, FILE *err) {
         fprintf(err, "cpparity bench reference: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (length_count == 0) {
-        lengths[length_count++] = 1024;
-        lengths[length_count++] = 4096;
+    if (options->length_count == 0) {
+        options->lengths[options->length_count++] = 1024;
+        options->lengths[options->length_count++] = 4096;
     }
-    fprintf(out, "# cpparity bench reference: float64 reference attention, one thread\n");
-    fprintf(out, "# B=1 H=Hkv=%lld Dh=%lld; GFLOP/s on allowed pairs only (4*Dh fwd, 10*Dh bwd)\n",
-            (long long)heads, (long long)head_dim);
-    fprintf(out, "%-20s %6s %14s %9s %9s %9s %9s %9s %9s\n", "mask", "S", "allowed pairs", "fwd s",
-            "bwd s", "total s", "fwd GF/s", "bwd GF/s", "GF/s");
-    for (int l = 0; l < length_count; l++) {
-        for (size_t m = 0; m < sizeof bench_masks / sizeof *bench_masks; m++) {
-            int status = bench_one(&bench_masks[m], lengths[l], heads, head_dim, out, err);
-            if (status != 0) {
-                return status;
+    for (int m = 0; m < MASK_KINDS && !any_mask; m++) {
+        options->masks[m] = 1;
+    }
+    return -1;
+}
+
+int bench_reference_main(int argc, char **argv, FILE *out, FILE *err) {
+    bench_options options;
+    const int parsed = parse_options(argc, argv, &options, out, err);
+    if (parsed >= 0) {
+        return parsed;
+    }
+    reference_set_threads(options.threads);
+    openblas_set_num_threads(1); /* the reference's threads are the parallelism */
+    if (!options.json) {
+        fprintf(out, "# cpparity bench reference: float64 reference attention, %d thread(s)\n",
+                options.threads);
+        fprintf(out,
+                "# B=1 H=Hkv=%lld Dh=%lld; GFLOP/s on allowed pairs only (4*Dh fwd, 10*Dh bwd); "
+                "wall seconds, and the process's CPU seconds\n",
+                (long long)options.heads, (long long)options.head_dim);
+    }
+    int status = bench_dgemm_ceiling(options.threads, options.json, out, err);
+    if (status == 0 && !options.json) {
+        fprintf(out, "%-20s %6s %14s %9s %9s %9s %9s %9s %9s %9s\n", "mask", "S", "allowed pairs",
+                "fwd s", "bwd s", "total s", "CPU s", "fwd GF/s", "bwd GF/s", "GF/s");
+    }
+    for (int l = 0; l < options.length_count && status == 0; l++) {
+        for (int m = 0; m < MASK_KINDS && status == 0; m++) {
+            if (options.masks[m]) {
+                status = bench_one((mask_kind)m, options.lengths[l], &options, out, err);
             }
         }
     }
-    return 0;
+    return status;
 }

@@ -1,0 +1,79 @@
+/*
+ * attention_tiles.h — internal to reference/: the tiles the reference attention's forward and
+ * backward share. Queries and keys of a batch row are cut into tiles of mask->block_size tokens
+ * (the last one shorter); a (query tile, key tile) pair is classified by the reference's own
+ * mask (reference_mask_classify_block, exact: "all" only if every pair is allowed) and skipped
+ * when none of its pairs is allowed. The tile edge comes from the mask, never from the thread
+ * count, so the arithmetic is the same for every number of threads.
+ */
+#ifndef CPPARITY_REFERENCE_ATTENTION_TILES_H
+#define CPPARITY_REFERENCE_ATTENTION_TILES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "reference/attention.h"
+#include "reference/mask.h"
+
+typedef struct attention_tiles {
+    reference_attention_shape shape;
+    const reference_mask *mask;
+    int64_t edge;         /* tokens per tile: mask->block_size */
+    int64_t count;        /* tiles per batch row: ceil(S / edge) */
+    int64_t group;        /* query heads per key/value head: H / Hkv */
+    int64_t query_stride; /* H · Dh, between consecutive tokens of a query-shaped tensor */
+    int64_t key_stride;   /* Hkv · Dh, between consecutive tokens of a key-shaped tensor */
+} attention_tiles;
+
+/* Checks shape against mask (CPPARITY_ERROR_INPUT naming what differs) and fills tiles. */
+cpparity_status attention_tiles_init(attention_tiles *tiles, const reference_mask *mask,
+                                     reference_attention_shape shape, cpparity_error *error);
+
+/* Tokens [*begin, *end) of tile `index`. */
+void attention_tile_tokens(const attention_tiles *tiles, int64_t index, int64_t *begin,
+                           int64_t *end);
+
+/* How a block's matrices (scores, probabilities, predicate) are laid out. */
+typedef enum attention_layout {
+    ATTENTION_QUERY_MAJOR, /* (queries, keys): one row per query */
+    ATTENTION_KEY_MAJOR,   /* (keys, queries): one row per key */
+} attention_layout;
+
+/* The part of a (query tile, key tile) pair that the work is done on: the smallest ranges of
+ * queries and keys holding every allowed pair of the tile pair. Queries and keys outside them are
+ * masked for the whole tile pair and never enter any product, so their values, finite or not,
+ * cannot change a bit of the result. */
+typedef struct attention_block {
+    int64_t q_begin, q_end; /* queries [q_begin, q_end), absolute in the row */
+    int64_t k_begin, k_end; /* keys [k_begin, k_end), absolute in the row */
+    const uint8_t *allowed; /* predicate, laid out as the block's matrices, row stride `stride`;
+                               NULL when every pair of the block is allowed */
+    int64_t stride;         /* row stride of allowed */
+} attention_block;
+
+/* Finds the block of (query_tile, key_tile) in batch row b: false when the pair holds no allowed
+ * pair (skip it). Only a mixed pair has its predicate evaluated, into predicate_memory (edge ×
+ * edge bytes) in `layout`, which block->allowed then points into. */
+bool attention_block_find(const attention_tiles *tiles, int64_t b, int64_t query_tile,
+                          int64_t key_tile, attention_layout layout, uint8_t *predicate_memory,
+                          attention_block *block);
+
+/* Offset of token t, head h in a query-shaped (B,S,H,Dh) tensor, batch row b. */
+int64_t attention_query_offset(const attention_tiles *tiles, int64_t b, int64_t t, int64_t h);
+
+/* Offset of token t, head g in a key-shaped (B,S,Hkv,Dh) tensor, batch row b. */
+int64_t attention_key_offset(const attention_tiles *tiles, int64_t b, int64_t t, int64_t g);
+
+/* transposed (Dh, rows) = the `rows` rows of Dh values at first_row, `stride` apart. Each work
+ * item transposes its own tile once, so that every product of the tiles is a dgemm of the forms
+ * A·B or Aᵀ·B (row-major), which OpenBLAS runs on its small-matrix kernels at tile sizes. */
+void attention_transpose(double *transposed, const double *first_row, int64_t rows, int64_t stride,
+                         int64_t head_dim);
+
+/* Whether `rows` rows of Dh values, `stride` apart, are all finite. Masked pairs are multiplied
+ * by an exact 0 in the BLAS products of mixed blocks, which is exact only for finite operands;
+ * a mixed block with a non-finite operand takes the loop that skips masked pairs instead. */
+bool attention_rows_finite(const double *first_row, int64_t rows, int64_t stride, int64_t head_dim);
+
+#endif
