@@ -1,5 +1,6 @@
-/* command_list.c — `cpparity list [SUITE.yaml ...] [--names | --model]`: one line per case, or
- * each case's resolved model configuration (every field of common/model_config.h's table). */
+/* command_list.c — `cpparity list [SUITE.yaml ...] [--names | --model]`: one line per case with
+ * its estimated memory (harness/running/memory_estimate.h), or each case's resolved model
+ * configuration (every field of common/model_config.h's table). */
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -10,13 +11,16 @@
 
 #include "common/case.h"
 #include "harness/cli/commands.h"
+#include "harness/running/memory_estimate.h"
 #include "harness/suite/case_file.h"
 
 static void usage(FILE *stream) {
     fprintf(stream,
             "usage: cpparity list [SUITE.yaml ...] [--names | --model]\n"
             "       cpparity list --faults\n"
-            "  One line per case: name, what it exercises, cp sizes.\n"
+            "  One line per case: name, the memory one process needs at most to run the case\n"
+            "  alone (`cpparity run SUITE --case NAME` on local ranks; 'overflow' when its\n"
+            "  sizes cannot be held), what it exercises, cp sizes.\n"
             "  Default suite: %s\n"
             "  --names   only the case names, one per line (for scripts)\n"
             "  --model   each case's resolved model configuration, one field per line\n"
@@ -169,7 +173,12 @@ int command_list(int argc, char **argv) {
                 snprintf(cp + used, sizeof cp - used, "%s%lld", k ? "," : "",
                          (long long)c->cp_sizes[k]);
             }
-            printf("%-48s %-66s cp=%s\n", c->name, features, cp);
+            char memory[32] = "overflow", what[MEMORY_TEXT];
+            int64_t bytes = 0;
+            if (memory_estimate_case(c, &bytes, what, sizeof what)) {
+                memory_size_format(bytes, memory, sizeof memory);
+            }
+            printf("%-48s %10s  %-66s cp=%s\n", c->name, memory, features, cp);
         }
         cpparity_suite_free(&suite);
     }

@@ -26,6 +26,7 @@
 #include "harness/running/run_plan.h"
 #include "harness/running/selftest.h"
 #include "harness/version.h"
+#include "reference/threads.h"
 
 /* The compiler that built this file (and so cpparity), for provenance. */
 #if defined(__clang__)
@@ -203,6 +204,26 @@ static const cpparity_attention_kernel *choose_kernel(const run_options *options
     return kernel;
 }
 
+/* The float64 reference's threads per process: --threads, else this machine's cores shared by
+ * the ranks on it (local: every rank is a thread of this process; MPI: the node-local rank count
+ * Open MPI or MPICH tells), at least 1. ranks is the local job's rank count (0 before it is
+ * known). */
+static int reference_threads_for(const run_options *options, const cpparity_comm_backend *backend,
+                                 int ranks) {
+    if (options->threads > 0) {
+        return options->threads;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long sharing = ranks > 0 ? ranks : 1;
+    if (backend->ranks_from_launcher) {
+        const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        local = local != NULL ? local : getenv("MPI_LOCALNRANKS");
+        sharing = local != NULL && atol(local) > 0 ? atol(local) : 1;
+    }
+    const long threads = cores / sharing;
+    return threads < 1 ? 1 : threads > REFERENCE_MAX_THREADS ? REFERENCE_MAX_THREADS : (int)threads;
+}
+
 /* run or selftest: argv[0] is the sub-command. */
 static int command_main(int argc, char **argv, run_command_kind kind) {
     run_options options;
@@ -268,11 +289,13 @@ static int command_main(int argc, char **argv, run_command_kind kind) {
     run_plan plan;
     run_command command = {kind,     name,    &plan,       CPPARITY_OK, {CPPARITY_OK, ""},
                            &options, &target, &environment};
+    reference_set_threads(reference_threads_for(&options, backend, 0));
     command.plan_status = run_plan_build(&plan, &options, &command.plan_error);
     int ranks = options.ranks;
     if (ranks == 0 && !backend->ranks_from_launcher) {
         ranks = command.plan_status == CPPARITY_OK ? (int)plan.least_ranks : 1;
     }
+    reference_set_threads(reference_threads_for(&options, backend, ranks));
     int code = 3;
     if (backend->launch(ranks, options.timeout_seconds, run_main, &command, &code, &error) !=
         CPPARITY_OK) {

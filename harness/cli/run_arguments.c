@@ -10,6 +10,7 @@
 #include "distributed/comm_launch.h"
 #include "distributed/implementation_registry.h"
 #include "distributed/kernel_registry.h"
+#include "harness/running/memory_estimate.h"
 
 /* getopt values of the options; outputs use OPTION_OUTPUT + their run_output. */
 enum {
@@ -27,6 +28,8 @@ enum {
     OPTION_INJECT,
     OPTION_SEEDS,
     OPTION_FAULT,
+    OPTION_MAX_MEMORY,
+    OPTION_THREADS,
     OPTION_OUTPUT = 512,
 };
 
@@ -101,6 +104,13 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
     }
     fprintf(stream,
             "  --timeout SECONDS   deadline of every collective (default 300)\n"
+            "  --threads N         threads of the float64 reference in each process (default:\n"
+            "                      this machine's cores divided by the ranks on it); its results\n"
+            "                      are the same bits for every N\n"
+            "  --max-memory SIZE   memory one process may hold, e.g. 512M, 24G, 1.5GiB (default:\n"
+            "                      what this machine or cgroup has available, shared by the MPI\n"
+            "                      ranks of a node); a case estimated to need more is refused\n"
+            "                      before anything runs (exit 2)\n"
             "  --store MODE        tensors kept in the results file: %s (default\n"
             "                      failures)\n"
             "  --allow-not-run     items that cannot run here (cp sizes the rank count does\n"
@@ -169,6 +179,8 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         {"inject", required_argument, NULL, OPTION_INJECT},
         {"seeds", required_argument, NULL, OPTION_SEEDS},
         {"fault", required_argument, NULL, OPTION_FAULT},
+        {"max-memory", required_argument, NULL, OPTION_MAX_MEMORY},
+        {"threads", required_argument, NULL, OPTION_THREADS},
     };
     enum { FIXED = sizeof fixed_options / sizeof *fixed_options };
     struct option long_options[FIXED + RUN_OUTPUT_COUNT + 1];
@@ -184,6 +196,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
     options->device = "cpu";
     options->timeout_seconds = 300.0;
     options->store = RUN_STORE_FAILURES;
+    options->selftest = kind == RUN_COMMAND_SELFTEST;
     optind = 1;
     opterr = 0;
     int option, choice = 0;
@@ -292,6 +305,19 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
             }
             break;
         }
+        case OPTION_THREADS:
+            status = parse_integer(optarg, "--threads", 1, 256, &value, error);
+            options->threads = (int)value;
+            break;
+        case OPTION_MAX_MEMORY:
+            if (!memory_size_parse(optarg, &options->max_memory)) {
+                status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                            "--max-memory expects a size such as 512M, 24G, "
+                                            "1.5GiB or a number of bytes (K, M, G, T: multiples "
+                                            "of 1024), got '%s'",
+                                            optarg);
+            }
+            break;
         case ':':
             return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s needs a value",
                                       argv[optind - 1]);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/running/memory_estimate.h"
 #include "harness/suite/case_file.h"
 
 void run_plan_free(run_plan *plan) {
@@ -32,10 +33,9 @@ static bool selected(const run_options *options, const char *name, bool *matched
     return any;
 }
 
-/* Appends one item (arrays were sized for the worst case). */
-static void add_item(run_plan *plan, int64_t case_index, int64_t cp, cpparity_dtype dtype,
+/* Sets one item. */
+static void set_item(run_plan_item *item, int64_t case_index, int64_t cp, cpparity_dtype dtype,
                      uint64_t seed) {
-    run_plan_item *item = &plan->items[plan->item_count++];
     memset(item, 0, sizeof *item);
     item->case_index = case_index;
     item->cp = cp;
@@ -50,8 +50,31 @@ static int compare_sizes(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const run_options *options,
+                            run_plan_item *items) {
+    const uint64_t seed = options->seed_set ? options->seed : c->seed;
+    int64_t sizes[CPPARITY_MAX_CP_SIZES];
+    memcpy(sizes, c->cp_sizes, (size_t)c->cp_count * sizeof *sizes);
+    qsort(sizes, (size_t)c->cp_count, sizeof *sizes, compare_sizes);
+    int64_t count = 0;
+    for (int d = 0; d < c->dtype_count; d++) {
+        if (options->dtype_set && c->dtypes[d] != options->dtype) {
+            continue;
+        }
+        /* a case that must be refused needs no baseline unless it lists cp 1 */
+        if (sizes[0] != 1 && !c->expect_refuse) {
+            set_item(&items[count++], case_index, 1, c->dtypes[d], seed);
+        }
+        for (int k = 0; k < c->cp_count; k++) {
+            set_item(&items[count++], case_index, sizes[k], c->dtypes[d], seed);
+        }
+    }
+    return count;
+}
+
 cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error) {
     memset(plan, 0, sizeof *plan);
+    memory_allocator_pin(); /* what the run allocates is what it holds (memory_estimate.h) */
     const char *default_suite[] = {cpparity_default_suite()};
     const char *const *paths = options->suite_count > 0 ? options->suites : default_suite;
     const int count = options->suite_count > 0 ? options->suite_count : 1;
@@ -85,23 +108,13 @@ cpparity_status run_plan_build(run_plan *plan, const run_options *options, cppar
             const int64_t index = plan->case_count++;
             plan->cases[index] = c;
             plan->case_suite[index] = plan->suites[s].path;
-            const uint64_t seed = options->seed_set ? options->seed : c->seed;
-            int64_t sizes[CPPARITY_MAX_CP_SIZES];
-            memcpy(sizes, c->cp_sizes, (size_t)c->cp_count * sizeof *sizes);
-            qsort(sizes, (size_t)c->cp_count, sizeof *sizes, compare_sizes);
-            for (int d = 0; d < c->dtype_count; d++) {
-                if (options->dtype_set && c->dtypes[d] != options->dtype) {
-                    continue;
-                }
-                /* a case that must be refused needs no baseline unless it lists cp 1 */
-                if (sizes[0] != 1 && !c->expect_refuse) {
-                    add_item(plan, index, 1, c->dtypes[d], seed);
-                }
-                for (int k = 0; k < c->cp_count; k++) {
-                    add_item(plan, index, sizes[k], c->dtypes[d], seed);
-                    plan->largest_cp = sizes[k] > plan->largest_cp ? sizes[k] : plan->largest_cp;
-                }
+            const int64_t added =
+                run_plan_case_items(c, index, options, plan->items + plan->item_count);
+            for (int64_t k = plan->item_count; k < plan->item_count + added; k++) {
+                const int64_t cp = plan->items[k].cp;
+                plan->largest_cp = cp > plan->largest_cp ? cp : plan->largest_cp;
             }
+            plan->item_count += added;
         }
     }
     for (int p = 0; p < options->pattern_count; p++) {
@@ -115,22 +128,34 @@ cpparity_status run_plan_build(run_plan *plan, const run_options *options, cppar
     if (plan->largest_cp == 0) {
         plan->largest_cp = 1;
     }
-    plan->least_ranks = 1;
-    for (int64_t i = 0; i < plan->item_count; i++) {
-        const int64_t a = plan->least_ranks, b = plan->items[i].cp;
+    plan->least_ranks = run_plan_least_ranks(plan->items, plan->item_count);
+    /* before anything is allocated: sizes that overflow, or more memory than there is */
+    cpparity_status status = memory_check_plan(plan, options, error);
+    if (status != CPPARITY_OK) {
+        run_plan_free(plan);
+    }
+    return status;
+}
+
+int64_t run_plan_least_ranks(const run_plan_item *items, int64_t count) {
+    int64_t least = 1, largest = 1;
+    for (int64_t i = 0; i < count; i++) {
+        largest = items[i].cp > largest ? items[i].cp : largest;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        const int64_t a = least, b = items[i].cp;
         int64_t x = a, y = b;
         while (y != 0) {
             const int64_t t = x % y;
             x = y;
             y = t;
         }
-        plan->least_ranks = a / x * b;
-        if (plan->least_ranks > RUN_PLAN_MAX_RANKS) {
-            plan->least_ranks = plan->largest_cp;
-            break;
+        least = a / x * b;
+        if (least > RUN_PLAN_MAX_RANKS) {
+            return largest;
         }
     }
-    return CPPARITY_OK;
+    return least;
 }
 
 void run_plan_set_ranks(run_plan *plan, int ranks, const cpparity_implementation *implementation) {

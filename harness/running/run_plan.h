@@ -42,8 +42,25 @@ typedef struct run_plan {
 
 /* Loads the suites and selects cases (every suite file is read; input errors name file, line
  * and column). ranks = 0 leaves runnability undecided (call run_plan_set_ranks). A --case
- * pattern that matches nothing is an input error. */
+ * pattern that matches nothing is an input error. Before anything else is allocated, every item
+ * the job will run is checked for memory (memory_estimate.h): a case whose sizes overflow, or
+ * whose estimated peak is over the limit (--max-memory, else what this machine has), is an
+ * input error giving the estimate and the limit. It also pins the allocator's mmap threshold
+ * (memory_allocator_pin), so that the process holds what the estimate counts. */
 cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error);
+
+/* The most items run_plan_case_items lays out for one case. */
+#define RUN_PLAN_CASE_ITEMS ((CPPARITY_MAX_CP_SIZES + 1) * CPPARITY_DTYPE_COUNT)
+
+/* Lays out case c's items (case_index into the plan's cases) as run_plan_build does: for each
+ * dtype options select, a baseline at cp = 1 (unless the case lists cp 1, or must be refused)
+ * and each cp size ascending. items holds RUN_PLAN_CASE_ITEMS; returns how many were set. */
+int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const run_options *options,
+                            run_plan_item *items);
+
+/* The least rank count every item's cp divides (their least common multiple), or the largest cp
+ * when that exceeds RUN_PLAN_MAX_RANKS; 1 for no items. */
+int64_t run_plan_least_ranks(const run_plan_item *items, int64_t count);
 
 /* Marks items runnable on a job of `ranks` ranks running implementation: cp must divide ranks
  * and the implementation must have the item's dtype; the others get their not-run reason. */

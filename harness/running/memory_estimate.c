@@ -1,0 +1,1054 @@
+/* memory_estimate.c — what a job will hold, and what this machine has (see memory_estimate.h). */
+#include "harness/running/memory_estimate.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/checked_size.h"
+#include "common/model_parameters.h"
+#include "common/tensor_table.h"
+#include "distributed/activation_layout.h"
+#include "distributed/comm_launch.h"
+#include "distributed/model_f32.h"
+#include "reference/mask.h"
+#include "reference/threads.h"
+
+/* --- checked arithmetic ----------------------------------------------------------------------- */
+
+/* Products and sums of sizes; the first one that overflows int64 is remembered by name and every
+ * later result is 0. */
+typedef struct sizer {
+    bool ok;
+    char what[CPPARITY_ERROR_TEXT];
+} sizer;
+
+static void sizer_fail(sizer *s, const char *what) {
+    if (s->ok) {
+        s->ok = false;
+        snprintf(s->what, sizeof s->what, "%s", what);
+    }
+}
+
+static int64_t product_of(sizer *s, const char *what, const int64_t *factors, int count) {
+    int64_t result = 1;
+    for (int i = 0; i < count; i++) {
+        if (!cpparity_multiply_checked(result, factors[i], &result)) {
+            sizer_fail(s, what);
+        }
+    }
+    return s->ok ? result : 0;
+}
+
+static int64_t sum_of(sizer *s, const int64_t *terms, int count) {
+    int64_t result = 0;
+    for (int i = 0; i < count; i++) {
+        if (!cpparity_add_checked(result, terms[i], &result)) {
+            sizer_fail(s, "a sum of the sizes");
+        }
+    }
+    return s->ok ? result : 0;
+}
+
+#define COUNT_OF(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+/* PRODUCT(s, "what", a, b, ...) and SUM(s, a, b, ...), checked. */
+#define PRODUCT(s, what, ...)                                                                      \
+    product_of((s), (what), (int64_t[]){__VA_ARGS__}, COUNT_OF(__VA_ARGS__))
+#define SUM(s, ...) sum_of((s), (int64_t[]){__VA_ARGS__}, COUNT_OF(__VA_ARGS__))
+
+static int64_t largest_of(const int64_t *values, int count) {
+    int64_t result = 0;
+    for (int i = 0; i < count; i++) {
+        result = values[i] > result ? values[i] : result;
+    }
+    return result;
+}
+#define LARGEST(...) largest_of((int64_t[]){__VA_ARGS__}, COUNT_OF(__VA_ARGS__))
+
+/* --- sizes in text ---------------------------------------------------------------------------- */
+
+bool memory_size_parse(const char *text, int64_t *bytes) {
+    if (text == NULL || !isdigit((unsigned char)text[0])) {
+        return false;
+    }
+    const char *p = text;
+    int64_t whole = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        if (!cpparity_multiply_checked(whole, 10, &whole) ||
+            !cpparity_add_checked(whole, *p - '0', &whole)) {
+            return false;
+        }
+    }
+    long double fraction = 0.0L, place = 0.1L;
+    if (*p == '.') {
+        p++;
+        if (!isdigit((unsigned char)*p)) {
+            return false;
+        }
+        for (; isdigit((unsigned char)*p); p++, place /= 10.0L) {
+            fraction += (long double)(*p - '0') * place;
+        }
+    }
+    static const char units[] = "BKMGTP";
+    int64_t multiple = 1;
+    if (*p != '\0') {
+        const char *unit = strchr(units, toupper((unsigned char)*p));
+        if (unit == NULL) {
+            return false;
+        }
+        for (const char *u = units + 1; u <= unit; u++) {
+            multiple *= 1024; /* K = 1024, M = 1024², ... */
+        }
+        p++;
+        if (unit != units) { /* K, M, ...: then "i", "iB" or "B" may follow */
+            if (*p == 'i' || *p == 'I') {
+                p++;
+                if (*p != 'B' && *p != 'b') {
+                    return false;
+                }
+            }
+            if (*p == 'B' || *p == 'b') {
+                p++;
+            }
+        }
+        if (*p != '\0') {
+            return false;
+        }
+    }
+    int64_t result = 0;
+    if (!cpparity_multiply_checked(whole, multiple, &result)) {
+        return false;
+    }
+    const int64_t part = (int64_t)(fraction * (long double)multiple); /* < multiple: no overflow */
+    if (!cpparity_add_checked(result, part, &result) || result < 1) {
+        return false;
+    }
+    *bytes = result;
+    return true;
+}
+
+void memory_size_format(int64_t bytes, char *text, size_t size) {
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(text, size, "%lld B", (long long)bytes);
+        return;
+    }
+    double value = (double)bytes / 1024.0;
+    int unit = 0;
+    while (value >= 1024.0 && unit + 1 < (int)(sizeof units / sizeof *units)) {
+        value /= 1024.0;
+        unit++;
+    }
+    snprintf(text, size, "%.1f %s", value, units[unit]);
+}
+
+/* --- the memory this machine has -------------------------------------------------------------- */
+
+/* The first line of root + path, without its newline; false when it cannot be read. */
+static bool read_line(const char *root, const char *path, char *line, size_t size) {
+    char full[1024];
+    snprintf(full, sizeof full, "%s%s", root, path);
+    FILE *file = fopen(full, "r");
+    if (file == NULL) {
+        return false;
+    }
+    const bool read = fgets(line, (int)size, file) != NULL;
+    fclose(file);
+    if (read) {
+        line[strcspn(line, "\n")] = '\0';
+    }
+    return read;
+}
+
+/* A whole non-negative number of bytes from a cgroup file ("max" and absurd limits: none). */
+static bool read_bytes(const char *root, const char *path, int64_t *bytes) {
+    char line[128];
+    if (!read_line(root, path, line, sizeof line) || !isdigit((unsigned char)line[0])) {
+        return false;
+    }
+    errno = 0;
+    char *end = NULL;
+    const long long value = strtoll(line, &end, 10);
+    if (errno != 0 || *end != '\0' || value < 0) {
+        return false;
+    }
+    *bytes = value;
+    return true;
+}
+
+/* MemAvailable of root/proc/meminfo in bytes. */
+static bool mem_available(const char *root, int64_t *bytes) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/proc/meminfo", root);
+    FILE *file = fopen(path, "r");
+    if (file == NULL) {
+        return false;
+    }
+    char line[256];
+    bool found = false;
+    long long kib = 0;
+    while (!found && fgets(line, sizeof line, file) != NULL) {
+        found = sscanf(line, "MemAvailable: %lld kB", &kib) == 1 && kib >= 0;
+    }
+    fclose(file);
+    if (found && cpparity_multiply_checked(kib, 1024, bytes)) {
+        return true;
+    }
+    return false;
+}
+
+static bool exists(const char *root, const char *path) {
+    char full[1024];
+    struct stat info;
+    snprintf(full, sizeof full, "%s%s", root, path);
+    return stat(full, &info) == 0;
+}
+
+/* Limits at least this large are "no limit" (cgroup v1 writes 2^63 rounded down to a page). */
+#define UNLIMITED ((int64_t)1 << 62)
+
+/* Walks from mount + path up to mount: where limit_file holds a limit, the room left is the limit
+ * less usage_file; the smallest room lowers *bytes (and names its source). */
+static void cgroup_room(const char *root, const char *mount, const char *path,
+                        const char *limit_file, const char *usage_file, const char *label,
+                        int64_t *bytes, char *source, size_t source_size) {
+    char folder[1024];
+    snprintf(folder, sizeof folder, "%s%s", mount, strcmp(path, "/") == 0 ? "" : path);
+    if (!exists(root, folder)) { /* a namespaced view: our cgroup is the mount's root */
+        snprintf(folder, sizeof folder, "%s", mount);
+    }
+    const size_t mount_length = strlen(mount);
+    for (;;) {
+        char file[1200];
+        int64_t limit = 0, usage = 0;
+        snprintf(file, sizeof file, "%s/%s", folder, limit_file);
+        if (read_bytes(root, file, &limit) && limit < UNLIMITED) {
+            snprintf(file, sizeof file, "%s/%s", folder, usage_file);
+            if (!read_bytes(root, file, &usage)) {
+                usage = 0;
+            }
+            const int64_t room = limit > usage ? limit - usage : 0;
+            if (room < *bytes) {
+                *bytes = room;
+                snprintf(source, source_size, "%s of %s", label, folder);
+            }
+        }
+        char *slash = strrchr(folder, '/');
+        if (strlen(folder) <= mount_length || slash == NULL ||
+            (size_t)(slash - folder) < mount_length) {
+            break;
+        }
+        *slash = '\0';
+    }
+}
+
+bool memory_available(const char *root, int64_t *bytes, char *source, size_t source_size) {
+    if (!mem_available(root, bytes)) {
+        return false;
+    }
+    snprintf(source, source_size, "MemAvailable of this machine");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/proc/self/cgroup", root);
+    FILE *file = fopen(path, "r");
+    if (file == NULL) {
+        return true;
+    }
+    char line[1200];
+    while (fgets(line, sizeof line, file) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        char *controllers = strchr(line, ':');
+        char *cgroup = controllers != NULL ? strchr(controllers + 1, ':') : NULL;
+        if (cgroup == NULL) {
+            continue;
+        }
+        *controllers++ = '\0';
+        *cgroup++ = '\0';
+        if (strcmp(line, "0") == 0 && controllers[0] == '\0') { /* cgroup v2 */
+            const char *mount = exists(root, "/sys/fs/cgroup/cgroup.controllers")
+                                    ? "/sys/fs/cgroup"
+                                    : "/sys/fs/cgroup/unified";
+            cgroup_room(root, mount, cgroup, "memory.max", "memory.current",
+                        "cgroup memory.max - memory.current", bytes, source, source_size);
+            continue;
+        }
+        bool memory = false; /* "memory" among the comma-separated controllers */
+        for (const char *name = controllers; name != NULL && !memory;) {
+            const char *comma = strchr(name, ',');
+            const size_t length = comma != NULL ? (size_t)(comma - name) : strlen(name);
+            memory = length == 6 && strncmp(name, "memory", 6) == 0;
+            name = comma != NULL ? comma + 1 : NULL;
+        }
+        if (memory) { /* cgroup v1 */
+            cgroup_room(root, "/sys/fs/cgroup/memory", cgroup, "memory.limit_in_bytes",
+                        "memory.usage_in_bytes",
+                        "cgroup v1 memory.limit_in_bytes - memory.usage_in_bytes", bytes, source,
+                        source_size);
+        }
+    }
+    fclose(file);
+    return true;
+}
+
+/* A positive whole number from the environment variable name, or 0. */
+static int64_t environment_count(const char *name) {
+    const char *value = getenv(name);
+    if (value == NULL || !isdigit((unsigned char)value[0])) {
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    const long long parsed = strtoll(value, &end, 10);
+    return errno == 0 && *end == '\0' && parsed > 0 ? parsed : 0;
+}
+
+void memory_limit_resolve(int64_t max_memory, bool ranks_are_processes, const char *root,
+                          memory_limit *limit) {
+    memset(limit, 0, sizeof *limit);
+    if (max_memory > 0) {
+        limit->bytes = max_memory;
+        snprintf(limit->source, sizeof limit->source, "--max-memory");
+        return;
+    }
+    char source[MEMORY_TEXT];
+    if (!memory_available(root, &limit->bytes, source, sizeof source)) {
+        /* not Linux, or no /proc: only sizes that overflow are refused */
+        limit->bytes = INT64_MAX;
+        snprintf(limit->source, sizeof limit->source,
+                 "--max-memory not given, and the memory available could not be read "
+                 "(MemAvailable in /proc/meminfo): no limit");
+        return;
+    }
+    static const char *const local_sizes[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+    int64_t ranks = 0;
+    const char *from = NULL;
+    for (size_t i = 0; ranks_are_processes && ranks == 0 && i < 2; i++) {
+        ranks = environment_count(local_sizes[i]);
+        from = local_sizes[i];
+    }
+    if (ranks > 1) {
+        limit->bytes /= ranks;
+        snprintf(limit->source, sizeof limit->source,
+                 "--max-memory not given; default: %.160s / %lld node-local MPI ranks (%s)", source,
+                 (long long)ranks, from);
+    } else {
+        snprintf(limit->source, sizeof limit->source, "--max-memory not given; default: %.200s",
+                 source);
+    }
+}
+
+void memory_allocator_pin(void) {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024); /* glibc's default, no longer raised dynamically */
+#endif
+}
+
+/* --- one item ----------------------------------------------------------------------------- */
+
+/* B, S and the model's sizes of a case, and the parameter count (model.md's table). */
+typedef struct case_sizes {
+    int64_t B, S, V, D, F, H, Hkv, Dh, layers;
+    int64_t P;          /* parameters */
+    int64_t parameters; /* tensors in the parameter table */
+} case_sizes;
+
+/* The bytes of a batch of `tokens` (common/batch.c: ids, labels, positions int64; mask int8). */
+static int64_t batch_bytes(sizer *s, int64_t tokens) {
+    return PRODUCT(s, "the batch", 25, tokens);
+}
+
+/* The saved activations per token of the reference (reference/model.c) and of the naive baseline
+ * (naive_model.c, the same tensors): rotary tables, every layer, the final norm, the logits. */
+static int64_t activations_per_token(sizer *s, const case_sizes *z) {
+    const int64_t layer = SUM(s, PRODUCT(s, "a layer's activations", 4, z->D), 2,
+                              PRODUCT(s, "a layer's activations", 2, z->H, z->Dh),
+                              PRODUCT(s, "a layer's activations", 2, z->Hkv, z->Dh), z->H,
+                              PRODUCT(s, "a layer's activations", 3, z->F));
+    return SUM(s, z->Dh, PRODUCT(s, "the activations", z->layers, layer),
+               PRODUCT(s, "the activations", 2, z->D), 1, z->V);
+}
+
+/* The activation gradients one backward holds per token (model_backward.c, naive_model.c): the
+ * stream, residual and normed (D each), swiglu, gate, up (F each), attention and q (H·Dh), k
+ * and v (Hkv·Dh), logits (V). */
+static int64_t backward_per_token(sizer *s, const case_sizes *z) {
+    return SUM(s, PRODUCT(s, "the backward buffers", 3, z->D),
+               PRODUCT(s, "the backward buffers", 3, z->F),
+               PRODUCT(s, "the backward buffers", 2, z->H, z->Dh),
+               PRODUCT(s, "the backward buffers", 2, z->Hkv, z->Dh), z->V);
+}
+
+/* Every layer's reference mask (reference/mask.c): key_valid (1), document (8) and, chunked,
+ * chunk (8) per token; valid_prefix 8·B(S+1); left_padding 8B. */
+static int64_t masks_bytes(sizer *s, const cpparity_case *c, const case_sizes *z) {
+    const int64_t tokens = PRODUCT(s, "the masks", z->B, z->S);
+    const int64_t plain =
+        SUM(s, PRODUCT(s, "a mask", 9, tokens), PRODUCT(s, "a mask", 8, z->B, SUM(s, z->S, 1)),
+            PRODUCT(s, "a mask", 8, z->B));
+    int64_t total = 0;
+    for (int64_t l = 0; l < z->layers; l++) {
+        const bool chunked = c->model.layer_types[l] == CPPARITY_LAYER_CHUNKED;
+        total = SUM(s, total, plain, chunked ? PRODUCT(s, "a mask", 8, tokens) : 0);
+    }
+    return total;
+}
+
+/* One reference attention's scratch (attention_forward.c, attention_backward.c): tiles of
+ * `edge` = the mask's block size; each of the reference's threads (reference_threads(), at most
+ * one per work item: B·H query tiles) holds 64-byte aligned scratch — forward the scores, the
+ * accumulated values, the row maxima and sums, and the predicate of one tile pair; backward two
+ * edge × edge tiles, two edge × Dh ones and the predicate — and backward adds delta (B·H·S). */
+static int64_t reference_attention_bytes(sizer *s, const case_sizes *z, bool backward) {
+    const int64_t edge = REFERENCE_MASK_DEFAULT_BLOCK;
+    const int64_t tiles = z->S / edge + (z->S % edge != 0);
+    const int64_t items = PRODUCT(s, "the attention's work items", z->B, z->H, tiles);
+    const int64_t threads = reference_threads() < items ? reference_threads() : items;
+    const int64_t doubles =
+        backward ? SUM(s, 2 * edge * edge, PRODUCT(s, "the attention scratch", 2, edge, z->Dh))
+                 : SUM(s, edge * edge, PRODUCT(s, "the attention scratch", edge, z->Dh), 2 * edge);
+    const int64_t scratch = SUM(s, PRODUCT(s, "the attention scratch", 8, doubles), edge * edge);
+    const int64_t aligned = SUM(s, scratch, 63) / 64 * 64;
+    return SUM(s, PRODUCT(s, "the attention scratch", threads, aligned),
+               backward ? PRODUCT(s, "the attention's delta", 8, z->B, z->H, z->S) : 0);
+}
+
+/* The extra buffers of a planted fault per rank (model_f32.c, model_f32_forward.c,
+ * model_f32_backward.c): *kept for the whole run of the instance, *forward at the end of forward
+ * (after its scratch is freed), *reduce while the gradients are reduced. */
+static void fault_bytes(sizer *s, const memory_setting *setting, int64_t cp, int64_t Nl,
+                        int64_t logits, int64_t P, int64_t *kept, int64_t *forward,
+                        int64_t *reduce) {
+    const bool every = setting->selftest;
+    const cpparity_fault fault = setting->fault;
+    *kept = *forward = *reduce = 0;
+    if (every || fault == CPPARITY_FAULT_POSITIONS_LOCAL) {
+        *kept = SUM(s, *kept, PRODUCT(s, "a fault's buffers", 8, Nl));
+    }
+    if (every || fault == CPPARITY_FAULT_STALE_RANK_SLICE) {
+        *kept = SUM(s, *kept, PRODUCT(s, "a fault's buffers", 4, logits));
+        *forward = PRODUCT(s, "a fault's buffers", 4, cp, logits);
+    }
+    if (every || fault == CPPARITY_FAULT_GRAD_REDUCE_ORDER) {
+        *reduce = PRODUCT(s, "a fault's buffers", 4, cp, P);
+    }
+}
+
+/* The entries of a tensor table of `count` tensors (tensor_table.c grows its array to
+ * 2·capacity + 16): a few KiB, but one per model, per rank and per layer count. */
+static int64_t table_bytes(int64_t count) {
+    int64_t capacity = 0;
+    while (capacity < count) {
+        capacity = capacity * 2 + 16;
+    }
+    return capacity * (int64_t)sizeof(cpparity_tensor_entry);
+}
+
+bool memory_estimate_item(const cpparity_case *c, int64_t cp, const memory_setting *setting,
+                          memory_item *item, char *what, size_t what_size) {
+    memset(item, 0, sizeof *item);
+    sizer s = {.ok = true};
+    const cpparity_model_config *m = &c->model;
+    case_sizes z = {c->batch_size,
+                    c->seq_len,
+                    m->vocab_size,
+                    m->hidden_size,
+                    m->intermediate_size,
+                    m->num_attention_heads,
+                    m->num_key_value_heads,
+                    m->head_dim,
+                    m->num_hidden_layers,
+                    0,
+                    0};
+    cpparity_tensor_table table = {0};
+    cpparity_error error;
+    if (cpparity_model_parameter_table(m, &table, &error) != CPPARITY_OK) {
+        sizer_fail(&s, error.message);
+    }
+    z.P = table.total;
+    z.parameters = table.count;
+    cpparity_tensor_table_free(&table);
+    if (cp < 1) {
+        cp = 1;
+    }
+    if (c->level == CPPARITY_LEVEL_ATTENTION) {
+        /* attention_item.c: one kernel alone, all heads, on the root; no model, no cache.
+         * float32 q, dout, out, dq and their naive and second-call copies (8 each of Q), k, v,
+         * dk, dv likewise (8 each of K), lse four times (R); float64 inputs and reference outputs
+         * (4 of Q, 4 of K, 2 of R); the guarded copies of a plugin's outputs (2Q + 2K + R
+         * floats); the batch, both masks and the reference attention's scratch */
+        const int64_t N = PRODUCT(&s, "the tokens B x S", z.B, z.S);
+        const int64_t Q = PRODUCT(&s, "q", N, z.H, z.Dh), K = PRODUCT(&s, "k", N, z.Hkv, z.Dh);
+        const int64_t R = PRODUCT(&s, "lse", N, z.H);
+        item->implementation =
+            SUM(&s, PRODUCT(&s, "the float32 buffers", 4, SUM(&s, 10 * Q, 10 * K, 5 * R)),
+                PRODUCT(&s, "the float64 buffers", 8, SUM(&s, 4 * Q, 4 * K, 2 * R)), R,
+                batch_bytes(&s, N), PRODUCT(&s, "the kernel's mask", 17, N), masks_bytes(&s, c, &z),
+                reference_attention_bytes(&s, &z, true),
+                PRODUCT(&s, "the records", 5 * z.layers, (int64_t)sizeof(tensor_record)));
+        if (!s.ok) {
+            snprintf(what, what_size, "%s", s.what);
+        }
+        return s.ok;
+    }
+
+    /* the float64 reference (reference_cache.c compute: the batch, reference/model*.c) */
+    const int64_t N = PRODUCT(&s, "the tokens B x S", z.B, z.S);
+    const int64_t A = activations_per_token(&s, &z);
+    const int64_t masks = masks_bytes(&s, c, &z);
+    const int64_t NV = PRODUCT(&s, "the logits B x S x V", N, z.V);
+    const int64_t parameter_table = table_bytes(z.parameters);
+    const int64_t model = SUM(&s, batch_bytes(&s, N), PRODUCT(&s, "the parameters", 16, z.P),
+                              PRODUCT(&s, "the reference's activations", 8, N, A), masks,
+                              parameter_table, table_bytes(14 * z.layers + 6));
+    const int64_t forward = SUM(&s, PRODUCT(&s, "the reference's projection", 8, N, z.D),
+                                reference_attention_bytes(&s, &z, false));
+    const int64_t backward_tokens = backward_per_token(&s, &z);
+    const int64_t backward = SUM(&s, PRODUCT(&s, "the reference's backward", 8, N, backward_tokens),
+                                 reference_attention_bytes(&s, &z, true));
+    item->reference_kept = SUM(&s, PRODUCT(&s, "the reference's logits", 8, NV),
+                               PRODUCT(&s, "the gradients", 8, z.P), N, parameter_table);
+    item->reference = SUM(&s, model, LARGEST(forward, backward, item->reference_kept));
+    /* discrimination.c: the same model on its own batch, without outputs kept; build_masks may
+     * hold an all-valid mask (N) and one-document positions (8N) */
+    item->discrimination =
+        SUM(&s, model, LARGEST(PRODUCT(&s, "the masks", 9, N), forward, backward));
+
+    /* the naive baseline (reference_cache.c compute_naive, naive_model.c): float32 */
+    item->baseline_kept =
+        SUM(&s, PRODUCT(&s, "the baseline's logits", 4, NV), PRODUCT(&s, "the gradients", 4, z.P));
+    item->baseline =
+        SUM(&s, batch_bytes(&s, N), PRODUCT(&s, "the weights", 12, z.P),
+            PRODUCT(&s, "the baseline's activations", 4, N, A), masks,
+            PRODUCT(&s, "the baseline's scratch", 12, z.S),
+            PRODUCT(&s, "the baseline's projection", 4, N, z.D),
+            PRODUCT(&s, "the baseline's backward", 4, N, backward_tokens), item->baseline_kept,
+            parameter_table, PRODUCT(&s, "the baseline's buffer list", 8, 16 * z.layers + 48));
+
+    /* the implementation, per rank: run_item.c run_on_rank and the instance */
+    const int64_t L = z.S / cp + (z.S % cp != 0);
+    const int64_t Sp = PRODUCT(&s, "the padded sequence", cp, L);
+    const int64_t Nl = PRODUCT(&s, "a rank's tokens", z.B, L);
+    const int64_t NSp = PRODUCT(&s, "the padded tokens", z.B, Sp);
+    const int64_t Hl = z.H / cp;
+    const int64_t Hkvl = z.Hkv % cp != 0 ? 1 : z.Hkv / cp;
+    const int64_t widest = z.H > cp ? z.H : cp;
+    const int64_t logits = PRODUCT(&s, "a rank's logits", Nl, z.V);
+    item->rank_outputs = SUM(&s, PRODUCT(&s, "a rank's logits", 4, logits),
+                             PRODUCT(&s, "a rank's gradients", 4, z.P));
+    /* the inputs and outputs, and the parameter tables of run_on_rank and run_item_execute */
+    const int64_t harness_side =
+        SUM(&s, batch_bytes(&s, N), PRODUCT(&s, "the weights", 8, z.P), item->rank_outputs,
+            PRODUCT(&s, "the parameter tables", 2, parameter_table));
+    const int64_t compact_mask =
+        SUM(&s, PRODUCT(&s, "the compact mask", 17, NSp), PRODUCT(&s, "the compact mask", 8, z.B));
+    const int64_t gather =
+        SUM(&s, PRODUCT(&s, "the mask gather", 9, cp, Nl), PRODUCT(&s, "the mask gather", 9, NSp));
+    const int64_t mpi_reduce = setting->ranks_are_processes && !setting->device_comm
+                                   ? PRODUCT(&s, "the all-reduce", 4, cp, z.P)
+                                   : 0;
+    const int64_t exchange = PRODUCT(&s, "the all-to-all buffers", 2, Nl, widest, z.Dh);
+    if (setting->cuda) { /* model_cuda.cu: the tensors are on the GPU; the host stages */
+        const int64_t staging =
+            setting->device_comm ? 0 : PRODUCT(&s, "the pinned staging", 4, LARGEST(exchange, z.P));
+        item->implementation = SUM(
+            &s, harness_side, batch_bytes(&s, Nl), compact_mask,
+            PRODUCT(&s, "the token groups", 8, SUM(&s, PRODUCT(&s, "the token groups", 4, Nl), 1)),
+            staging, LARGEST(PRODUCT(&s, "the parameters' upload", 4, z.P), gather, mpi_reduce));
+    } else { /* model_f32*.c */
+        int64_t activations = 0;
+        cpparity_tensor_table layout = {0};
+        model_layer_activations offsets[CPPARITY_MAX_LAYERS];
+        int64_t final_input, final_rstd, final_normed, final_logits;
+        const activation_layout_sizes sizes = {z.B, L, Sp, Hl, Hkvl};
+        if (activation_layout_build(&layout, offsets, &final_input, &final_rstd, &final_normed,
+                                    &final_logits, m, &sizes, &error) != CPPARITY_OK) {
+            sizer_fail(&s, error.message);
+        }
+        activations = layout.total;
+        cpparity_tensor_table_free(&layout);
+        /* implementation_cpu.c's instance: the model struct (its per-layer offsets), its
+         * parameter and activation tables, parameters and gradients, activations, the local
+         * batch, the compact mask */
+        const int64_t instance =
+            SUM(&s, (int64_t)sizeof(f32_model) + 1024, parameter_table,
+                table_bytes(18 * z.layers + 4), PRODUCT(&s, "the parameters", 8, z.P),
+                PRODUCT(&s, "the implementation's activations", 4, activations),
+                batch_bytes(&s, Nl), compact_mask);
+        const int64_t scratch =
+            PRODUCT(&s, "the forward scratch", 4,
+                    SUM(&s, exchange, PRODUCT(&s, "the forward scratch", Nl, cp, z.Dh),
+                        PRODUCT(&s, "the forward scratch", Nl, z.D)));
+        const int64_t sequence =
+            PRODUCT(&s, "the backward buffers", 2, NSp, SUM(&s, Hl, Hkvl), z.Dh);
+        const int64_t buffers =
+            PRODUCT(&s, "the backward buffers", 4,
+                    SUM(&s, PRODUCT(&s, "the backward buffers", Nl, backward_per_token(&s, &z)),
+                        sequence, PRODUCT(&s, "the backward buffers", Nl, cp, z.Dh), exchange));
+        int64_t fault_kept = 0, fault_forward = 0, fault_reduce = 0;
+        fault_bytes(&s, setting, cp, Nl, logits, z.P, &fault_kept, &fault_forward, &fault_reduce);
+        item->implementation = SUM(&s, harness_side, instance, fault_kept,
+                                   LARGEST(gather, scratch, fault_forward,
+                                           SUM(&s, buffers, LARGEST(mpi_reduce, fault_reduce))));
+    }
+
+    /* the root: gather (run_item.c), comparison (judge_item.c), what the results keep */
+    const int64_t records = PRODUCT(&s, "the tensor records", cp, SUM(&s, z.parameters, 2),
+                                    (int64_t)sizeof(tensor_record));
+    item->judging = SUM(&s, PRODUCT(&s, "the gathered outputs", cp, item->rank_outputs),
+                        PRODUCT(&s, "the rank summaries", cp, (int64_t)sizeof(cpparity_error)),
+                        PRODUCT(&s, "the comparison slices", 13, logits), records);
+    const bool keep_values = setting->store == RUN_STORE_ALL ||
+                             (setting->store == RUN_STORE_FAILURES && !setting->selftest &&
+                              setting->fault != CPPARITY_FAULT_NONE);
+    const int64_t values = keep_values
+                               ? PRODUCT(&s, "the stored values", 12,
+                                         SUM(&s, PRODUCT(&s, "the stored values", cp, logits),
+                                             PRODUCT(&s, "the stored values", cp, z.P), cp))
+                               : 0;
+    const int64_t profiles = PRODUCT(&s, "the logits profiles", 8, Sp); /* cp × L doubles */
+    item->stored = SUM(&s, records, profiles, values);
+    if (!s.ok) {
+        memset(item, 0, sizeof *item);
+        snprintf(what, what_size, "%s", s.what);
+    }
+    return s.ok;
+}
+
+/* --- the job ------------------------------------------------------------------------------ */
+
+static const char *comm_name(const run_options *options) {
+    if (options->comm != NULL) {
+        return options->comm;
+    }
+    return comm_backend_detect()->name;
+}
+
+memory_setting memory_setting_for(const run_options *options, const run_plan *plan) {
+    memory_setting setting;
+    memset(&setting, 0, sizeof setting);
+    const char *name = comm_name(options);
+    const cpparity_comm_backend *backend = comm_backend_find(name);
+    setting.ranks_are_processes =
+        backend != NULL ? backend->ranks_from_launcher : strcmp(name, "local") != 0;
+    setting.device_comm = strcmp(name, "nccl") == 0;
+    setting.cuda = options->device != NULL && strcmp(options->device, "cuda") == 0;
+    setting.store = options->store;
+    setting.selftest = options->selftest;
+    setting.fault = options->fault;
+    if (setting.ranks_are_processes) { /* what the launcher started; a singleton without one */
+        setting.ranks = environment_count("OMPI_COMM_WORLD_SIZE");
+        if (setting.ranks == 0) {
+            setting.ranks = environment_count("PMI_SIZE");
+        }
+    } else {
+        setting.ranks = options->ranks > 0 ? options->ranks : plan->least_ranks;
+    }
+    if (setting.ranks < 1) {
+        setting.ranks = 1;
+    }
+    return setting;
+}
+
+/* The discrimination check reruns the reference of a case with a mask feature off
+ * (discrimination.c): when it has sliding or chunked layers, packed documents or padding. */
+static bool discriminated(const cpparity_case *c) {
+    if (c->level == CPPARITY_LEVEL_ATTENTION) {
+        return false; /* run.c skips them: no model to switch a mask feature off in */
+    }
+    bool any = false;
+    for (int64_t l = 0; l < c->model.num_hidden_layers; l++) {
+        any |= c->model.layer_types[l] != CPPARITY_LAYER_FULL;
+    }
+    for (int64_t b = 0; b < c->batch_size; b++) {
+        any |= c->rows[b].document_count > 1 || c->rows[b].left_padding > 0 ||
+               c->rows[b].right_padding > 0;
+    }
+    return any;
+}
+
+/* One item of a round as one process sees it. */
+typedef struct round_share {
+    int64_t item;    /* plan index */
+    int64_t process; /* which process */
+    int64_t own;     /* what the item holds there at most */
+    int64_t ranks;   /* ranks of its group there */
+    bool root;       /* the process holds the group's root */
+} round_share;
+
+/* The job's bookkeeping: per process what is cached and stored, per case what was computed. */
+typedef struct job_state {
+    const memory_setting *setting;
+    int64_t processes;
+    int64_t *cached;      /* (processes) reference and baseline outputs kept so far */
+    int64_t *results;     /* (processes) stored results (rank 0's process) */
+    int64_t *round;       /* (processes) what this round's items hold */
+    bool *reference_done; /* (cases) */
+    bool *baseline_done;  /* (cases × dtypes) */
+    round_share *shares;  /* one round's shares */
+    int64_t share_count;
+    memory_item *parts; /* (items) */
+} job_state;
+
+static int64_t process_of(const job_state *state, int64_t rank) {
+    return state->setting->ranks_are_processes ? rank : 0;
+}
+
+/* Sums of parts that each fit int64 but together may not: they stop at SATURATED, which is more
+ * than any machine has (and so still refused). */
+#define SATURATED (INT64_MAX / 4)
+
+static int64_t plus(int64_t a, int64_t b) {
+    int64_t sum = 0;
+    return cpparity_add_checked(a, b, &sum) && sum < SATURATED ? sum : SATURATED;
+}
+
+static int64_t times(int64_t count, int64_t bytes) {
+    int64_t product = 0;
+    return cpparity_multiply_checked(count, bytes, &product) && product < SATURATED ? product
+                                                                                    : SATURATED;
+}
+
+/* Adds item i (group g of cp ranks, its case's home rank `home`) to the round: what it holds in
+ * each process its group's ranks live in, at the largest of its phases — computing (the prefetch
+ * thread beside the ranks), judging (the root with every rank's outputs), collecting (the stored
+ * values on their way to rank 0). *pending_cache is what it leaves in its root's cache. */
+static void add_to_round(job_state *state, const cpparity_case *c, const run_plan_item *planned,
+                         int64_t i, int64_t g, int64_t home, memory_total *totals,
+                         int64_t *pending_cache) {
+    const memory_item *parts = &state->parts[i];
+    const int64_t cp = planned->cp;
+    int64_t prefetch = 0, fresh = 0; /* the prefetch thread's peak, what it leaves in the cache */
+    bool *baseline_done =
+        &state->baseline_done[planned->case_index * CPPARITY_DTYPE_COUNT + (int64_t)planned->dtype];
+    if (!c->expect_refuse && !state->reference_done[planned->case_index]) {
+        prefetch = LARGEST(parts->reference, plus(parts->reference_kept, parts->baseline));
+        fresh = plus(parts->reference_kept, parts->baseline_kept);
+        totals[i].reference = parts->reference;
+        totals[i].baseline = parts->baseline;
+        state->reference_done[planned->case_index] = true;
+        *baseline_done = true;
+    } else if (!c->expect_refuse && !*baseline_done) {
+        prefetch = parts->baseline;
+        fresh = parts->baseline_kept;
+        totals[i].baseline = parts->baseline;
+        *baseline_done = true;
+    }
+    *pending_cache = fresh;
+    const int64_t root_process = process_of(state, home);
+    const bool processes = state->setting->ranks_are_processes;
+    const int64_t ranks = processes ? 1 : cp; /* the group's ranks in one process */
+    for (int64_t k = 0; k < (processes ? cp : 1); k++) {
+        const int64_t process = process_of(state, g * cp + k);
+        const bool root = process == root_process;
+        const int64_t computing = plus(root ? prefetch : 0, times(ranks, parts->implementation));
+        const int64_t judging = plus(root ? plus(fresh, plus(parts->judging, parts->stored)) : 0,
+                                     times(ranks, parts->rank_outputs));
+        const int64_t collecting = root ? plus(fresh, times(3, parts->stored)) : 0;
+        const int64_t own = LARGEST(computing, judging, collecting);
+        state->round[process] = plus(state->round[process], own);
+        state->shares[state->share_count++] = (round_share){i, process, own, ranks, root};
+    }
+}
+
+/* Closes a round: every share's total is what its process holds. */
+static void close_round(job_state *state, memory_total *totals) {
+    for (int64_t k = 0; k < state->share_count; k++) {
+        const round_share *share = &state->shares[k];
+        const int64_t p = share->process;
+        const memory_item *parts = &state->parts[share->item];
+        const int64_t held = plus(state->cached[p], plus(state->results[p], state->round[p]));
+        memory_total *total = &totals[share->item];
+        if (held > total->bytes) {
+            total->bytes = held;
+            total->implementation = parts->implementation;
+            total->ranks = share->ranks;
+            total->harness = share->root ? plus(parts->judging, parts->stored) : 0;
+            total->others = held - share->own;
+        }
+    }
+    for (int64_t k = 0; k < state->share_count; k++) {
+        state->round[state->shares[k].process] = 0;
+    }
+    state->share_count = 0;
+}
+
+static int compare_int64(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t case_count,
+                                    const run_plan_item *items, int64_t item_count,
+                                    const memory_setting *setting, memory_total *totals,
+                                    memory_discrimination *discrimination, int64_t *overflow_item,
+                                    char *overflow_what, size_t overflow_size,
+                                    cpparity_error *error) {
+    const int64_t N = setting->ranks > 0 ? setting->ranks : 1;
+    memset(totals, 0, (size_t)item_count * sizeof *totals);
+    *discrimination = (memory_discrimination){0, -1, 0};
+    *overflow_item = -1;
+    job_state state = {.setting = setting, .processes = setting->ranks_are_processes ? N : 1};
+    state.cached = calloc((size_t)state.processes, sizeof *state.cached);
+    state.results = calloc((size_t)state.processes, sizeof *state.results);
+    state.round = calloc((size_t)state.processes, sizeof *state.round);
+    state.reference_done = calloc((size_t)case_count + 1, sizeof *state.reference_done);
+    state.baseline_done =
+        calloc((size_t)(case_count * CPPARITY_DTYPE_COUNT) + 1, sizeof *state.baseline_done);
+    state.shares = calloc((size_t)N + 1, sizeof *state.shares);
+    state.parts = calloc((size_t)item_count + 1, sizeof *state.parts);
+    int64_t *phases = calloc((size_t)item_count + 1, sizeof *phases);
+    int64_t *order = calloc((size_t)item_count + 1, sizeof *order);
+    int64_t *offsets = calloc((size_t)N + 2, sizeof *offsets);
+    int64_t *pending = calloc((size_t)N + 1, sizeof *pending);
+    cpparity_status status = CPPARITY_OK;
+    if (!state.cached || !state.results || !state.round || !state.reference_done ||
+        !state.baseline_done || !state.shares || !state.parts || !phases || !order || !offsets ||
+        !pending) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                    "out of memory (estimating the memory of the run)");
+    }
+    /* every planned item's parts; the first that overflows ends the estimate */
+    int64_t phase_count = 0;
+    for (int64_t i = 0; status == CPPARITY_OK && i < item_count && *overflow_item < 0; i++) {
+        totals[i].planned = items[i].cp >= 1 && N % items[i].cp == 0;
+        if (!totals[i].planned) {
+            continue;
+        }
+        if (!memory_estimate_item(cases[items[i].case_index], items[i].cp, setting, &state.parts[i],
+                                  overflow_what, overflow_size)) {
+            *overflow_item = i;
+        }
+        phases[phase_count++] = items[i].cp;
+    }
+    qsort(phases, (size_t)phase_count, sizeof *phases, compare_int64);
+    if (status == CPPARITY_OK && *overflow_item < 0) {
+        state.results[0] = (int64_t)sizeof(run_item) * item_count; /* rank 0's results table */
+    }
+    /* run.c run_pass: cp size by cp size; run_phase: a queue per group, in rounds */
+    for (int64_t f = 0; status == CPPARITY_OK && *overflow_item < 0 && f < phase_count; f++) {
+        const int64_t cp = phases[f];
+        if (f > 0 && cp == phases[f - 1]) {
+            continue;
+        }
+        const int64_t groups = N / cp;
+        memset(offsets, 0, (size_t)(groups + 2) * sizeof *offsets);
+        for (int64_t i = 0; i < item_count; i++) {
+            if (totals[i].planned && items[i].cp == cp) {
+                offsets[items[i].case_index % N / cp + 2]++;
+            }
+        }
+        for (int64_t g = 0; g < groups; g++) {
+            offsets[g + 2] += offsets[g + 1];
+        }
+        for (int64_t i = 0; i < item_count; i++) { /* stable: plan order within a group */
+            if (totals[i].planned && items[i].cp == cp) {
+                order[offsets[items[i].case_index % N / cp + 1]++] = i;
+            }
+        }
+        /* offsets[g] .. offsets[g + 1] now hold group g's queue */
+        int64_t rounds = 0;
+        for (int64_t g = 0; g < groups; g++) {
+            rounds = offsets[g + 1] - offsets[g] > rounds ? offsets[g + 1] - offsets[g] : rounds;
+        }
+        for (int64_t r = 0; r < rounds; r++) {
+            int64_t ran = 0;
+            for (int64_t g = 0; g < groups; g++) {
+                if (offsets[g] + r >= offsets[g + 1]) {
+                    continue;
+                }
+                const int64_t i = order[offsets[g] + r];
+                add_to_round(&state, cases[items[i].case_index], &items[i], i, g,
+                             items[i].case_index % N, totals, &pending[ran]);
+                ran++;
+            }
+            close_round(&state, totals);
+            /* what the round's items left: outputs in their root's cache, results on rank 0 */
+            ran = 0;
+            for (int64_t g = 0; g < groups; g++) {
+                if (offsets[g] + r >= offsets[g + 1]) {
+                    continue;
+                }
+                const int64_t i = order[offsets[g] + r];
+                const int64_t p = process_of(&state, items[i].case_index % N);
+                state.cached[p] = plus(state.cached[p], pending[ran++]);
+                state.results[0] = plus(state.results[0], state.parts[i].stored);
+            }
+        }
+    }
+    /* run.c run_discrimination: each home rank reruns its cases one at a time, beside the cache */
+    if (status == CPPARITY_OK && *overflow_item < 0 && !setting->selftest) {
+        int64_t *rerun = pending; /* per rank: its largest rerun and that case */
+        int64_t *rerun_case = offsets;
+        for (int64_t k = 0; k < N; k++) {
+            rerun[k] = 0;
+            rerun_case[k] = -1;
+        }
+        for (int64_t i = 0; i < item_count; i++) {
+            const cpparity_case *c = cases[items[i].case_index];
+            const int64_t home = items[i].case_index % N;
+            if (totals[i].planned && items[i].cp == 1 && !c->expect_refuse && discriminated(c) &&
+                state.parts[i].discrimination > rerun[home]) {
+                rerun[home] = state.parts[i].discrimination;
+                rerun_case[home] = items[i].case_index;
+            }
+        }
+        for (int64_t p = 0; p < state.processes; p++) {
+            int64_t held = plus(state.cached[p], state.results[p]), largest = 0, which = -1;
+            for (int64_t k = 0; k < N; k++) {
+                if (process_of(&state, k) == p && rerun_case[k] >= 0) {
+                    held = plus(held, rerun[k]);
+                    if (rerun[k] > largest) {
+                        largest = rerun[k];
+                        which = rerun_case[k];
+                    }
+                }
+            }
+            if (which >= 0 && held > discrimination->bytes) {
+                *discrimination = (memory_discrimination){held, which, largest};
+            }
+        }
+    }
+    free(state.cached);
+    free(state.results);
+    free(state.round);
+    free(state.reference_done);
+    free(state.baseline_done);
+    free(state.shares);
+    free(state.parts);
+    free(phases);
+    free(order);
+    free(offsets);
+    free(pending);
+    return status;
+}
+
+bool memory_estimate_case(const cpparity_case *c, int64_t *bytes, char *what, size_t what_size) {
+    run_options options;
+    memset(&options, 0, sizeof options);
+    options.store = RUN_STORE_FAILURES;
+    run_plan_item items[RUN_PLAN_CASE_ITEMS];
+    memory_total totals[RUN_PLAN_CASE_ITEMS];
+    const int64_t count = run_plan_case_items(c, 0, &options, items);
+    memory_setting setting;
+    memset(&setting, 0, sizeof setting);
+    setting.ranks = run_plan_least_ranks(items, count);
+    setting.store = RUN_STORE_FAILURES;
+    setting.fault = CPPARITY_FAULT_NONE;
+    memory_discrimination discrimination;
+    int64_t overflow = -1;
+    cpparity_error error;
+    if (memory_estimate_job(&c, 1, items, count, &setting, totals, &discrimination, &overflow, what,
+                            what_size, &error) != CPPARITY_OK) {
+        snprintf(what, what_size, "%s", error.message);
+        return false;
+    }
+    if (overflow >= 0) {
+        return false;
+    }
+    *bytes = discrimination.bytes;
+    for (int64_t i = 0; i < count; i++) {
+        *bytes = totals[i].bytes > *bytes ? totals[i].bytes : *bytes;
+    }
+    return true;
+}
+
+/* "reference 30.1 GiB, baseline 8.0 GiB after it, implementation 4 × 0.8 GiB, ..." */
+static void describe_parts(const memory_total *total, char *text, size_t size) {
+    char reference[32], baseline[32], implementation[32], harness[32], others[32];
+    memory_size_format(total->reference, reference, sizeof reference);
+    memory_size_format(total->baseline, baseline, sizeof baseline);
+    memory_size_format(total->implementation, implementation, sizeof implementation);
+    memory_size_format(total->harness, harness, sizeof harness);
+    memory_size_format(total->others, others, sizeof others);
+    size_t used = 0;
+    text[0] = '\0';
+    if (total->reference > 0) {
+        used += (size_t)snprintf(text + used, size - used, "reference %s, ", reference);
+    }
+    if (total->baseline > 0 && used < size) {
+        used += (size_t)snprintf(text + used, size - used, "baseline %s%s, ", baseline,
+                                 total->reference > 0 ? " after it" : "");
+    }
+    if (used < size) {
+        used += (size_t)snprintf(text + used, size - used, "implementation %lld x %s",
+                                 (long long)total->ranks, implementation);
+    }
+    if (total->harness > 0 && used < size) {
+        used += (size_t)snprintf(text + used, size - used, ", harness %s", harness);
+    }
+    if (total->others * 100 >= total->bytes && total->others > 0 && used < size) { /* >= 1 % */
+        snprintf(text + used, size - used, ", held from other items %s", others);
+    }
+}
+
+cpparity_status memory_check_plan(const run_plan *plan, const run_options *options,
+                                  cpparity_error *error) {
+    const memory_setting setting = memory_setting_for(options, plan);
+    memory_total *totals = calloc((size_t)plan->item_count + 1, sizeof *totals);
+    if (totals == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "out of memory (estimating the memory of the run)");
+    }
+    memory_discrimination discrimination;
+    int64_t overflow = -1;
+    char what[MEMORY_TEXT] = "";
+    cpparity_status status =
+        memory_estimate_job(plan->cases, plan->case_count, plan->items, plan->item_count, &setting,
+                            totals, &discrimination, &overflow, what, sizeof what, error);
+    if (status == CPPARITY_OK && overflow >= 0) {
+        const run_plan_item *item = &plan->items[overflow];
+        const cpparity_case *c = plan->cases[item->case_index];
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "%s:%lld: case '%s': cp %lld %s: its sizes overflow, so it "
+                                    "cannot be held: %s",
+                                    plan->case_suite[item->case_index], (long long)c->line, c->name,
+                                    (long long)item->cp, cpparity_dtype_name(item->dtype), what);
+    }
+    memory_limit limit;
+    memory_limit_resolve(options->max_memory, setting.ranks_are_processes, "", &limit);
+    int64_t worst = -1, over = 0;
+    for (int64_t i = 0; status == CPPARITY_OK && i < plan->item_count; i++) {
+        if (totals[i].planned && totals[i].bytes > limit.bytes) {
+            over++;
+            worst = worst < 0 || totals[i].bytes > totals[worst].bytes ? i : worst;
+        }
+    }
+    char needed[32], allowed[32], parts[512], more[96] = "";
+    memory_size_format(limit.bytes, allowed, sizeof allowed);
+    if (status == CPPARITY_OK && discrimination.case_index >= 0 &&
+        discrimination.bytes > limit.bytes &&
+        (worst < 0 || discrimination.bytes > totals[worst].bytes)) {
+        const cpparity_case *c = plan->cases[discrimination.case_index];
+        char rerun[32], others[32];
+        memory_size_format(discrimination.bytes, needed, sizeof needed);
+        memory_size_format(discrimination.rerun, rerun, sizeof rerun);
+        memory_size_format(discrimination.bytes - discrimination.rerun, others, sizeof others);
+        status = cpparity_error_set(
+            error, CPPARITY_ERROR_INPUT,
+            "%s:%lld: case '%s': the discrimination check (the float64 reference rerun with a "
+            "mask feature off) needs about %s per process (the rerun %s, held from the items "
+            "%s) but the limit is %s (%s)",
+            plan->case_suite[discrimination.case_index], (long long)c->line, c->name, needed, rerun,
+            others, allowed, limit.source);
+    } else if (status == CPPARITY_OK && worst >= 0) {
+        const run_plan_item *item = &plan->items[worst];
+        const cpparity_case *c = plan->cases[item->case_index];
+        memory_size_format(totals[worst].bytes, needed, sizeof needed);
+        describe_parts(&totals[worst], parts, sizeof parts);
+        if (over > 1) {
+            snprintf(more, sizeof more, "; %lld other planned item%s over the limit too",
+                     (long long)(over - 1), over == 2 ? " is" : "s are");
+        }
+        status = cpparity_error_set(
+            error, CPPARITY_ERROR_INPUT,
+            "%s:%lld: case '%s': cp %lld %s needs about %s per process (%s) but the limit is %s "
+            "(%s)%s",
+            plan->case_suite[item->case_index], (long long)c->line, c->name, (long long)item->cp,
+            cpparity_dtype_name(item->dtype), needed, parts, allowed, limit.source, more);
+    }
+    free(totals);
+    return status;
+}
