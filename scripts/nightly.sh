@@ -69,9 +69,11 @@ else
   suite=${CPPARITY_NIGHTLY_SUITE:-$source_dir/cases/nightly-cpu.yaml}
   placement=(--device cpu --comm local)
 fi
-extra=()
+# The float64 references of unchanged cases are computed once and kept next to the results
+# (cpparity's --reference-cache: an entry is reused only when case, seed and reference match).
+extra=(--reference-cache "$results/reference-cache")
 if [ -n "${CPPARITY_NIGHTLY_ARGS:-}" ]; then
-  eval "extra=(${CPPARITY_NIGHTLY_ARGS})"
+  eval "extra+=(${CPPARITY_NIGHTLY_ARGS})"
 fi
 
 # --- the run ------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/names.h"
 #include "distributed/comm_launch.h"
@@ -30,12 +32,30 @@ enum {
     OPTION_FAULT,
     OPTION_MAX_MEMORY,
     OPTION_THREADS,
+    OPTION_REFERENCE_CACHE,
     OPTION_OUTPUT = 512,
 };
 
 /* Whether an output flag belongs to the command: selftest writes the results file only. */
 static bool output_allowed(int output, run_command_kind kind) {
     return kind == RUN_COMMAND_RUN || output == RUN_OUTPUT_RESULTS;
+}
+
+/* --reference-cache DIR: a folder (made when missing, one level) that takes new files. */
+static cpparity_status reference_cache_folder(const char *folder, cpparity_error *error) {
+    struct stat status;
+    if (stat(folder, &status) != 0 && mkdir(folder, 0775) != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "--reference-cache %s: cannot make the folder: %s", folder,
+                                  strerror(errno));
+    }
+    if (stat(folder, &status) != 0 || !S_ISDIR(status.st_mode) ||
+        access(folder, W_OK | X_OK) != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "--reference-cache %s: not a folder this process can write to",
+                                  folder);
+    }
+    return CPPARITY_OK;
 }
 
 void run_arguments_usage(FILE *stream, run_command_kind kind) {
@@ -104,6 +124,9 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
     }
     fprintf(stream,
             "  --timeout SECONDS   deadline of every collective (default 300)\n"
+            "  --reference-cache DIR  keep the float64 reference's outputs in DIR (made when\n"
+            "                      missing) and reuse them when a case, its seed and the\n"
+            "                      reference are unchanged; damaged entries are recomputed\n"
             "  --threads N         threads of the float64 reference in each process (default:\n"
             "                      this machine's cores divided by the ranks on it); its results\n"
             "                      are the same bits for every N\n"
@@ -181,6 +204,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         {"fault", required_argument, NULL, OPTION_FAULT},
         {"max-memory", required_argument, NULL, OPTION_MAX_MEMORY},
         {"threads", required_argument, NULL, OPTION_THREADS},
+        {"reference-cache", required_argument, NULL, OPTION_REFERENCE_CACHE},
     };
     enum { FIXED = sizeof fixed_options / sizeof *fixed_options };
     struct option long_options[FIXED + RUN_OUTPUT_COUNT + 1];
@@ -305,6 +329,10 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
             }
             break;
         }
+        case OPTION_REFERENCE_CACHE:
+            status = reference_cache_folder(optarg, error);
+            options->reference_cache = optarg;
+            break;
         case OPTION_THREADS:
             status = parse_integer(optarg, "--threads", 1, 256, &value, error);
             options->threads = (int)value;

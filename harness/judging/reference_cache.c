@@ -2,6 +2,7 @@
 #include "harness/judging/reference_cache.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "fixtures/parameter_fixture.h"
 #include "common/monotonic_clock.h"
 #include "common/model_parameters.h"
+#include "harness/judging/reference_store.h"
 #include "reference/model.h"
 
 static void outputs_free(reference_outputs *outputs) {
@@ -80,6 +82,71 @@ static cpparity_status compute(reference_outputs *outputs, const cpparity_case *
     return status;
 }
 
+/* Reads (c, seed)'s outputs from the cache's directory into outputs: true when an intact entry
+ * was there; a damaged one is counted and described. */
+static bool load_stored(reference_cache *cache, const cpparity_case *c, uint64_t seed,
+                        reference_outputs *outputs) {
+    const int64_t B = c->batch_size, S = c->seq_len, V = c->model.vocab_size;
+    cpparity_error error;
+    if (cpparity_model_parameter_table(&c->model, &outputs->parameter_table, &error) !=
+        CPPARITY_OK) {
+        return false;
+    }
+    outputs->logits = malloc((size_t)(B * S * V) * sizeof(double));
+    outputs->gradients = malloc((size_t)outputs->parameter_table.total * sizeof(double) + 1);
+    outputs->fully_masked = calloc((size_t)(B * S), 1);
+    reference_store_entry entry = {B,
+                                   S,
+                                   V,
+                                   outputs->parameter_table.total,
+                                   0.0,
+                                   outputs->logits,
+                                   outputs->gradients,
+                                   outputs->fully_masked};
+    const reference_store_key key = reference_store_key_of(c, seed);
+    char why[CPPARITY_ERROR_TEXT] = "";
+    const bool found = outputs->logits != NULL && outputs->gradients != NULL &&
+                       outputs->fully_masked != NULL &&
+                       reference_store_load(cache->directory, &key, &entry, why, sizeof why);
+    if (found) {
+        outputs->batch = B;
+        outputs->seq_len = S;
+        outputs->vocab = V;
+        outputs->loss = entry.loss;
+        cache->reused++;
+        return true;
+    }
+    if (why[0] != '\0') {
+        cache->rejected++;
+        snprintf(cache->warning, sizeof cache->warning,
+                 "%.900s; not trusted: computed again and replaced", why);
+    }
+    free(outputs->logits);
+    free(outputs->gradients);
+    free(outputs->fully_masked);
+    outputs->logits = NULL;
+    outputs->gradients = NULL;
+    outputs->fully_masked = NULL;
+    cpparity_tensor_table_free(&outputs->parameter_table);
+    return false;
+}
+
+/* Writes freshly computed outputs to the cache's directory (a failure is a warning). */
+static void store(reference_cache *cache, const cpparity_case *c, uint64_t seed,
+                  const reference_outputs *outputs) {
+    const reference_store_entry entry = {
+        outputs->batch, outputs->seq_len, outputs->vocab,     outputs->parameter_table.total,
+        outputs->loss,  outputs->logits,  outputs->gradients, outputs->fully_masked};
+    const reference_store_key key = reference_store_key_of(c, seed);
+    cpparity_error error;
+    if (reference_store_save(cache->directory, &key, &entry, &error) == CPPARITY_OK) {
+        cache->stored++;
+    } else {
+        snprintf(cache->warning, sizeof cache->warning, "%.900s (the run goes on without it)",
+                 error.message);
+    }
+}
+
 cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
                                     const cpparity_case *c, uint64_t seed,
                                     const reference_outputs **outputs, int *computed_now,
@@ -95,10 +162,14 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
     memset(&fresh, 0, sizeof fresh);
     fresh.case_index = case_index;
     fresh.seed = seed;
-    cpparity_status status = compute(&fresh, c, seed, error);
+    const bool loaded = cache->directory != NULL && load_stored(cache, c, seed, &fresh);
+    cpparity_status status = loaded ? CPPARITY_OK : compute(&fresh, c, seed, error);
     if (status != CPPARITY_OK) {
         outputs_free(&fresh);
         return status;
+    }
+    if (!loaded && cache->directory != NULL) {
+        store(cache, c, seed, &fresh);
     }
     reference_outputs *grown =
         realloc(cache->entries, (size_t)(cache->count + 1) * sizeof *cache->entries);
@@ -109,7 +180,7 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
     cache->entries = grown;
     cache->entries[cache->count] = fresh;
     *outputs = &cache->entries[cache->count++];
-    *computed_now = 1;
+    *computed_now = loaded ? 0 : 1;
     return CPPARITY_OK;
 }
 
@@ -172,5 +243,7 @@ void reference_cache_free(reference_cache *cache) {
         outputs_free(&cache->entries[i]);
     }
     free(cache->entries);
+    const char *directory = cache->directory; /* the setting outlives the entries */
     memset(cache, 0, sizeof *cache);
+    cache->directory = directory;
 }

@@ -34,9 +34,18 @@ typedef struct reference_outputs {
 typedef struct reference_cache {
     reference_outputs *entries; /* (count) owned */
     int64_t count;
+    const char *directory; /* --reference-cache DIR: outputs kept on disk between runs
+                              (reference_store.h); NULL for none */
+    int64_t reused;        /* outputs read from directory instead of computed */
+    int64_t stored;        /* outputs computed and written there */
+    int64_t rejected;      /* entries there that could not be trusted (recomputed, replaced) */
+    char warning[CPPARITY_ERROR_TEXT]; /* why the last one was rejected, or a store failed */
 } reference_cache;
 
-/* The outputs for (case_index, seed), computed now when not cached (*computed_now says which).
+/* The outputs for (case_index, seed), computed now when not cached (*computed_now says which):
+ * from memory, else from the cache's directory when it holds an intact entry, else computed (and
+ * stored there). An entry that cannot be trusted is counted and described in warning, never
+ * used; failing to store one is a warning too, never an error.
  * The pointer stays valid until the next reference_cache_get or reference_cache_free. Errors are
  * the reference's own (input, or
  * runtime when out of memory). */

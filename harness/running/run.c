@@ -366,6 +366,21 @@ static int finish(run_results *results, run_plan *plan, const run_options *optio
     return code;
 }
 
+void run_report_reference_cache(const cpparity_comm *world, const reference_cache *cache) {
+    if (cache->directory == NULL || cache->reused + cache->stored + cache->rejected == 0) {
+        return;
+    }
+    printf("# reference cache %s, rank %d: %lld reused, %lld computed and stored, %lld not "
+           "trusted\n",
+           cache->directory, world->world_rank, (long long)cache->reused, (long long)cache->stored,
+           (long long)cache->rejected);
+    if (cache->warning[0] != '\0') {
+        fprintf(stderr, "cpparity: rank %d: reference cache: %s\n", world->world_rank,
+                cache->warning);
+    }
+    fflush(stdout);
+}
+
 /* The job: see run.h. Works on its own copy of the plan's items (marked runnable for this job's
  * rank count), so ranks that share one plan (local threads) never write to it. */
 static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_options *options,
@@ -483,13 +498,14 @@ static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_opti
         console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
         console_table_header(stdout);
     }
-    reference_cache cache = {0};
+    reference_cache cache = {.directory = options->reference_cache};
     if (status == CPPARITY_OK) {
         status = run_pass(world, plan, options, target, &cache, true, &results, &error);
     }
     if (status == CPPARITY_OK) {
         status = run_discrimination(world, plan, options, &cache, &results, &error);
     }
+    run_report_reference_cache(world, &cache);
     reference_cache_free(&cache);
     int64_t code = 0;
     if (status != CPPARITY_OK) {

@@ -9,6 +9,7 @@
 #define CPPARITY_HARNESS_RUNNING_RUN_H
 
 #include "distributed/comm.h"
+#include "harness/judging/reference_cache.h"
 #include "harness/running/run_item.h"
 #include "harness/running/run_options.h"
 #include "harness/running/run_plan.h"
@@ -45,5 +46,10 @@ void run_provenance_finish(run_provenance *provenance);
  * the exit code of docs/command-line.md, identical on every rank. */
 int run_job(cpparity_comm *world, run_plan *plan, const run_options *options,
             const run_target *target, const run_environment *environment);
+
+/* Says on stdout how the reference cache on disk served this rank (--reference-cache: reused,
+ * computed and stored, not trusted) and on stderr why an entry was not trusted; nothing without
+ * a directory or when it was not used. */
+void run_report_reference_cache(const cpparity_comm *world, const reference_cache *cache);
 
 #endif

@@ -39,7 +39,9 @@ typedef struct run_options {
     int seeds;                              /* selftest --seeds N: clean reruns (default 0) */
     cpparity_fault faults[CPPARITY_FAULT_COUNT]; /* selftest --fault: only these (in order) */
     int fault_count;                             /* entries of faults; 0 = every fault */
-    bool selftest;      /* parsed for `cpparity selftest` (every fault planted in turn) */
+    bool selftest;               /* parsed for `cpparity selftest` (every fault planted in turn) */
+    const char *reference_cache; /* --reference-cache DIR: reference outputs kept on disk;
+                                    NULL for none */
     int threads;        /* --threads: the float64 reference's threads per process; 0 = cores
                            divided by the ranks on this machine */
     int64_t max_memory; /* --max-memory in bytes, per process; 0 = the memory available here

@@ -152,7 +152,7 @@ static cpparity_status matrix_begin(selftest_matrix *matrix, const run_plan *pla
 static cpparity_status run_passes(cpparity_comm *world, run_plan *plan, const run_options *options,
                                   const run_target *target, selftest_matrix *matrix,
                                   run_results *clean, cpparity_error *error) {
-    reference_cache cache = {0};
+    reference_cache cache = {.directory = options->reference_cache};
     const bool lead = world->rank == 0;
     double started = monotonic_seconds();
     cpparity_status status = run_pass(world, plan, options, target, &cache, false, clean, error);
@@ -182,6 +182,7 @@ static cpparity_status run_passes(cpparity_comm *world, run_plan *plan, const ru
             selftest_console_fault(stdout, matrix, f);
         }
     }
+    run_report_reference_cache(world, &cache);
     reference_cache_free(&cache);
     for (int64_t s = 0; status == CPPARITY_OK && s < matrix->seed_count; s++) {
         run_options reseeded = *options;
@@ -190,7 +191,7 @@ static cpparity_status run_passes(cpparity_comm *world, run_plan *plan, const ru
         for (int64_t i = 0; i < plan->item_count; i++) {
             plan->items[i].seed = reseeded.seed; /* what the items' fixtures are built from */
         }
-        reference_cache seed_cache = {0};
+        reference_cache seed_cache = {.directory = options->reference_cache};
         status = pass(world, plan, &reseeded, target, &seed_cache, &found, error);
         reference_cache_free(&seed_cache);
         if (status == CPPARITY_OK && lead) {
