@@ -22,6 +22,7 @@
 #include "distributed/kernel_registry.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/run_arguments.h"
+#include "harness/running/memory_estimate.h"
 #include "harness/running/run.h"
 #include "harness/running/run_plan.h"
 #include "harness/running/selftest.h"
@@ -289,6 +290,7 @@ static int command_main(int argc, char **argv, run_command_kind kind) {
     run_plan plan;
     run_command command = {kind,     name,    &plan,       CPPARITY_OK, {CPPARITY_OK, ""},
                            &options, &target, &environment};
+    memory_allocator_pin(); /* what the run allocates is what it holds (memory_estimate.h) */
     reference_set_threads(reference_threads_for(&options, backend, 0));
     command.plan_status = run_plan_build(&plan, &options, &command.plan_error);
     int ranks = options.ranks;

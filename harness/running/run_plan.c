@@ -74,7 +74,6 @@ int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const ru
 
 cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error) {
     memset(plan, 0, sizeof *plan);
-    memory_allocator_pin(); /* what the run allocates is what it holds (memory_estimate.h) */
     const char *default_suite[] = {cpparity_default_suite()};
     const char *const *paths = options->suite_count > 0 ? options->suites : default_suite;
     const int count = options->suite_count > 0 ? options->suite_count : 1;

@@ -45,8 +45,8 @@ typedef struct run_plan {
  * pattern that matches nothing is an input error. Before anything else is allocated, every item
  * the job will run is checked for memory (memory_estimate.h): a case whose sizes overflow, or
  * whose estimated peak is over the limit (--max-memory, else what this machine has), is an
- * input error giving the estimate and the limit. It also pins the allocator's mmap threshold
- * (memory_allocator_pin), so that the process holds what the estimate counts. */
+ * input error giving the estimate and the limit. (The driver pins the allocator's mmap threshold
+ * first, memory_allocator_pin, so that the process holds what the estimate counts.) */
 cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error);
 
 /* The most items run_plan_case_items lays out for one case. */
