@@ -5,7 +5,8 @@
 #   scripts/coverage.sh BUILD_DIR [MIN_LINES MIN_BRANCHES]
 #
 # Builds cpparity with --coverage into BUILD_DIR, runs cases/ci.yaml on 1, 2 and 4 local ranks,
-# its self-test (every fault planted once) and, when mpirun exists, on 2 MPI ranks, then sums
+# its self-test (every fault planted once), the kernel plugins of the tests (examples/kernel-plugin
+# at both levels, wrong and refused plugins) and, when mpirun exists, on 2 MPI ranks, then sums
 # gcov's counts over distributed/*.c (and the headers they inline, such as mask_predicate.h).
 # Prints one line per file and the totals; exits 1 when the line or branch ("taken at least
 # once") percentage is below its threshold (defaults 80 and 64: a few points under the 82.2 and
@@ -27,7 +28,8 @@ source_dir=$(cd "$(dirname "$0")/.." && pwd)
 cmake -S "$source_dir" -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCPPARITY_SANITIZED_TESTS=OFF \
   -DCMAKE_C_FLAGS="--coverage -O0 -fprofile-update=atomic" -DCMAKE_EXE_LINKER_FLAGS="--coverage" \
   >/dev/null
-cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target cpparity >/dev/null
+cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target cpparity naive_attention \
+  naive_attention_bug1 bad_plugin1 bad_plugin2 bad_plugin3 bad_plugin5 bad_plugin6 >/dev/null
 find "$build" -name '*.gcda' -delete
 for ranks in 1 2 4; do
   out="$build/coverage-$ranks.h5"
@@ -39,6 +41,24 @@ done
 out="$build/coverage-selftest.h5"
 rm -f "$out"
 "$build/cpparity" selftest "$source_dir/cases/ci.yaml" --comm local --out "$out" >/dev/null
+# kernel plugins (--kernel PATH.so): the example at the model and the attention level (what a call
+# needs, the guarded calls), a wrong variant, one declaring no capability (unsupported calls), one
+# writing out of bounds, and plugins refused at load (their exit codes are the expected 1, 2, 3)
+plugins=$build/examples/kernel-plugin
+for suite in ci kernels; do
+  out="$build/coverage-plugin-$suite.h5"
+  rm -f "$out"
+  "$build/cpparity" run "$source_dir/cases/$suite.yaml" --comm local --ranks 4 \
+    --kernel "$plugins/libnaive_attention.so" --out "$out" >/dev/null
+done
+try() { rm -f "$build/coverage-try.h5"; "$@" --out "$build/coverage-try.h5" >/dev/null 2>&1 || true; }
+try "$build/cpparity" run "$source_dir/cases/kernels.yaml" --comm local \
+  --kernel "$plugins/libnaive_attention_bug1.so"
+for bad in 1 2 3 5 6; do
+  try "$build/cpparity" run "$source_dir/cases/ci.yaml" --comm local --ranks 4 \
+    --case 'full-*' --kernel "$build/tests/libbad_plugin$bad.so"
+done
+try "$build/cpparity" run "$source_dir/cases/ci.yaml" --kernel ./no-such-plugin.so
 if command -v mpirun >/dev/null; then
   out="$build/coverage-mpi.h5"
   rm -f "$out"
