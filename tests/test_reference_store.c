@@ -12,6 +12,7 @@
 
 #include "harness/judging/reference_store.h"
 #include "tests/support/test_files.h"
+#include "tests/support/test_models.h"
 
 static int64_t lengths[2] = {5, 3};
 static cpparity_row_layout row = {.document_count = 2, .document_lengths = lengths};
@@ -19,15 +20,7 @@ static cpparity_row_layout row = {.document_count = 2, .document_lengths = lengt
 static cpparity_case make_case(void) {
     cpparity_case c;
     memset(&c, 0, sizeof c);
-    c.model = (cpparity_model_config){.vocab_size = 7,
-                                      .hidden_size = 8,
-                                      .num_hidden_layers = 1,
-                                      .num_attention_heads = 2,
-                                      .num_key_value_heads = 1,
-                                      .head_dim = 4,
-                                      .intermediate_size = 8,
-                                      .rms_norm_eps = 1e-6,
-                                      .rope_theta = 10000.0};
+    c.model = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_SLIDING);
     c.seq_len = 8;
     c.batch_size = 1;
     c.rows = &row;
@@ -93,16 +86,23 @@ Test(reference_store, key__changes_with_seed_layout_model_and_nothing_else) {
                      "the name does not change the outputs");
 }
 
+/* Saves an entry of zeros for make_case() and seed 7 in folder; its key in *key. */
+static reference_store_entry save_zeros(const char *folder, arrays *a, reference_store_key *key) {
+    const cpparity_case c = make_case();
+    *key = reference_store_key_of(&c, 7);
+    memset(a, 0, sizeof *a);
+    reference_store_entry entry = entry_of(a);
+    cr_assert_eq(reference_store_save(folder, key, &entry, NULL), CPPARITY_OK);
+    return entry;
+}
+
 /* Saves an entry, lets damage() change the file, and expects it refused with fragment. */
 static void expect_untrusted(void (*damage)(const char *path), const char *fragment) {
     char folder[64], path[192];
     test_make_folder(folder, sizeof folder);
-    const cpparity_case c = make_case();
-    const reference_store_key key = reference_store_key_of(&c, 7);
     arrays a;
-    memset(&a, 0, sizeof a);
-    reference_store_entry entry = entry_of(&a);
-    cr_assert_eq(reference_store_save(folder, &key, &entry, NULL), CPPARITY_OK);
+    reference_store_key key;
+    reference_store_entry entry = save_zeros(folder, &a, &key);
     snprintf(path, sizeof path, "%s/%s.ref", folder, key.hex);
     damage(path);
     char why[512] = "";
@@ -139,17 +139,15 @@ Test(reference_store, damaged_truncated_or_foreign_entries__never_trusted) {
 Test(reference_store, entry_of_other_sizes__never_trusted) {
     char folder[64];
     test_make_folder(folder, sizeof folder);
-    const cpparity_case c = make_case();
-    const reference_store_key key = reference_store_key_of(&c, 7);
     arrays a;
-    memset(&a, 0, sizeof a);
-    reference_store_entry entry = entry_of(&a);
-    cr_assert_eq(reference_store_save(folder, &key, &entry, NULL), CPPARITY_OK);
+    reference_store_key key;
+    reference_store_entry entry = save_zeros(folder, &a, &key);
     entry.parameters = P - 1;
     char why[512] = "";
     cr_expect_not(reference_store_load(folder, &key, &entry, why, sizeof why));
     cr_expect(strstr(why, "sizes") != NULL, "%s", why);
     char missing[256] = "x";
+    const cpparity_case c = make_case();
     const reference_store_key other = reference_store_key_of(&c, 8);
     cr_expect_not(reference_store_load(folder, &other, &entry, missing, sizeof missing));
     cr_expect_str_empty(missing, "no entry is not a problem, only a miss");

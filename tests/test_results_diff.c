@@ -19,6 +19,7 @@
 #include "harness/storage/results_file.h"
 #include "harness/storage/results_reader.h"
 #include "tests/support/test_files.h"
+#include "tests/support/test_models.h"
 
 static int64_t document_lengths[1] = {8};
 static cpparity_row_layout row = {.document_count = 1, .document_lengths = document_lengths};
@@ -26,16 +27,7 @@ static cpparity_row_layout row = {.document_count = 1, .document_lengths = docum
 static void make_case(cpparity_case *c, const char *name) {
     memset(c, 0, sizeof *c);
     snprintf(c->name, sizeof c->name, "%s", name);
-    c->model = (cpparity_model_config){.vocab_size = 11,
-                                       .hidden_size = 8,
-                                       .num_hidden_layers = 1,
-                                       .num_attention_heads = 2,
-                                       .num_key_value_heads = 1,
-                                       .head_dim = 4,
-                                       .intermediate_size = 16,
-                                       .rms_norm_eps = 1e-6,
-                                       .rope_theta = 10000.0,
-                                       .layer_types = {CPPARITY_LAYER_FULL}};
+    c->model = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
     c->seq_len = 8;
     c->batch_size = 1;
     c->rows = &row;

@@ -121,13 +121,7 @@ static bool load_stored(reference_cache *cache, const cpparity_case *c, uint64_t
         snprintf(cache->warning, sizeof cache->warning,
                  "%.900s; not trusted: computed again and replaced", why);
     }
-    free(outputs->logits);
-    free(outputs->gradients);
-    free(outputs->fully_masked);
-    outputs->logits = NULL;
-    outputs->gradients = NULL;
-    outputs->fully_masked = NULL;
-    cpparity_tensor_table_free(&outputs->parameter_table);
+    outputs_free(outputs);
     return false;
 }
 
@@ -160,14 +154,14 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
     }
     reference_outputs fresh;
     memset(&fresh, 0, sizeof fresh);
-    fresh.case_index = case_index;
-    fresh.seed = seed;
     const bool loaded = cache->directory != NULL && load_stored(cache, c, seed, &fresh);
     cpparity_status status = loaded ? CPPARITY_OK : compute(&fresh, c, seed, error);
     if (status != CPPARITY_OK) {
         outputs_free(&fresh);
         return status;
     }
+    fresh.case_index = case_index; /* after load_stored, which may clear what it filled */
+    fresh.seed = seed;
     if (!loaded && cache->directory != NULL) {
         store(cache, c, seed, &fresh);
     }

@@ -2,6 +2,7 @@
 #include "harness/running/attention_item.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,18 +25,23 @@
 
 #define TENSORS_PER_LAYER 5 /* out, lse, dq, dk, dv */
 
-uint64_t attention_item_fresh_seed(uint64_t case_seed) {
-    static uint64_t fresh; /* one draw per process: every item of a run shares it */
-    if (fresh == 0) {
-        FILE *source = fopen("/dev/urandom", "rb");
-        if (source == NULL || fread(&fresh, sizeof fresh, 1, source) != 1) {
-            fresh = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15u ^ (uint64_t)getpid();
-        }
-        if (source != NULL) {
-            fclose(source);
-        }
-        fresh |= 1u;
+/* One draw per process, which every item of a run shares (items of local ranks run on several
+ * threads: drawn once through pthread_once). */
+static uint64_t fresh;
+static pthread_once_t fresh_once = PTHREAD_ONCE_INIT;
+
+static void draw_fresh(void) {
+    FILE *source = fopen("/dev/urandom", "rb");
+    if (source == NULL || fread(&fresh, sizeof fresh, 1, source) != 1) {
+        fresh = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15u ^ (uint64_t)getpid();
     }
+    if (source != NULL) {
+        fclose(source);
+    }
+}
+
+uint64_t attention_item_fresh_seed(uint64_t case_seed) {
+    pthread_once(&fresh_once, draw_fresh);
     /* below 2^53, so that the seed prints and reads back exactly everywhere */
     return (fresh ^ (case_seed * 0xbf58476d1ce4e5b9u)) & (((uint64_t)1 << 53) - 1);
 }

@@ -34,15 +34,23 @@ static cpparity_status bad(const reader *r, const char *format, ...) {
     return cpparity_error_set(r->error, CPPARITY_ERROR_INPUT, "%s: %s", r->results->path, what);
 }
 
+/* Opens attribute name of object, or records why it is missing (a negative id then). */
+static hid_t open_attribute(const reader *r, hid_t object, const char *where, const char *name) {
+    const hid_t attribute =
+        H5Aexists(object, name) > 0 ? H5Aopen(object, name, H5P_DEFAULT) : H5I_INVALID_HID;
+    if (attribute < 0) {
+        bad(r, "%s has no attribute '%s' (not a cpparity results file, or damaged)", where, name);
+    }
+    return attribute;
+}
+
 /* A fixed-length string attribute of object into text (truncated to size). */
 static cpparity_status read_string(const reader *r, hid_t object, const char *where,
                                    const char *name, char *text, size_t size) {
     hid_t attribute = H5I_INVALID_HID, type = H5I_INVALID_HID, memory = H5I_INVALID_HID;
     char *buffer = NULL;
     cpparity_status status = CPPARITY_ERROR_INPUT;
-    if (H5Aexists(object, name) <= 0 || (attribute = H5Aopen(object, name, H5P_DEFAULT)) < 0) {
-        status = bad(r, "%s has no attribute '%s' (not a cpparity results file, or damaged)", where,
-                     name);
+    if ((attribute = open_attribute(r, object, where, name)) < 0) {
         goto done;
     }
     type = H5Aget_type(attribute);
@@ -74,9 +82,7 @@ static cpparity_status read_number(const reader *r, hid_t object, const char *wh
                                    const char *name, hid_t native, void *value) {
     hid_t attribute = H5I_INVALID_HID, space = H5I_INVALID_HID, type = H5I_INVALID_HID;
     cpparity_status status = CPPARITY_ERROR_INPUT;
-    if (H5Aexists(object, name) <= 0 || (attribute = H5Aopen(object, name, H5P_DEFAULT)) < 0) {
-        status = bad(r, "%s has no attribute '%s' (not a cpparity results file, or damaged)", where,
-                     name);
+    if ((attribute = open_attribute(r, object, where, name)) < 0) {
         goto done;
     }
     space = H5Aget_space(attribute);
