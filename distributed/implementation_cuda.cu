@@ -24,6 +24,7 @@ extern "C" {
 extern const cpparity_implementation cpparity_cuda_implementation;
 }
 
+#include "distributed/cublas_library.h" /* extern "C" itself: cublas_v2.h is C++ here */
 #include "distributed/model_cuda.h"
 
 static_assert(CPPARITY_DTYPE_F32 == 0 && CPPARITY_DTYPE_BF16 == 1 && CPPARITY_DTYPE_COUNT == 2,
@@ -49,6 +50,12 @@ static bool cuda_available(char *why, size_t size) {
     }
     if (devices == 0) {
         snprintf(why, size, "no CUDA device: cudaGetDeviceCount reports 0 devices");
+        return false;
+    }
+    const cublas_library *blas = NULL;
+    cpparity_error error = {};
+    if (cublas_library_load(&blas, &error) != CPPARITY_OK) {
+        snprintf(why, size, "%s", error.message);
         return false;
     }
     return true;

@@ -42,13 +42,18 @@ static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
     cudaStream_t stream = NULL;
     CUDA_CHECK(cudaStreamCreate(&stream), error, "creating the instance's stream");
     model->stream = stream;
+    const cublas_library *blas = NULL;
+    if (cublas_library_load(&blas, error) != CPPARITY_OK) {
+        return error->status;
+    }
+    model->blas = blas;
     cublasHandle_t handle = NULL;
-    CUBLAS_CHECK(cublasCreate(&handle), error, "creating the instance's handle");
+    CUBLAS_CHECK(blas->create(&handle), error, "creating the instance's handle");
     model->cublas = handle;
-    CUBLAS_CHECK(cublasSetStream(handle, stream), error, "binding the handle to the stream");
+    CUBLAS_CHECK(blas->set_stream(handle, stream), error, "binding the handle to the stream");
     /* float32 as written: no TF32 or other reduced-precision shortcut */
-    CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH), error, "setting the math mode");
-    CUBLAS_CHECK(cublasSetAtomicsMode(handle, CUBLAS_ATOMICS_NOT_ALLOWED), error,
+    CUBLAS_CHECK(blas->set_math_mode(handle, CUBLAS_PEDANTIC_MATH), error, "setting the math mode");
+    CUBLAS_CHECK(blas->set_atomics_mode(handle, CUBLAS_ATOMICS_NOT_ALLOWED), error,
                  "forbidding atomics (determinism)");
     ALLOCATE(model->parameters, P);
     ALLOCATE(model->gradients, P);
@@ -224,9 +229,9 @@ cpparity_status cuda_model_linear_forward(cuda_model *model, float *out, const f
                                           const float *weight, int64_t rows, int64_t in_features,
                                           int64_t out_features, cpparity_error *error) {
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasSgemm(model->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
-                             (int)in_features, &one, weight, (int)in_features, in, (int)in_features,
-                             &zero, out, (int)out_features),
+    CUBLAS_CHECK(model->blas->sgemm(model->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features,
+                                    (int)rows, (int)in_features, &one, weight, (int)in_features, in,
+                                    (int)in_features, &zero, out, (int)out_features),
                  error, "linear forward");
     return CPPARITY_OK;
 }
@@ -238,14 +243,14 @@ cpparity_status cuda_model_linear_backward(cuda_model *model, float *din, float 
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     /* din [N, I] = dout [N, O] · weight [O, I]: column-major din (I × N) = weight (I × O) · dout
      * (O × N) */
-    CUBLAS_CHECK(cublasSgemm(model->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)in_features, (int)rows,
-                             (int)out_features, &one, weight, (int)in_features, dout,
-                             (int)out_features, &beta, din, (int)in_features),
+    CUBLAS_CHECK(model->blas->sgemm(model->cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)in_features,
+                                    (int)rows, (int)out_features, &one, weight, (int)in_features,
+                                    dout, (int)out_features, &beta, din, (int)in_features),
                  error, "linear backward (input)");
     /* dweight [O, I] += doutᵀ · in: column-major dweight (I × O) += in (I × N) · doutᵀ (N × O) */
-    CUBLAS_CHECK(cublasSgemm(model->cublas, CUBLAS_OP_N, CUBLAS_OP_T, (int)in_features,
-                             (int)out_features, (int)rows, &one, in, (int)in_features, dout,
-                             (int)out_features, &one, dweight, (int)in_features),
+    CUBLAS_CHECK(model->blas->sgemm(model->cublas, CUBLAS_OP_N, CUBLAS_OP_T, (int)in_features,
+                                    (int)out_features, (int)rows, &one, in, (int)in_features, dout,
+                                    (int)out_features, &one, dweight, (int)in_features),
                  error, "linear backward (weight)");
     return CPPARITY_OK;
 }
@@ -458,7 +463,7 @@ void cuda_model_free(cuda_model *model) {
         (void)cudaFreeHost(model->host_staging);
     }
     if (model->cublas != NULL) {
-        (void)cublasDestroy(model->cublas);
+        (void)model->blas->destroy(model->cublas);
     }
     if (model->stream != NULL) {
         (void)cudaStreamDestroy(model->stream);

@@ -16,8 +16,9 @@
  *
  * Streams and handles: each instance owns one cudaStream_t and one cuBLAS handle bound to it;
  * all its work is enqueued there, so ranks sharing a device (local communicator threads) never
- * share a stream, a handle or a buffer. The instance runs on the device current when it was
- * created (made current again at every call).
+ * share a stream, a handle or a buffer. cuBLAS is opened when the first instance is made
+ * (cublas_library.h), so runs on CPU ranks never load it. The instance runs on the device current
+ * when it was created (made current again at every call).
  *
  * Collectives: with the "nccl" communicator device pointers and the stream go straight to the
  * communicator. The host communicators ("local", "mpi") see host memory only: the data is staged
@@ -33,7 +34,6 @@
 #ifndef CPPARITY_DISTRIBUTED_MODEL_CUDA_H
 #define CPPARITY_DISTRIBUTED_MODEL_CUDA_H
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,6 +52,7 @@ extern "C" {
 #include "distributed/shard.h"
 }
 
+#include "distributed/cublas_library.h" /* extern "C" itself: cublas_v2.h is C++ here */
 #include "distributed/layers_cuda.h"
 
 /* Offsets in the device activations of one layer's saved tensors: the CPU model's layout
@@ -81,6 +82,7 @@ typedef struct cuda_model {
     const cpparity_attention_kernel *kernel; /* CUDA float32 (borrowed) */
     int device;                              /* the CUDA device of the instance */
     cudaStream_t stream;                     /* all of this instance's work */
+    const cublas_library *blas;              /* cuBLAS's functions (loaded on first use) */
     cublasHandle_t cublas;                   /* bound to stream */
     cpparity_tensor_table parameter_table;   /* model.md names */
     cpparity_model_parameters parameter;     /* offsets */
