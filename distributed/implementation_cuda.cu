@@ -4,7 +4,9 @@
  * (distributed/implementation.h): one instance holds the model (its own stream, cuBLAS handle
  * and device buffers), this rank's slice of the last batch and nothing else. Attention runs
  * through a CUDA float32 kernel, on bfloat16-rounded q, k, v for bf16, as on the CPU. It plants
- * no self-test faults (yet): create refuses any fault but none. C linkage, so that the registry
+ * the self-test's faults of the model, shard, all-to-all, loss and reduction as the CPU
+ * implementation does (model_cuda_faults.cu); those inside the built-in CPU kernel do not apply
+ * to a CUDA kernel and are refused. C linkage, so that the registry
  * (C) finds cpparity_cuda_implementation.
  */
 #include <cuda_runtime.h>
@@ -81,6 +83,8 @@ static cpparity_status cuda_check(const cpparity_model_config *config, int64_t c
     return f32_model_check_parallelism(config, cp, error);
 }
 
+static void cuda_destroy(void *instance);
+
 static cpparity_status cuda_create(const cpparity_implementation_setup *setup, void **instance,
                                    cpparity_error *error) {
     *instance = NULL;
@@ -93,10 +97,11 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "no fault number %d",
                                   (int)setup->fault);
     }
-    if (setup->fault != CPPARITY_FAULT_NONE) {
+    if (cpparity_faults[setup->fault].kernel) { /* before any device work */
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "the cuda implementation plants no faults (yet): --inject %s",
-                                  cpparity_fault_name(setup->fault));
+                                  "refused: fault %s lives in the built-in cpu-f32 kernel; the "
+                                  "cuda implementation runs kernel %s",
+                                  cpparity_faults[setup->fault].name, setup->kernel->name);
     }
     cuda_instance *made = (cuda_instance *)calloc(1, sizeof *made);
     if (made == NULL) {
@@ -109,6 +114,13 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
     if (status != CPPARITY_OK) {
         free(made);
         return status;
+    }
+    if (setup->fault != CPPARITY_FAULT_NONE) {
+        status = cuda_model_set_fault(&made->model, setup->fault, error);
+        if (status != CPPARITY_OK) {
+            cuda_destroy(made);
+            return status;
+        }
     }
     *instance = made;
     return CPPARITY_OK;
@@ -166,6 +178,9 @@ static cpparity_status cuda_forward(void *instance, const cpparity_batch *batch,
     if (status == CPPARITY_OK) {
         status = shard_slice_batch(&self->local, batch, &model->shard, error);
     }
+    if (status == CPPARITY_OK && model->fault != CPPARITY_FAULT_NONE) {
+        shard_inject(&self->local, &model->shard, model->fault);
+    }
     if (status == CPPARITY_OK) {
         status = cuda_model_forward(model, &self->local, error);
     }
@@ -213,6 +228,10 @@ static cpparity_status cuda_read_logits(void *instance, float *logits, int64_t c
     const cpparity_status status = cuda_model_use_device(model, error);
     if (status != CPPARITY_OK) {
         return status;
+    }
+    if (model->reported_logits != NULL) { /* stale-rank-slice: another rank's slice */
+        memcpy(logits, model->reported_logits, (size_t)held * sizeof(float));
+        return CPPARITY_OK;
     }
     return cuda_model_copy_out(model, logits, model->activations + model->logits, held, error);
 }

@@ -288,6 +288,14 @@ cpparity_status cuda_model_heads_to_sequence(cuda_model *model, float *out, cons
     const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
     const int64_t Dh = model->config.head_dim, block = B * L * (heads / cp) * Dh;
     float *send = model->exchange, *receive = model->exchange + cp * block;
+    if (model->fault == CPPARITY_FAULT_A2A_HEAD_ORDER) {
+        const cpparity_status ordered =
+            cuda_model_fault_order_heads(model, model->ordered, in, heads, error);
+        if (ordered != CPPARITY_OK) {
+            return ordered;
+        }
+        in = model->ordered;
+    }
     CUDA_CHECK(cuda_pack_heads_to_sequence(send, in, B, L, heads, Dh, cp, model->stream), error,
                "packing heads for the all-to-all");
     const cpparity_status status = all_to_all_device(model, send, receive, block, error);
@@ -414,7 +422,11 @@ cpparity_status cuda_model_all_gather_host(cuda_model *model, const void *send, 
 }
 
 cpparity_mask_description cuda_model_layer_mask(const cuda_model *model, int64_t l) {
-    return mask_storage_describe(&model->mask, cpparity_model_layer(&model->config, l));
+    return layer_attention_mask(&model->mask, &model->config, l, model->fault);
+}
+
+float cuda_model_attention_scale(const cuda_model *model) {
+    return layer_attention_scale(model->config.head_dim, model->fault);
 }
 
 void cuda_model_free(cuda_model *model) {
@@ -453,6 +465,7 @@ void cuda_model_free(cuda_model *model) {
         model->grad.sequence_v,
         model->grad.logits,
         model->device_staging,
+        model->ordered,
     };
     for (size_t i = 0; i < sizeof device / sizeof *device; i++) {
         if (device[i] != NULL) {
@@ -469,6 +482,8 @@ void cuda_model_free(cuda_model *model) {
         (void)cudaStreamDestroy(model->stream);
     }
     free(model->host_groups);
+    free(model->host_rope_positions);
+    free(model->reported_logits);
     mask_storage_free(&model->mask);
     cpparity_tensor_table_free(&model->parameter_table);
     cpparity_tensor_table_free(&model->activation_table);

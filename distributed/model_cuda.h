@@ -48,6 +48,7 @@ extern "C" {
 #include "distributed/activation_layout.h"
 #include "distributed/comm.h"
 #include "distributed/kernel.h"
+#include "distributed/layer_attention.h"
 #include "distributed/mask_description.h"
 #include "distributed/shard.h"
 }
@@ -113,6 +114,11 @@ typedef struct cuda_model {
     float loss_sum_local;       /* Σ token losses over this rank's labels */
     int64_t labels_local;       /* labeled tokens on this rank */
     int64_t labels_global;      /* labeled tokens in the whole batch */
+    /* a planted fault (model_cuda_faults.cu; NONE normally) and its buffers */
+    cpparity_fault fault;
+    float *ordered;               /* device [N, max(H, cp), Dh]: a2a-head-order's head order */
+    int64_t *host_rope_positions; /* host [N]: positions-local's rotary positions */
+    float *reported_logits;       /* host [N, V]: stale-rank-slice's reported slice */
 } cuda_model;
 
 /* Allocates the model (stream, cuBLAS handle, device memory) for batches of B rows of seq_len
@@ -177,7 +183,32 @@ cpparity_status cuda_model_all_gather_host(cuda_model *model, const void *send, 
                                            int64_t count_per_rank, cpparity_element_type type,
                                            cpparity_error *error);
 
-/* The mask description of layer l over model->mask (host arrays). */
+/* The mask description of layer l over model->mask (host arrays), and the kernel's scale, with
+ * the model's planted fault (layer_attention.h). */
 cpparity_mask_description cuda_model_layer_mask(const cuda_model *model, int64_t l);
+float cuda_model_attention_scale(const cuda_model *model);
+
+/* --- planted faults (model_cuda_faults.cu): the CPU model's deviations, at the same places ---- */
+
+/* Plants fault (fault.h) in the model, after init, before the first forward: an input error for
+ * the built-in CPU kernel's faults (implementation_cuda.cu refuses them before init), a runtime
+ * error when its buffers cannot be allocated. */
+cpparity_status cuda_model_set_fault(cuda_model *model, cpparity_fault fault,
+                                     cpparity_error *error);
+/* a2a-head-order: `in` [N, heads, Dh] reordered into ordered so that the normal packing sends
+ * rank j the heads ulysses_sent_head gives. */
+cpparity_status cuda_model_fault_order_heads(cuda_model *model, float *ordered, const float *in,
+                                             int64_t heads, cpparity_error *error);
+/* gqa-kv-mapping, kv-sum-back: ulysses_repeat_kv_mapped and ulysses_sum_repeated_kv_mapped. */
+cpparity_status cuda_model_fault_repeat_kv(cuda_model *model, float *out, const float *in,
+                                           cpparity_error *error);
+cpparity_status cuda_model_fault_sum_repeated_kv(cuda_model *model, float *out, const float *in,
+                                                 cpparity_error *error);
+/* autopad-truncate: the truncated tokens' logits zeroed. */
+cpparity_status cuda_model_fault_truncate_logits(cuda_model *model, cpparity_error *error);
+/* stale-rank-slice: reported_logits = the next rank's logits (a collective). */
+cpparity_status cuda_model_fault_report_stale_slice(cuda_model *model, cpparity_error *error);
+/* grad-not-reduced, grad-reduce-order, grad-scaled-by-cp: the gradient's reduction, deviated. */
+cpparity_status cuda_model_fault_reduce_gradients(cuda_model *model, cpparity_error *error);
 
 #endif

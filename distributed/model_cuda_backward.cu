@@ -29,6 +29,10 @@ static cpparity_status kv_to_heads(cuda_model *model, float *out, const float *i
     if (status != CPPARITY_OK) {
         return status;
     }
+    if (model->fault == CPPARITY_FAULT_GQA_KV_MAPPING ||
+        model->fault == CPPARITY_FAULT_KV_SUM_BACK) {
+        return cuda_model_fault_sum_repeated_kv(model, out, model->repeated, error);
+    }
     CUDA_CHECK(cuda_sum_repeated_kv(out, model->repeated, N, c->num_key_value_heads, cp,
                                     c->head_dim, model->stream),
                error, "summing the repeated kv gradients");
@@ -44,7 +48,7 @@ static cpparity_status attention_backward(cuda_model *model, int64_t l, cpparity
     const cpparity_attention_dims dims = {model->batch, model->shard.padded_seq_len,
                                           model->local_heads, model->local_kv_heads,
                                           model->config.head_dim};
-    const float scale = 1.0f / sqrtf((float)model->config.head_dim);
+    const float scale = cuda_model_attention_scale(model);
     char message[512] = "";
     if (model->kernel->backward(model->kernel->context, d->sequence_q, d->sequence_k, d->sequence_v,
                                 d->sequence_out, act + a->sequence_q, act + a->sequence_k,
@@ -191,7 +195,10 @@ static cpparity_status head_backward(cuda_model *model, cpparity_error *error) {
     const float *w = model->parameters;
     float *g = model->gradients;
     const cuda_backward_buffers *d = &model->grad;
-    const float token_weight = 1.0f / (float)model->labels_global;
+    const float token_weight =
+        model->fault == CPPARITY_FAULT_LOSS_MEAN_OF_MEANS
+            ? 1.0f / ((float)model->labels_local * (float)model->shard.cp) /* mean of means */
+            : 1.0f / (float)model->labels_global;
     CUDA_CHECK(cuda_cross_entropy_backward(d->logits, act + model->logits, model->labels, N,
                                            c->vocab_size, token_weight, model->stream),
                error, "the cross-entropy backward");
@@ -231,8 +238,14 @@ cpparity_status cuda_model_backward(cuda_model *model, cpparity_error *error) {
     }
     STEP(embedding_backward(model, error));
     /* every rank saw only its tokens: the gradient is the sum over the group */
-    STEP(
-        cuda_model_all_reduce_device(model, model->gradients, model->parameter_table.total, error));
+    if (model->fault == CPPARITY_FAULT_GRAD_NOT_REDUCED ||
+        model->fault == CPPARITY_FAULT_GRAD_REDUCE_ORDER ||
+        model->fault == CPPARITY_FAULT_GRAD_SCALED_BY_CP) {
+        STEP(cuda_model_fault_reduce_gradients(model, error));
+    } else {
+        STEP(cuda_model_all_reduce_device(model, model->gradients, model->parameter_table.total,
+                                          error));
+    }
     if (status != CPPARITY_OK) {
         return status;
     }

@@ -42,6 +42,9 @@ static cpparity_status gather_mask(cuda_model *model, const cpparity_batch *loca
         mask_storage_free(&model->mask);
         status = mask_storage_build(&model->mask, B, S, mask_rows, position_rows, error);
     }
+    if (status == CPPARITY_OK && model->fault != CPPARITY_FAULT_NONE) {
+        mask_storage_inject(&model->mask, model->fault, L);
+    }
     free(masks);
     free(positions);
     free(mask_rows);
@@ -62,9 +65,12 @@ static cpparity_status copy_slice(cuda_model *model, const cpparity_batch *local
         error, "copying the token ids");
     CUDA_CHECK(cudaMemcpyAsync(model->labels, local->labels, bytes, cudaMemcpyHostToDevice, stream),
                error, "copying the labels");
-    CUDA_CHECK(cudaMemcpyAsync(model->positions, local->position_ids, bytes, cudaMemcpyHostToDevice,
-                               stream),
-               error, "copying the position ids");
+    /* rotary positions: the position ids (positions-local: the index inside the shard) */
+    const int64_t *rope_positions =
+        model->host_rope_positions != NULL ? model->host_rope_positions : local->position_ids;
+    CUDA_CHECK(
+        cudaMemcpyAsync(model->positions, rope_positions, bytes, cudaMemcpyHostToDevice, stream),
+        error, "copying the position ids");
     CUDA_CHECK(cudaMemcpyAsync(groups->ids, host, (size_t)groups->count * sizeof(int64_t),
                                cudaMemcpyHostToDevice, stream),
                error, "copying the token groups");
@@ -103,6 +109,13 @@ static cpparity_status kv_to_sequence(cuda_model *model, float *out, const float
     if (!model->kv_replicated) {
         return cuda_model_heads_to_sequence(model, out, in, c->num_key_value_heads, error);
     }
+    if (model->fault == CPPARITY_FAULT_GQA_KV_MAPPING) {
+        const cpparity_status status =
+            cuda_model_fault_repeat_kv(model, model->repeated, in, error);
+        return status == CPPARITY_OK
+                   ? cuda_model_heads_to_sequence(model, out, model->repeated, cp, error)
+                   : status;
+    }
     CUDA_CHECK(cuda_repeat_kv(model->repeated, in, N, c->num_key_value_heads, cp, c->head_dim,
                               model->stream),
                error, "repeating kv heads");
@@ -117,7 +130,7 @@ static cpparity_status attention_forward(cuda_model *model, int64_t l, cpparity_
     const cpparity_attention_dims dims = {model->batch, model->shard.padded_seq_len,
                                           model->local_heads, model->local_kv_heads,
                                           model->config.head_dim};
-    const float scale = 1.0f / sqrtf((float)model->config.head_dim);
+    const float scale = cuda_model_attention_scale(model);
     char message[512] = "";
     if (model->kernel->forward(model->kernel->context, act + a->sequence_out, act + a->sequence_lse,
                                act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
@@ -241,6 +254,9 @@ static cpparity_status head_forward(cuda_model *model, cpparity_error *error) {
     STEP(cuda_model_linear_forward(model, act + model->logits, act + model->final_normed,
                                    w + model->parameter.lm_head, N, D, V, error));
     STEP(cuda_model_store(model, act + model->logits, N * V, error));
+    if (model->fault == CPPARITY_FAULT_AUTOPAD_TRUNCATE) {
+        STEP(cuda_model_fault_truncate_logits(model, error));
+    }
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -294,5 +310,13 @@ cpparity_status cuda_model_forward(cuda_model *model, const cpparity_batch *loca
                                   "the batch has no valid label (every label is -100)");
     }
     model->loss = loss_sum / (float)model->labels_global;
-    return CPPARITY_OK;
+    if (model->fault == CPPARITY_FAULT_LOSS_MEAN_OF_MEANS) {
+        float mean = model->loss_sum_local / (float)model->labels_local;
+        status = cuda_model_all_reduce_host(model, &mean, 1, CPPARITY_FLOAT32, error);
+        model->loss = mean / (float)model->shard.cp;
+    }
+    if (status == CPPARITY_OK && model->fault == CPPARITY_FAULT_STALE_RANK_SLICE) {
+        status = cuda_model_fault_report_stale_slice(model, error);
+    }
+    return status;
 }

@@ -2,6 +2,7 @@
 #include "model_f32.h"
 
 #include "distributed/bfloat16.h"
+#include "distributed/layer_attention.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -145,24 +146,11 @@ cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cppa
 }
 
 cpparity_mask_description f32_model_layer_mask(const f32_model *model, int64_t l) {
-    const cpparity_model_config *c = &model->config;
-    const int64_t layer = model->fault == CPPARITY_FAULT_LAYER_TYPE_MIXUP
-                              ? c->num_hidden_layers - 1 - l /* another layer's type */
-                              : l;
-    cpparity_mask_description mask =
-        mask_storage_describe(&model->mask, cpparity_model_layer(c, layer));
-    if (model->fault == CPPARITY_FAULT_WINDOW_OFF_BY_ONE) {
-        mask.window += 1;
-    } else if (model->fault == CPPARITY_FAULT_MASK_DROPPED) {
-        mask.layer_type = 0; /* plain causal */
-    }
-    return mask;
+    return layer_attention_mask(&model->mask, &model->config, l, model->fault);
 }
 
 float f32_model_attention_scale(const f32_model *model) {
-    return model->fault == CPPARITY_FAULT_SCALE_DROPPED
-               ? 1.0f
-               : 1.0f / sqrtf((float)model->config.head_dim);
+    return layer_attention_scale(model->config.head_dim, model->fault);
 }
 
 const int64_t *f32_model_rope_positions(const f32_model *model, const cpparity_batch *local) {

@@ -23,7 +23,8 @@ cpparity_status ulysses_heads_to_sequence_ordered(cpparity_comm *comm, float *ou
             for (int64_t token = 0; token < batch * local_len; token++) {
                 for (int64_t i = 0; i < local_heads; i++) {
                     memcpy(send + j * block + (token * local_heads + i) * head_dim,
-                           in + (token * heads + i * cp + j) * head_dim,
+                           in + (token * heads + ulysses_sent_head(j, i, heads, cp, fault)) *
+                                    head_dim,
                            (size_t)head_dim * sizeof(float));
                 }
             }
@@ -96,9 +97,17 @@ void ulysses_repeat_kv(float *out, const float *in, int64_t tokens, int64_t kv_h
     ulysses_repeat_kv_mapped(out, in, tokens, kv_heads, cp, head_dim, CPPARITY_FAULT_NONE);
 }
 
-/* The kv head repeat j of cp carries: j / (cp / kv_heads) (gqa-kv-mapping: j mod kv_heads). */
-static int64_t repeated_head(int64_t j, int64_t kv_heads, int64_t cp, cpparity_fault fault) {
+int64_t ulysses_sent_head(int64_t to, int64_t slot, int64_t heads, int64_t cp,
+                          cpparity_fault fault) {
+    return fault == CPPARITY_FAULT_A2A_HEAD_ORDER ? slot * cp + to : to * (heads / cp) + slot;
+}
+
+int64_t ulysses_repeated_head(int64_t j, int64_t kv_heads, int64_t cp, cpparity_fault fault) {
     return fault == CPPARITY_FAULT_GQA_KV_MAPPING ? j % kv_heads : j / (cp / kv_heads);
+}
+
+int ulysses_sums_repeat(int64_t j, int64_t kv_heads, int64_t cp, cpparity_fault fault) {
+    return fault != CPPARITY_FAULT_KV_SUM_BACK || j % (cp / kv_heads) == 0;
 }
 
 void ulysses_repeat_kv_mapped(float *out, const float *in, int64_t tokens, int64_t kv_heads,
@@ -106,7 +115,7 @@ void ulysses_repeat_kv_mapped(float *out, const float *in, int64_t tokens, int64
     for (int64_t t = 0; t < tokens; t++) {
         for (int64_t j = 0; j < cp; j++) {
             memcpy(out + (t * cp + j) * head_dim,
-                   in + (t * kv_heads + repeated_head(j, kv_heads, cp, fault)) * head_dim,
+                   in + (t * kv_heads + ulysses_repeated_head(j, kv_heads, cp, fault)) * head_dim,
                    (size_t)head_dim * sizeof(float));
         }
     }
@@ -122,8 +131,8 @@ void ulysses_sum_repeated_kv_mapped(float *out, const float *in, int64_t tokens,
     memset(out, 0, (size_t)(tokens * kv_heads * head_dim) * sizeof(float));
     for (int64_t t = 0; t < tokens; t++) {
         for (int64_t j = 0; j < cp; j++) { /* repeats in order: a fixed summation order */
-            const int64_t g = repeated_head(j, kv_heads, cp, fault);
-            if (fault == CPPARITY_FAULT_KV_SUM_BACK && j % (cp / kv_heads) != 0) {
+            const int64_t g = ulysses_repeated_head(j, kv_heads, cp, fault);
+            if (!ulysses_sums_repeat(j, kv_heads, cp, fault)) {
                 continue; /* kv-sum-back: only the first repeat of each kv head kept */
             }
             float *sum = out + (t * kv_heads + g) * head_dim;

@@ -41,6 +41,19 @@ void ulysses_repeat_kv(float *out, const float *in, int64_t tokens, int64_t kv_h
 void ulysses_sum_repeated_kv(float *out, const float *in, int64_t tokens, int64_t kv_heads,
                              int64_t cp, int64_t head_dim);
 
+/* The head of a rank's [B, L, H, Dh] input that fills slot `slot` (of H/cp) of the block sent
+ * to rank `to` before attention: to·(H/cp) + slot; with a2a-head-order, slot·cp + to. */
+int64_t ulysses_sent_head(int64_t to, int64_t slot, int64_t heads, int64_t cp,
+                          cpparity_fault fault);
+
+/* The kv head that repeat j (of cp) carries when kv heads are replicated: j / (cp / kv_heads);
+ * with gqa-kv-mapping, j mod kv_heads. */
+int64_t ulysses_repeated_head(int64_t j, int64_t kv_heads, int64_t cp, cpparity_fault fault);
+
+/* Whether repeat j's gradient is summed back into its kv head: always, but with kv-sum-back only
+ * the first repeat of each kv head is. */
+int ulysses_sums_repeat(int64_t j, int64_t kv_heads, int64_t cp, cpparity_fault fault);
+
 /* The same two with a planted fault: gqa-kv-mapping maps repeat j to kv head j mod kv_heads
  * (in both), kv-sum-back keeps only the first repeat of each kv head's gradient. */
 void ulysses_repeat_kv_mapped(float *out, const float *in, int64_t tokens, int64_t kv_heads,

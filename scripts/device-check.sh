@@ -22,6 +22,9 @@
 #   device-suite-local-8    cases/device.yaml --device cuda, cp 1, 2, 4, 8 on 8 local ranks
 #                           sharing the GPU, f32 and bf16, against the float64 reference
 #   ci-suite-local-4        cases/ci.yaml --device cuda, cp 1, 2, 4 on 4 local ranks
+#   selftest-cuda           cpparity selftest cases/ci.yaml --device cuda on 4 local ranks: every
+#                           fault planted in the cuda implementation (model_cuda_faults.cu; not
+#                           the built-in CPU kernel's) caught by >= 2 cases, no false alarm
 #   nccl-one-rank           cases/device.yaml --device cuda --comm nccl (cp 1 items)
 #   determinism             one case twice (--store all): every tensor bit-identical
 #   cp-step-times           implementation and reference seconds of one case at cp 1 and 4
@@ -122,7 +125,9 @@ if [ -f .device-bundle/env.sh ]; then
     check device-suite-local-8 240 "$cpparity" run cases/device.yaml --device cuda \
       --comm local --ranks 8 --out "$out/device-suite.h5"
     check ci-suite-local-4 240 "$cpparity" run cases/ci.yaml --device cuda --comm local \
-      --ranks 4 --out "$build/ci.h5"
+      --ranks 4 --reference-cache "$build/reference-cache" --out "$build/ci.h5"
+    check selftest-cuda 240 "$cpparity" selftest cases/ci.yaml --device cuda --comm local \
+      --ranks 4 --reference-cache "$build/reference-cache" --out "$build/selftest.h5"
     check nccl-one-rank 120 "$cpparity" run cases/device.yaml --device cuda --comm nccl \
       --allow-not-run --out "$build/nccl.h5"
     twice() {

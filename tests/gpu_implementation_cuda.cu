@@ -12,8 +12,11 @@
  * then compared with the same attention arithmetic as the cpu run. When the registry holds the
  * CUDA kernel "cuda-f32" (kernel_cuda.h), every comparison runs with it too.
  *
- * The checks that need no device (refusals, faults, available) run first; then, without a CUDA
- * device, the test prints why and exits 77 (skipped).
+ * Every fault the cuda implementation plants (model_cuda_faults.cu) is run beside the cpu
+ * implementation with the same fault: both must deviate alike.
+ *
+ * The checks that need no device (refusals, the built-in kernel's faults, available) run first;
+ * then, without a CUDA device, the test prints why and exits 77 (skipped).
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -251,6 +254,7 @@ typedef struct run {
     cpparity_dtype dtype;
     const inputs *in;
     outputs *out;
+    cpparity_fault fault; /* planted (NONE normally) */
 } run;
 
 #define RANK_CHECK(condition, ...)                                                                 \
@@ -266,8 +270,8 @@ static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_e
     const cpparity_implementation *implementation = r->implementation;
     const inputs *in = r->in;
     outputs *out = r->out;
-    const cpparity_implementation_setup setup = {
-        &in->config, BATCH, SEQ_LEN, r->dtype, comm, r->kernel, CPPARITY_FAULT_NONE};
+    const cpparity_implementation_setup setup = {&in->config, BATCH,     SEQ_LEN, r->dtype,
+                                                 comm,        r->kernel, r->fault};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     RANK_CHECK(status == CPPARITY_OK, "create: %s", error->message);
@@ -314,7 +318,8 @@ static void outputs_free(outputs *out) {
 /* Runs the implementation on `ranks` local ranks into *out; false (printed) when a rank failed. */
 static bool run_ranks(const cpparity_implementation *implementation,
                       const cpparity_attention_kernel *kernel, cpparity_dtype dtype,
-                      const inputs *in, int ranks, outputs *out, const char *label) {
+                      const inputs *in, int ranks, outputs *out, const char *label,
+                      cpparity_fault fault) {
     memset(out, 0, sizeof *out);
     out->ranks = ranks;
     out->logits_count = BATCH * ((SEQ_LEN + ranks - 1) / ranks) * in->config.vocab_size;
@@ -326,7 +331,7 @@ static bool run_ranks(const cpparity_implementation *implementation,
             return false;
         }
     }
-    run r = {implementation, kernel, dtype, in, out};
+    run r = {implementation, kernel, dtype, in, out, fault};
     cpparity_status statuses[MAX_RANKS];
     cpparity_error errors[MAX_RANKS], error;
     if (comm_local_run(ranks, TIMEOUT, rank_body, &r, statuses, errors, &error) != CPPARITY_OK) {
@@ -385,7 +390,7 @@ static bool is_bfloat16(float x) {
 
 /* The cuda run against the cpu run, rank by rank, tensor by tensor. */
 static bool compare_runs(const outputs *cuda, const outputs *cpu, const inputs *in,
-                         cpparity_dtype dtype, const char *label) {
+                         cpparity_dtype dtype, const char *label, bool ranks_agree) {
     bool passed = true;
     for (int r = 0; r < cuda->ranks; r++) {
         char what[160];
@@ -417,8 +422,9 @@ static bool compare_runs(const outputs *cuda, const outputs *cpu, const inputs *
                 passed = false;
             }
         }
-        if (r > 0 && memcmp(cuda->gradients[r], cuda->gradients[0],
-                            (size_t)in->table.total * sizeof(float)) != 0) {
+        if (ranks_agree && r > 0 &&
+            memcmp(cuda->gradients[r], cuda->gradients[0],
+                   (size_t)in->table.total * sizeof(float)) != 0) {
             fprintf(stderr, "%s: rank %d's gradients differ from rank 0's\n", label, r);
             passed = false;
         }
@@ -476,14 +482,15 @@ static bool check_one(const test_case *test, const inputs *in, cpparity_dtype dt
     outputs cpu, cuda, again;
     memset(&again, 0, sizeof again);
     bool passed = run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(), dtype, in,
-                            ranks, &cpu, label);
-    passed =
-        run_ranks(&cpparity_cuda_implementation, kernel, dtype, in, ranks, &cuda, label) && passed;
-    passed = passed && compare_runs(&cuda, &cpu, in, dtype, label);
+                            ranks, &cpu, label, CPPARITY_FAULT_NONE);
+    passed = run_ranks(&cpparity_cuda_implementation, kernel, dtype, in, ranks, &cuda, label,
+                       CPPARITY_FAULT_NONE) &&
+             passed;
+    passed = passed && compare_runs(&cuda, &cpu, in, dtype, label, true);
     if (passed && repeat) {
-        passed =
-            run_ranks(&cpparity_cuda_implementation, kernel, dtype, in, ranks, &again, label) &&
-            identical_runs(&cuda, &again, in, label);
+        passed = run_ranks(&cpparity_cuda_implementation, kernel, dtype, in, ranks, &again, label,
+                           CPPARITY_FAULT_NONE) &&
+                 identical_runs(&cuda, &again, in, label);
     }
     printf("%-70s %s\n", label, passed ? "ok" : "FAILED");
     outputs_free(&cpu);
@@ -496,7 +503,7 @@ static bool check_one(const test_case *test, const inputs *in, cpparity_dtype dt
  */
 
 /* check refuses a CPU kernel, a bfloat16 kernel and an impossible cp, naming them; create refuses
- * every fault but none before touching the device. */
+ * the built-in CPU kernel's faults before touching the device. */
 static bool check_refusals(void) {
     const cpparity_implementation *cuda = &cpparity_cuda_implementation;
     const cpparity_model_config config =
@@ -531,19 +538,23 @@ static bool check_refusals(void) {
             }
         }
     }
-    /* faults: refused before any device work, naming the fault */
+    /* the built-in CPU kernel's faults: refused before any device work, naming the fault */
     cpparity_comm fake;
     memset(&fake, 0, sizeof fake);
     fake.kind = "local";
     fake.size = 1;
+    int kernel_faults = 0;
     for (int fault = 1; fault < CPPARITY_FAULT_COUNT; fault++) {
+        if (!cpparity_faults[fault].kernel) {
+            continue; /* planted on the device: check_faults */
+        }
+        kernel_faults++;
         const cpparity_implementation_setup setup = {
             &config, BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, &fake, &staged, (cpparity_fault)fault};
         void *instance = (void *)&fake;
         const cpparity_status status = cuda->create(&setup, &instance, &error);
         char expected[128];
-        snprintf(expected, sizeof expected,
-                 "the cuda implementation plants no faults (yet): --inject %s",
+        snprintf(expected, sizeof expected, "refused: fault %s lives in the built-in cpu-f32",
                  cpparity_fault_name((cpparity_fault)fault));
         if (status != CPPARITY_ERROR_INPUT || instance != NULL ||
             strstr(error.message, expected) == NULL) {
@@ -552,9 +563,67 @@ static bool check_refusals(void) {
             passed = false;
         }
     }
+    if (kernel_faults == 0) {
+        fprintf(stderr, "no fault of the built-in kernel in the table\n");
+        passed = false;
+    }
     cuda->destroy(NULL);
     printf("%-70s %s\n", "refusals before compute", passed ? "ok" : "FAILED");
     return passed;
+}
+
+/* --- planted faults, on the device ------------------------------------------------------------
+ */
+
+/* Every fault the cuda implementation plants, at cp 2 on the multi-query case (kv replicated,
+ * packed rows with padding, an odd length cp pads): the cuda run with the fault against the cpu
+ * run with the same fault, within the float32 tolerance — both must deviate alike. Whether the
+ * fault moved the cpu result at all on this case is printed ("no effect here" means this check
+ * cannot tell whether the cuda side planted it; the self-test on the GPU covers those). */
+static bool check_faults(const inputs *in, const cpparity_attention_kernel *kernel) {
+    int failed = 0, without_effect = 0;
+    outputs clean;
+    if (!run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(), CPPARITY_DTYPE_F32, in,
+                   MAX_RANKS, &clean, "faults: clean cpu run", CPPARITY_FAULT_NONE)) {
+        outputs_free(&clean);
+        return false;
+    }
+    for (int f = 1; f < CPPARITY_FAULT_COUNT; f++) {
+        const cpparity_fault fault = (cpparity_fault)f;
+        if (cpparity_faults[fault].kernel) {
+            continue;
+        }
+        char label[160];
+        snprintf(label, sizeof label, "fault %s cp %d kernel %s", cpparity_fault_name(fault),
+                 MAX_RANKS, kernel->name);
+        outputs cpu, cuda;
+        bool passed = run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(),
+                                CPPARITY_DTYPE_F32, in, MAX_RANKS, &cpu, label, fault);
+        passed = run_ranks(&cpparity_cuda_implementation, kernel, CPPARITY_DTYPE_F32, in, MAX_RANKS,
+                           &cuda, label, fault) &&
+                 passed;
+        /* grad-not-reduced and grad-reduce-order leave the ranks' gradients apart on purpose */
+        const bool ranks_agree =
+            fault != CPPARITY_FAULT_GRAD_NOT_REDUCED && fault != CPPARITY_FAULT_GRAD_REDUCE_ORDER;
+        passed = passed && compare_runs(&cuda, &cpu, in, CPPARITY_DTYPE_F32, label, ranks_agree);
+        bool moved = false;
+        for (int r = 0; passed && r < MAX_RANKS; r++) {
+            moved = moved || cpu.loss[r] != clean.loss[r] ||
+                    memcmp(cpu.logits[r], clean.logits[r],
+                           (size_t)cpu.logits_count * sizeof(float)) != 0 ||
+                    memcmp(cpu.gradients[r], clean.gradients[r],
+                           (size_t)in->table.total * sizeof(float)) != 0;
+        }
+        without_effect += passed && !moved;
+        printf("%-70s %s\n", label, !passed ? "FAILED" : moved ? "ok" : "ok (no effect here)");
+        failed += passed ? 0 : 1;
+        outputs_free(&cpu);
+        outputs_free(&cuda);
+    }
+    printf("faults planted alike: %d failed, %d without effect on this case\n", failed,
+           without_effect);
+    outputs_free(&clean);
+    return failed == 0;
 }
 
 /* --- misuse, on the device ---------------------------------------------------------------------
@@ -635,6 +704,9 @@ int main(void) {
         }
         if (c == 0) {
             failed += check_misuse(&in) ? 0 : 1;
+        }
+        if (strcmp(cases[c].name, "multi-query-kv-replicated") == 0) {
+            failed += check_faults(&in, &staged) ? 0 : 1;
         }
         for (int k = 0; k < kernel_count; k++) {
             for (int dtype = 0; dtype < CPPARITY_DTYPE_COUNT; dtype++) {

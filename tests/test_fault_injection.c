@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/fault.h"
+#include "distributed/layer_attention.h"
 #include "distributed/mask_description.h"
 #include "distributed/mask_predicate.h"
 #include "distributed/shard.h"
@@ -165,4 +166,73 @@ Test(fault_ulysses, kv_mapping_and_sum_back_faults) {
     cr_expect(summed[0] == 3.0f && summed[1] == 12.0f, "sums %g %g", summed[0], summed[1]);
     ulysses_sum_repeated_kv_mapped(summed, gradients, 1, 2, 4, 1, CPPARITY_FAULT_KV_SUM_BACK);
     cr_expect(summed[0] == 1.0f && summed[1] == 4.0f, "first repeats %g %g", summed[0], summed[1]);
+}
+
+Test(fault_ulysses, sent_head_is_contiguous_blocks_or_strided_under_a2a_head_order) {
+    /* H = 8 heads, cp = 4: rank j's block holds heads 2j, 2j + 1; strided, heads j and j + 4.
+     * Both orders are permutations of the 8 heads (every head sent exactly once). */
+    const int64_t heads = 8, cp = 4, local_heads = 2;
+    int sent[2][8] = {{0}};
+    for (int64_t j = 0; j < cp; j++) {
+        for (int64_t i = 0; i < local_heads; i++) {
+            const int64_t normal = ulysses_sent_head(j, i, heads, cp, CPPARITY_FAULT_NONE);
+            const int64_t strided =
+                ulysses_sent_head(j, i, heads, cp, CPPARITY_FAULT_A2A_HEAD_ORDER);
+            cr_expect_eq(normal, j * local_heads + i);
+            cr_expect_eq(strided, i * cp + j);
+            cr_expect_eq(ulysses_sent_head(j, i, heads, cp, CPPARITY_FAULT_GQA_KV_MAPPING), normal,
+                         "only a2a-head-order changes the order");
+            sent[0][normal]++;
+            sent[1][strided]++;
+        }
+    }
+    for (int h = 0; h < 8; h++) {
+        cr_expect(sent[0][h] == 1 && sent[1][h] == 1, "head %d sent %d and %d times", h, sent[0][h],
+                  sent[1][h]);
+    }
+}
+
+Test(fault_ulysses, repeated_head_and_sums_repeat_match_the_host_functions) {
+    /* 2 kv heads repeated to cp = 6 (3 repeats each): the mapping the CPU functions use and the
+     * CUDA model's fault paths share */
+    for (int64_t j = 0; j < 6; j++) {
+        cr_expect_eq(ulysses_repeated_head(j, 2, 6, CPPARITY_FAULT_NONE), j / 3);
+        cr_expect_eq(ulysses_repeated_head(j, 2, 6, CPPARITY_FAULT_GQA_KV_MAPPING), j % 2);
+        cr_expect(ulysses_sums_repeat(j, 2, 6, CPPARITY_FAULT_NONE));
+        cr_expect_eq(ulysses_sums_repeat(j, 2, 6, CPPARITY_FAULT_KV_SUM_BACK), j % 3 == 0,
+                     "repeat %lld", (long long)j);
+    }
+}
+
+Test(fault_layer, window_mask_type_and_scale_faults_change_the_kernel_call) {
+    /* 4 layers: sliding, full, sliding, full (window 3) over one row of 8 tokens */
+    cpparity_model_config config = {0};
+    config.num_hidden_layers = 4;
+    config.sliding_window = 3;
+    for (int l = 0; l < 4; l++) {
+        config.layer_types[l] = l % 2 == 0 ? CPPARITY_LAYER_SLIDING : CPPARITY_LAYER_FULL;
+    }
+    const int8_t attention_mask[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    const int64_t positions[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    mask_storage storage = {0};
+    cpparity_error error = {0};
+    cr_assert_eq(mask_storage_build(&storage, 1, 8, attention_mask, positions, &error), CPPARITY_OK,
+                 "%s", error.message);
+    const cpparity_mask_description plain =
+        layer_attention_mask(&storage, &config, 0, CPPARITY_FAULT_NONE);
+    const cpparity_mask_description wider =
+        layer_attention_mask(&storage, &config, 0, CPPARITY_FAULT_WINDOW_OFF_BY_ONE);
+    cr_expect_eq(wider.window, plain.window + 1);
+    cr_expect_eq(layer_attention_mask(&storage, &config, 0, CPPARITY_FAULT_MASK_DROPPED).layer_type,
+                 0, "mask-dropped: plain causal");
+    /* layer-type-mixup: layer 0 (sliding) takes layer 3's type (full) */
+    cr_expect_neq(
+        layer_attention_mask(&storage, &config, 0, CPPARITY_FAULT_LAYER_TYPE_MIXUP).layer_type,
+        plain.layer_type);
+    cr_expect_eq(layer_attention_mask(&storage, &config, 0, CPPARITY_FAULT_PAD_LEAK).window,
+                 plain.window, "faults of other places leave the description alone");
+    /* 1/sqrt(64) = 0.125 exactly; scale-dropped passes 1 */
+    cr_expect_eq(layer_attention_scale(64, CPPARITY_FAULT_NONE), 0.125f);
+    cr_expect_eq(layer_attention_scale(64, CPPARITY_FAULT_SCALE_DROPPED), 1.0f);
+    mask_storage_free(&storage);
 }
