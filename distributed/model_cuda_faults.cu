@@ -126,42 +126,41 @@ cpparity_status cuda_model_fault_order_heads(cuda_model *model, float *ordered, 
     return status;
 }
 
-cpparity_status cuda_model_fault_repeat_kv(cuda_model *model, float *out, const float *in,
-                                           cpparity_error *error) {
+/* A CPU model function of the kv repeat (ulysses.h) applied to device data through the host:
+ * in [N, in_heads, Dh] to out [N, out_heads, Dh]. */
+typedef void (*kv_function)(float *out, const float *in, int64_t tokens, int64_t kv_heads,
+                            int64_t cp, int64_t head_dim, cpparity_fault fault);
+
+static cpparity_status kv_through_host(cuda_model *model, float *out, int64_t out_heads,
+                                       const float *in, int64_t in_heads, kv_function function,
+                                       cpparity_error *error) {
     const int64_t N = model->batch * model->shard.local_len, cp = model->shard.cp;
     const int64_t Hkv = model->config.num_key_value_heads, Dh = model->config.head_dim;
     float *host_in = NULL, *host_out = NULL;
     cpparity_status status =
-        host_buffers(model, &host_in, N * Hkv * Dh, &host_out, N * cp * Dh, error);
+        host_buffers(model, &host_in, N * in_heads * Dh, &host_out, N * out_heads * Dh, error);
     if (status == CPPARITY_OK) {
-        status = to_host(model, host_in, in, N * Hkv * Dh, error);
+        status = to_host(model, host_in, in, N * in_heads * Dh, error);
     }
     if (status == CPPARITY_OK) {
-        ulysses_repeat_kv_mapped(host_out, host_in, N, Hkv, cp, Dh, model->fault);
-        status = to_device(model, out, host_out, N * cp * Dh, error);
+        function(host_out, host_in, N, Hkv, cp, Dh, model->fault);
+        status = to_device(model, out, host_out, N * out_heads * Dh, error);
     }
     free(host_in);
     free(host_out);
     return status;
 }
 
+cpparity_status cuda_model_fault_repeat_kv(cuda_model *model, float *out, const float *in,
+                                           cpparity_error *error) {
+    return kv_through_host(model, out, model->shard.cp, in, model->config.num_key_value_heads,
+                           ulysses_repeat_kv_mapped, error);
+}
+
 cpparity_status cuda_model_fault_sum_repeated_kv(cuda_model *model, float *out, const float *in,
                                                  cpparity_error *error) {
-    const int64_t N = model->batch * model->shard.local_len, cp = model->shard.cp;
-    const int64_t Hkv = model->config.num_key_value_heads, Dh = model->config.head_dim;
-    float *host_in = NULL, *host_out = NULL;
-    cpparity_status status =
-        host_buffers(model, &host_in, N * cp * Dh, &host_out, N * Hkv * Dh, error);
-    if (status == CPPARITY_OK) {
-        status = to_host(model, host_in, in, N * cp * Dh, error);
-    }
-    if (status == CPPARITY_OK) {
-        ulysses_sum_repeated_kv_mapped(host_out, host_in, N, Hkv, cp, Dh, model->fault);
-        status = to_device(model, out, host_out, N * Hkv * Dh, error);
-    }
-    free(host_in);
-    free(host_out);
-    return status;
+    return kv_through_host(model, out, model->config.num_key_value_heads, in, model->shard.cp,
+                           ulysses_sum_repeated_kv_mapped, error);
 }
 
 cpparity_status cuda_model_fault_truncate_logits(cuda_model *model, cpparity_error *error) {
