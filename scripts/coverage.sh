@@ -71,10 +71,13 @@ report=$(mktemp -d)
 trap 'rm -rf "$report"' EXIT
 : > "$build/uncovered.txt"
 # GPU-only code cannot run here and is left out of the measure: the nccl communicator
-# (comm_nccl.c; the CUDA sources are not compiled with --coverage at all). The device check,
-# scripts/device-check.sh, is what exercises them.
+# (comm_nccl.c), the staging of CUDA kernels for attention-level cases (kernel_device_staging.c)
+# and the cuBLAS loader (cublas_library.c); the CUDA sources are not compiled with --coverage at
+# all. The device check, scripts/device-check.sh, is what exercises them.
 for objects in "$build"/distributed/CMakeFiles/*.dir; do
-  case $(basename "$objects") in cpparity_comm_nccl*) continue ;; esac
+  case $(basename "$objects") in
+    cpparity_comm_nccl* | cpparity_kernel_staging* | cpparity_cublas_library*) continue ;;
+  esac
   (cd "$report" && gcov -b -c -o "$objects" "$objects"/*.gcda >/dev/null 2>&1) || true
 done
 python3 - "$report" "$source_dir" "$build/uncovered.txt" "$min_lines" "$min_branches" <<'PYTHON'

@@ -25,6 +25,8 @@
 #   selftest-cuda           cpparity selftest cases/ci.yaml --device cuda on 4 local ranks: every
 #                           fault planted in the cuda implementation (model_cuda_faults.cu; not
 #                           the built-in CPU kernel's) caught by >= 2 cases, no false alarm
+#   kernels-suite-cuda      cases/kernels.yaml (attention-level) with cuda-f32, staged from host
+#                           buffers (kernel_device_staging.h), against the float64 reference
 #   nccl-one-rank           cases/device.yaml --device cuda --comm nccl (cp 1 items)
 #   determinism             one case twice (--store all): every tensor bit-identical
 #   cp-step-times           implementation and reference seconds of one case at cp 1 and 4
@@ -128,6 +130,8 @@ if [ -f .device-bundle/env.sh ]; then
       --ranks 4 --reference-cache "$build/reference-cache" --out "$build/ci.h5"
     check selftest-cuda 240 "$cpparity" selftest cases/ci.yaml --device cuda --comm local \
       --ranks 4 --reference-cache "$build/reference-cache" --out "$build/selftest.h5"
+    check kernels-suite-cuda 120 "$cpparity" run cases/kernels.yaml --device cuda --comm local \
+      --allow-not-run --out "$build/kernels.h5"
     check nccl-one-rank 120 "$cpparity" run cases/device.yaml --device cuda --comm nccl \
       --allow-not-run --out "$build/nccl.h5"
     twice() {

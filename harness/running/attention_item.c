@@ -12,6 +12,7 @@
 
 #include "common/checked_size.h"
 #include "distributed/kernel_call.h"
+#include "distributed/kernel_device_staging.h"
 #include "distributed/kernel_registry.h"
 #include "distributed/kernel_support.h"
 #include "distributed/mask_description.h"
@@ -330,19 +331,9 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
     return CPPARITY_OK;
 }
 
-cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint64_t seed,
+/* The item with a kernel that takes host buffers (a CPU kernel, or a CUDA one staged). */
+static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint64_t seed,
                                    const cpparity_attention_kernel *kernel, cpparity_error *error) {
-    if (kernel->device != CPPARITY_KERNEL_DEVICE_CPU ||
-        kernel->dtype != CPPARITY_KERNEL_DTYPE_FLOAT32 || item->dtype != CPPARITY_DTYPE_F32) {
-        item->outcome = RUN_NOT_RUN;
-        snprintf(item->message, sizeof item->message,
-                 "attention-level cases run float32 CPU kernels in this version (kernel %s is "
-                 "%s %s, the item %s)",
-                 kernel->name, kernel_device_name(kernel),
-                 kernel->dtype == CPPARITY_KERNEL_DTYPE_FLOAT32 ? "float32" : "bfloat16",
-                 cpparity_dtype_name(item->dtype));
-        return CPPARITY_OK;
-    }
     const cpparity_model_config *m = &c->model;
     const int64_t B = c->batch_size, S = c->seq_len;
     int64_t query = 0, key = 0, rows = 0;
@@ -428,4 +419,31 @@ cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint6
     }
     refresh_outcome(item);
     return CPPARITY_OK;
+}
+
+cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint64_t seed,
+                                   const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    if (kernel->dtype != CPPARITY_KERNEL_DTYPE_FLOAT32 || item->dtype != CPPARITY_DTYPE_F32) {
+        item->outcome = RUN_NOT_RUN;
+        snprintf(item->message, sizeof item->message,
+                 "attention-level cases run float32 kernels in this version (kernel %s is %s %s, "
+                 "the item %s)",
+                 kernel->name, kernel_device_name(kernel),
+                 kernel->dtype == CPPARITY_KERNEL_DTYPE_FLOAT32 ? "float32" : "bfloat16",
+                 cpparity_dtype_name(item->dtype));
+        return CPPARITY_OK;
+    }
+    if (kernel->device != CPPARITY_KERNEL_DEVICE_CUDA) {
+        return run_on_host(item, c, seed, kernel, error);
+    }
+    cpparity_attention_kernel staged;
+    char why[512] = "";
+    if (!kernel_device_staging_wrap(&staged, kernel, why, sizeof why)) {
+        item->outcome = RUN_NOT_RUN;
+        snprintf(item->message, sizeof item->message, "%s", why);
+        return CPPARITY_OK;
+    }
+    const cpparity_status status = run_on_host(item, c, seed, &staged, error);
+    kernel_device_staging_release(&staged);
+    return status;
 }

@@ -12,7 +12,9 @@
  * Outputs are filled with NaN before each call (kernel_call.h), so elements a kernel never writes
  * fail as non-finite; a kernel that declares itself deterministic is called twice and must give
  * identical bits. A call the kernel does not support makes the item NOT RUN ("unsupported by
- * kernel"). CPU kernels only in this version (a CUDA kernel's item is NOT RUN, saying so).
+ * kernel"). float32 kernels: a CUDA kernel is staged from host buffers
+ * (distributed/kernel_device_staging.h), its item NOT RUN with the reason when no device is
+ * usable; a bfloat16 kernel's item is NOT RUN, saying so.
  */
 #ifndef CPPARITY_HARNESS_RUNNING_ATTENTION_ITEM_H
 #define CPPARITY_HARNESS_RUNNING_ATTENTION_ITEM_H
