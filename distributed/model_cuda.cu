@@ -255,12 +255,143 @@ cpparity_status cuda_model_linear_backward(cuda_model *model, float *din, float 
     return CPPARITY_OK;
 }
 
+/* --- local ranks on one device: device-to-device ----------------------------------------------
+ * Ranks of the local communicator are threads of this process: when they all run on the same
+ * device, one rank's device buffers are another's to read. A collective then swaps buffer
+ * pointers through the host communicator (an all-gather, which is also the point where every
+ * rank's data is ready), copies or adds device to device on the rank's own stream, and waits for
+ * every rank to have finished reading before anyone reuses its buffer. Otherwise (mpi, or local
+ * ranks on several devices) the data is staged through pinned host memory. */
+
+/* Whether every rank of the group is a thread of this process on this rank's device: asked at
+ * the first device collective, which every rank reaches at the same point of the step. */
+static cpparity_status find_shared_device(cuda_model *model, cpparity_error *error) {
+    if (model->shared_device_known) {
+        return CPPARITY_OK;
+    }
+    model->shared_device_known = true;
+    model->shared_device = false;
+    if (model->comm->kind == NULL || strcmp(model->comm->kind, "local") != 0) {
+        return CPPARITY_OK;
+    }
+    const int64_t cp = model->shard.cp;
+    model->peer_pointers = (int64_t *)calloc((size_t)cp, sizeof(int64_t));
+    /* a rank out of memory says device -1: every rank then stages through the host */
+    const int64_t mine = model->peer_pointers != NULL ? model->device : -1;
+    /* Σ d and Σ d² over the ranks: cp·Σd² = (Σd)² exactly when every d is the same (Cauchy–
+     * Schwarz), a test every rank evaluates alike on the same sums */
+    int64_t sums[2] = {mine, mine * mine};
+    const cpparity_status status =
+        cpparity_all_reduce_sum(model->comm, sums, sums, 2, CPPARITY_INT64, NULL, error);
+    model->shared_device =
+        status == CPPARITY_OK && cp * sums[1] == sums[0] * sums[0] && sums[0] >= 0;
+    return status;
+}
+
+/* Every rank's pointer into peers (cp entries), once this rank's stream has finished the data. */
+static cpparity_status swap_pointers(cuda_model *model, const float *mine, int64_t *peers,
+                                     cpparity_error *error) {
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "finishing a collective's data");
+    const int64_t pointer = (int64_t)(intptr_t)mine;
+    return cpparity_all_gather(model->comm, &pointer, peers, 1, CPPARITY_INT64, NULL, error);
+}
+
+/* Waits until every rank's stream has finished reading the others' buffers. */
+static cpparity_status wait_for_readers(cuda_model *model, cpparity_error *error) {
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "reading the other ranks' buffers");
+    int64_t token = 0;
+    return cpparity_all_reduce_sum(model->comm, &token, &token, 1, CPPARITY_INT64, NULL, error);
+}
+
+/* The all-to-all device to device: block i of receive is block `rank` of rank i's send. */
+static cpparity_status all_to_all_shared(cuda_model *model, const float *send, float *receive,
+                                         int64_t count, cpparity_error *error) {
+    const int64_t cp = model->shard.cp, rank = model->shard.rank;
+    int64_t *peers = model->peer_pointers;
+    cpparity_status status = swap_pointers(model, send, peers, error);
+    for (int64_t i = 0; status == CPPARITY_OK && i < cp; i++) {
+        const float *peer = (const float *)(intptr_t)peers[i];
+        const cudaError_t code =
+            cudaMemcpyAsync(receive + i * count, peer + rank * count, (size_t)count * sizeof(float),
+                            cudaMemcpyDeviceToDevice, model->stream);
+        if (code != cudaSuccess) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "CUDA: rank %d: copying rank %lld's block of an "
+                                        "all-to-all failed: %s (%s:%d)",
+                                        model->comm->rank, (long long)i, cudaGetErrorString(code),
+                                        __FILE__, __LINE__);
+        }
+    }
+    /* every rank reaches this point, also after a failed copy: no rank waits alone */
+    const cpparity_status waited = wait_for_readers(model, error);
+    return status != CPPARITY_OK ? status : waited;
+}
+
+/* The all-reduce device to device: every rank sums every rank's values in rank order (the same
+ * bits everywhere) into its scratch, then, once all have read, takes the sum. */
+static cpparity_status all_reduce_shared(cuda_model *model, float *values, int64_t count,
+                                         cpparity_error *error) {
+    const int64_t cp = model->shard.cp;
+    cpparity_status status = CPPARITY_OK;
+    if (count > model->reduce_scratch_count) { /* made at the first use, as large as asked */
+        if (model->reduce_scratch != NULL) {
+            (void)cudaFree(model->reduce_scratch);
+        }
+        model->reduce_scratch_count = 0;
+        if (cudaMalloc(&model->reduce_scratch, (size_t)count * sizeof(float)) != cudaSuccess) {
+            model->reduce_scratch = NULL;
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "rank %d: no device memory for an all-reduce's sum of "
+                                        "%lld floats",
+                                        model->comm->rank, (long long)count);
+        } else {
+            model->reduce_scratch_count = count;
+        }
+    }
+    int64_t *peers = model->peer_pointers;
+    /* a rank that failed above still swaps and waits: no rank waits alone */
+    const cpparity_status swapped = swap_pointers(model, values, peers, error);
+    status = status != CPPARITY_OK ? status : swapped;
+    float *sum = model->reduce_scratch;
+    cudaError_t code = cudaSuccess;
+    if (status == CPPARITY_OK) {
+        code =
+            cudaMemcpyAsync(sum, (const float *)(intptr_t)peers[0], (size_t)count * sizeof(float),
+                            cudaMemcpyDeviceToDevice, model->stream);
+    }
+    for (int64_t r = 1; status == CPPARITY_OK && code == cudaSuccess && r < cp; r++) {
+        code = cuda_add(sum, sum, (const float *)(intptr_t)peers[r], count, model->stream);
+    }
+    if (status == CPPARITY_OK && code != cudaSuccess) {
+        status =
+            cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                               "CUDA: rank %d: summing the ranks' values device to device "
+                               "failed: %s (%s:%d)",
+                               model->comm->rank, cudaGetErrorString(code), __FILE__, __LINE__);
+    }
+    const cpparity_status waited = wait_for_readers(model, error);
+    if (status != CPPARITY_OK || waited != CPPARITY_OK) {
+        return status != CPPARITY_OK ? status : waited;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(values, sum, (size_t)count * sizeof(float), cudaMemcpyDeviceToDevice,
+                               model->stream),
+               error, "taking the all-reduce's sum");
+    return CPPARITY_OK;
+}
+
 /* An all-to-all of device buffers (count floats per rank). */
 static cpparity_status all_to_all_device(cuda_model *model, const float *send, float *receive,
                                          int64_t count, cpparity_error *error) {
     if (model->device_comm) {
         return cpparity_all_to_all(model->comm, send, receive, count, CPPARITY_FLOAT32,
                                    (void *)model->stream, error);
+    }
+    const cpparity_status known = find_shared_device(model, error);
+    if (known != CPPARITY_OK) {
+        return known;
+    }
+    if (model->shared_device) {
+        return all_to_all_shared(model, send, receive, count, error);
     }
     const int64_t cp = model->shard.cp;
     if (2 * cp * count > model->host_staging_count) {
@@ -328,6 +459,13 @@ cpparity_status cuda_model_all_reduce_device(cuda_model *model, float *values, i
     if (model->device_comm) {
         return cpparity_all_reduce_sum(model->comm, values, values, count, CPPARITY_FLOAT32,
                                        (void *)model->stream, error);
+    }
+    const cpparity_status known = find_shared_device(model, error);
+    if (known != CPPARITY_OK) {
+        return known;
+    }
+    if (model->shared_device) {
+        return all_reduce_shared(model, values, count, error);
     }
     if (count > model->host_staging_count) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
@@ -466,6 +604,7 @@ void cuda_model_free(cuda_model *model) {
         model->grad.logits,
         model->device_staging,
         model->ordered,
+        model->reduce_scratch,
     };
     for (size_t i = 0; i < sizeof device / sizeof *device; i++) {
         if (device[i] != NULL) {
@@ -483,6 +622,7 @@ void cuda_model_free(cuda_model *model) {
     }
     free(model->host_groups);
     free(model->host_rope_positions);
+    free(model->peer_pointers);
     free(model->reported_logits);
     mask_storage_free(&model->mask);
     cpparity_tensor_table_free(&model->parameter_table);

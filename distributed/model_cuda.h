@@ -21,10 +21,13 @@
  * when it was created (made current again at every call).
  *
  * Collectives: with the "nccl" communicator device pointers and the stream go straight to the
- * communicator. The host communicators ("local", "mpi") see host memory only: the data is staged
+ * communicator. Local ranks (threads of this process, each with its own stream, handle and
+ * buffers) that all run on one device exchange device to device: the host communicator swaps
+ * buffer pointers, each rank copies (all-to-all) or sums in rank order (all-reduce) from the
+ * others' buffers on its own stream, and all wait until every rank has read. This is how cp > 1
+ * runs on one GPU. Otherwise ("mpi", or local ranks on several devices) the data is staged
  * through a pinned host buffer (cudaMemcpyAsync to the host, stream synchronize, the host
- * collective, cudaMemcpyAsync back). This is how cp > 1 runs on one GPU: several local ranks as
- * threads, each with its own stream, handle and buffers.
+ * collective, cudaMemcpyAsync back).
  *
  * Deterministic: no atomics anywhere (layers_cuda.h), fixed reduction trees, cuBLAS with one
  * handle on one stream; the same inputs give the same bits. Built with -fmad=false
@@ -114,6 +117,11 @@ typedef struct cuda_model {
     float loss_sum_local;       /* Σ token losses over this rank's labels */
     int64_t labels_local;       /* labeled tokens on this rank */
     int64_t labels_global;      /* labeled tokens in the whole batch */
+    /* local ranks all on this device (model_cuda.cu): collectives device to device */
+    bool shared_device_known, shared_device;
+    int64_t *peer_pointers;       /* host [cp]: the ranks' buffers of a collective */
+    float *reduce_scratch;        /* device: an all-reduce's sum (made at the first use) */
+    int64_t reduce_scratch_count; /* floats */
     /* a planted fault (model_cuda_faults.cu; NONE normally) and its buffers */
     cpparity_fault fault;
     float *ordered;               /* device [N, max(H, cp), Dh]: a2a-head-order's head order */
