@@ -413,6 +413,75 @@ static void put_failures(FILE *out, const html_page *page) {
     fputs("</ul>\n</section>\n", out);
 }
 
+/* The mask features a case cannot detect (discrimination rows not discriminating), over the run:
+ * a passing run says nothing about a feature its cases cannot tell apart. */
+static void put_undetectable(FILE *out, const html_page *page) {
+    const read_results *run = page->run;
+    int64_t weak = 0;
+    for (int64_t i = 0; i < run->discrimination_count; i++) {
+        weak += !run->discrimination[i].discriminating;
+    }
+    if (weak == 0) {
+        return;
+    }
+    fprintf(out,
+            "<section id=\"undetectable\">\n<h2>Mask features a case cannot detect: %" PRId64
+            "</h2>\n<p class=\"legend\">With the feature switched off, the float64 reference moves "
+            "the case's tensors by less than 10 &times; its tightest limit: an implementation "
+            "that drops the feature could still pass this case.</p>\n<ul>\n",
+            weak);
+    for (int64_t i = 0; i < run->discrimination_count; i++) {
+        const discrimination_row *row = &run->discrimination[i];
+        if (row->discriminating) {
+            continue;
+        }
+        fputs("<li><b>", out);
+        html_put_text(out, row->case_name);
+        fputs("</b>: ", out);
+        html_put_text(out, row->feature);
+        fputs(" off changes the tensors by ", out);
+        put_number(out, row->change);
+        fputs(" &lt; threshold ", out);
+        put_number(out, row->threshold);
+        fputs("</li>\n", out);
+    }
+    fputs("</ul>\n</section>\n", out);
+}
+
+/* The case's discrimination rows: how far each mask feature it exercises moves its tensors. */
+static void put_discrimination(FILE *out, const read_results *run, const char *case_name) {
+    bool header = false;
+    for (int64_t i = 0; i < run->discrimination_count; i++) {
+        const discrimination_row *row = &run->discrimination[i];
+        if (strcmp(row->case_name, case_name) != 0) {
+            continue;
+        }
+        if (!header) {
+            fputs("<table class=\"discrimination\">\n<caption>Can this case detect a dropped "
+                  "mask feature? Change: the largest relative change of loss, logits or gradients "
+                  "of the float64 reference with the feature switched off; it must reach 10 "
+                  "&times; the case's tightest limit.</caption>\n<thead><tr><th>feature</th>"
+                  "<th>change when off</th><th>threshold</th><th>margin</th><th>verdict</th>"
+                  "</tr></thead>\n<tbody>\n",
+                  out);
+            header = true;
+        }
+        fprintf(out, "<tr%s><td>", row->discriminating ? "" : " class=\"failed\"");
+        html_put_text(out, row->feature);
+        fputs("</td><td>", out);
+        put_number(out, row->change);
+        fputs("</td><td>", out);
+        put_number(out, row->threshold);
+        fputs("</td><td>", out);
+        put_number(out, row->threshold > 0 ? row->change / row->threshold : NAN);
+        fprintf(out, " &times;</td><td>%s</td></tr>\n",
+                row->discriminating ? "detects" : "CANNOT DETECT");
+    }
+    if (header) {
+        fputs("</tbody>\n</table>\n", out);
+    }
+}
+
 /* What changed since the baseline (results_diff.h). */
 static void put_changes(FILE *out, const html_page *page) {
     const results_diff *diff = page->input->changes;
@@ -642,6 +711,7 @@ static void put_case(FILE *out, const html_page *page, int64_t case_index) {
     fputs("</small></h3>\n", out);
     put_layout(out, c->layout);
     put_item_table(out, page, c);
+    put_discrimination(out, page->run, c->name);
     fputs("<div class=\"plots\">\n", out);
     const int64_t limits = chart_index(page, HTML_CHART_LIMITS, case_index);
     if (limits >= 0) {
@@ -690,6 +760,7 @@ static void put_page(FILE *out, const void *context) {
     put_changes(out, page);
     put_trend(out, page);
     put_failures(out, page);
+    put_undetectable(out, page);
     fputs("<section id=\"cases\">\n<h2>Cases</h2>\n<p class=\"legend\">Pass rule "
           "(docs/tolerances.md): error &le; ratio &times; naive + floor, where naive is the error "
           "of a straightforward unsharded implementation of the same dtype, itself at most the "

@@ -298,6 +298,38 @@ Test(html_report, every_case_and_tensor__listed_with_rule_and_origin) {
     free(page);
 }
 
+Test(html_report, discrimination__per_case_table_and_undetectable_features_listed) {
+    fixture f;
+    make_run(&f, true);
+    discrimination_row rows[2];
+    memset(rows, 0, sizeof rows);
+    snprintf(rows[0].case_name, sizeof rows[0].case_name, "alpha");
+    snprintf(rows[0].feature, sizeof rows[0].feature, "documents");
+    rows[0].change = 0.5, rows[0].threshold = 1e-3, rows[0].discriminating = 1;
+    snprintf(rows[1].case_name, sizeof rows[1].case_name, "alpha");
+    snprintf(rows[1].feature, sizeof rows[1].feature, "padding");
+    rows[1].change = 2e-5, rows[1].threshold = 1e-3, rows[1].discriminating = 0;
+    f.run.discrimination = rows;
+    f.run.discrimination_count = 2;
+    const read_results *runs[] = {&f.run};
+    char *page = write_report(runs, 1, NULL, NULL);
+    cr_expect_eq(count(page, "<table class=\"discrimination\">"), 1, "alpha's table only");
+    cr_expect(strstr(page, "<tr><td>documents</td><td>0.5</td><td>0.001</td><td>500 &times;</td>"
+                           "<td>detects</td></tr>") != NULL);
+    cr_expect(strstr(page, "<tr class=\"failed\"><td>padding</td><td>2e-05</td><td>0.001</td>"
+                           "<td>0.02 &times;</td><td>CANNOT DETECT</td></tr>") != NULL);
+    cr_expect(strstr(page, "<h2>Mask features a case cannot detect: 1</h2>") != NULL);
+    cr_expect(strstr(page, "<li><b>alpha</b>: padding off changes the tensors by 2e-05 &lt; "
+                           "threshold 0.001</li>") != NULL);
+    free(page);
+    /* every feature detected: the table, no warning section */
+    rows[1].discriminating = 1;
+    page = write_report(runs, 1, NULL, NULL);
+    cr_expect(strstr(page, "id=\"undetectable\"") == NULL);
+    cr_expect_eq(count(page, "<td>detects</td>"), 2);
+    free(page);
+}
+
 Test(html_report, failing_refused_not_run_items__reasons_shown_escaped) {
     fixture f;
     make_run(&f, true);

@@ -129,8 +129,31 @@ Test(results_reader, round_trip__items_outcomes_and_metrics_read_back) {
     const double errors[] = {2e-4, 5e-3};
     run_fixture run;
     make_run(&run, names, errors, 2);
+    /* one discrimination record per case: b cannot detect padding being dropped */
+    run.results.discrimination = calloc(2, sizeof *run.results.discrimination);
+    cr_assert_not_null(run.results.discrimination);
+    run.results.discrimination_count = 2;
+    run.results.discrimination[0] = (discrimination_record){.source = &run.cases[0],
+                                                            .feature = "window",
+                                                            .change = 0.25,
+                                                            .threshold = 1e-4,
+                                                            .discriminating = true};
+    run.results.discrimination[1] = (discrimination_record){.source = &run.cases[1],
+                                                            .feature = "padding",
+                                                            .change = 3e-6,
+                                                            .threshold = 1e-4,
+                                                            .discriminating = false};
     read_results read;
     write_and_read(&run, folder, "run.h5", &read);
+    cr_assert_eq(read.discrimination_count, 2);
+    cr_expect_str_eq(read.discrimination[0].case_name, "a");
+    cr_expect_str_eq(read.discrimination[0].feature, "window");
+    cr_expect_eq(read.discrimination[0].change, 0.25);
+    cr_expect_eq(read.discrimination[0].discriminating, 1);
+    cr_expect_str_eq(read.discrimination[1].case_name, "b");
+    cr_expect_str_eq(read.discrimination[1].feature, "padding");
+    cr_expect_eq(read.discrimination[1].threshold, 1e-4);
+    cr_expect_eq(read.discrimination[1].discriminating, 0);
     cr_expect_eq(read.format_version, RESULTS_FILE_FORMAT_VERSION);
     cr_expect_str_eq(read.provenance.git_commit, "abc123");
     cr_expect_eq(read.provenance.ranks, 2);

@@ -11,21 +11,6 @@
 #include "harness/storage/results_layout.h"
 #include "common/output_file.h"
 
-/* One row of /discrimination. */
-typedef struct discrimination_row {
-    char case_name[CPPARITY_CASE_NAME];  /* field "case" */
-    char feature[CPPARITY_FEATURE_NAME]; /* "window", "chunks", "documents", "padding" */
-    double change;                       /* largest relative change with the feature off */
-    double threshold;                    /* 10 × the tightest limit */
-    int8_t discriminating;               /* change >= threshold */
-} discrimination_row;
-
-_Static_assert(FIELD_SIZE(discrimination_row, case_name) == FIELD_SIZE(cpparity_case, name),
-               "discrimination_row.case_name holds a case name");
-_Static_assert(FIELD_SIZE(discrimination_row, feature) ==
-                   FIELD_SIZE(discrimination_record, feature),
-               "discrimination_row.feature holds a feature name");
-
 /* Where an item's case was written: its source and the group name under /cases. */
 typedef struct case_entry {
     const cpparity_case *source;         /* the case */
@@ -584,17 +569,7 @@ static cpparity_status write_discrimination(hid_t file, const run_results *resul
         rows[i].threshold = record->threshold;
         rows[i].discriminating = record->discriminating ? 1 : 0;
     }
-    const hdf5_member members[] = {
-        {"case", offsetof(discrimination_row, case_name), 0,
-         FIELD_SIZE(discrimination_row, case_name)},
-        {"feature", offsetof(discrimination_row, feature), 0,
-         FIELD_SIZE(discrimination_row, feature)},
-        {"change", offsetof(discrimination_row, change), H5T_NATIVE_DOUBLE, 0},
-        {"threshold", offsetof(discrimination_row, threshold), H5T_NATIVE_DOUBLE, 0},
-        {"discriminating", offsetof(discrimination_row, discriminating), H5T_NATIVE_INT8, 0},
-    };
-    type = hdf5_compound_type(sizeof(discrimination_row), members, sizeof members / sizeof *members,
-                              error);
+    type = results_discrimination_type(error);
     if (type < 0) {
         goto fail;
     }

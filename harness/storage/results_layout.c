@@ -1,4 +1,5 @@
-/* results_layout.c — the metrics table's compound type (see results_layout.h). */
+/* results_layout.c — the metrics and discrimination tables' compound types (see
+ * results_layout.h). */
 #include "harness/storage/results_layout.h"
 
 #include <stddef.h>
@@ -42,5 +43,19 @@ hid_t results_metrics_type(cpparity_error *error) {
         {"reason", offsetof(metrics_row, reason), 0, FIELD_SIZE(metrics_row, reason)},
     };
     return hdf5_compound_type(sizeof(metrics_row), members, sizeof members / sizeof *members,
+                              error);
+}
+
+hid_t results_discrimination_type(cpparity_error *error) {
+    const hdf5_member members[] = {
+        {"case", offsetof(discrimination_row, case_name), 0,
+         FIELD_SIZE(discrimination_row, case_name)},
+        {"feature", offsetof(discrimination_row, feature), 0,
+         FIELD_SIZE(discrimination_row, feature)},
+        {"change", offsetof(discrimination_row, change), H5T_NATIVE_DOUBLE, 0},
+        {"threshold", offsetof(discrimination_row, threshold), H5T_NATIVE_DOUBLE, 0},
+        {"discriminating", offsetof(discrimination_row, discriminating), H5T_NATIVE_INT8, 0},
+    };
+    return hdf5_compound_type(sizeof(discrimination_row), members, sizeof members / sizeof *members,
                               error);
 }

@@ -1,7 +1,8 @@
 /*
- * results_layout.h — the rows of the results file's metrics tables as a C struct and its HDF5
- * compound type, shared by the writer (results_file.h) and the reader (results_reader.h), so the
- * two cannot drift apart. Fields are documented in results_file.h and docs/results-file.md.
+ * results_layout.h — the rows of the results file's metrics and discrimination tables as C
+ * structs and their HDF5 compound types, shared by the writer (results_file.h) and the reader
+ * (results_reader.h), so the two cannot drift apart. Fields are documented in results_file.h and
+ * docs/results-file.md.
  */
 #ifndef CPPARITY_HARNESS_STORAGE_RESULTS_LAYOUT_H
 #define CPPARITY_HARNESS_STORAGE_RESULTS_LAYOUT_H
@@ -61,5 +62,23 @@ _Static_assert(SHORT_NAME > sizeof "logits" && SHORT_NAME >= sizeof "default",
 
 /* The compound type of metrics_row (the caller closes it), or a negative id with error filled. */
 hid_t results_metrics_type(cpparity_error *error);
+
+/* One row of /discrimination: can a case tell an implementation that drops a mask feature? */
+typedef struct discrimination_row {
+    char case_name[CPPARITY_CASE_NAME];  /* field "case" */
+    char feature[CPPARITY_FEATURE_NAME]; /* "window", "chunks", "documents", "padding" */
+    double change;                       /* largest relative change with the feature off */
+    double threshold;                    /* 10 × the tightest limit */
+    int8_t discriminating;               /* change >= threshold */
+} discrimination_row;
+
+_Static_assert(FIELD_SIZE(discrimination_row, case_name) == FIELD_SIZE(cpparity_case, name),
+               "discrimination_row.case_name holds a case name");
+_Static_assert(FIELD_SIZE(discrimination_row, feature) ==
+                   FIELD_SIZE(discrimination_record, feature),
+               "discrimination_row.feature holds a feature name");
+
+/* The compound type of discrimination_row, as results_metrics_type. */
+hid_t results_discrimination_type(cpparity_error *error);
 
 #endif

@@ -141,6 +141,50 @@ done:
     return status;
 }
 
+/* /discrimination, when there is one. */
+static cpparity_status read_discrimination(const reader *r, hid_t file) {
+    read_results *results = r->results;
+    if (H5Lexists(file, "discrimination", H5P_DEFAULT) <= 0) {
+        return CPPARITY_OK;
+    }
+    hid_t dataset = H5I_INVALID_HID, space = H5I_INVALID_HID, type = H5I_INVALID_HID;
+    cpparity_status status = CPPARITY_ERROR_INPUT;
+    hsize_t rows = 0;
+    if ((dataset = H5Dopen2(file, "discrimination", H5P_DEFAULT)) < 0 ||
+        (space = H5Dget_space(dataset)) < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
+        H5Sget_simple_extent_dims(space, &rows, NULL) < 0 || rows > ((hsize_t)1 << 24)) {
+        status = bad(r, "/discrimination is not a table (damaged)");
+        goto done;
+    }
+    results->discrimination = calloc((size_t)rows + 1, sizeof *results->discrimination);
+    cpparity_error type_error;
+    if (results->discrimination == NULL) {
+        status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
+        goto done;
+    }
+    if ((type = results_discrimination_type(&type_error)) < 0) {
+        status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "%s", type_error.message);
+        goto done;
+    }
+    if (rows > 0 &&
+        H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, results->discrimination) < 0) {
+        status = bad(r, "/discrimination cannot be read (damaged or truncated)");
+        goto done;
+    }
+    for (hsize_t i = 0; i < rows; i++) { /* fixed-size strings: terminated whatever the file */
+        discrimination_row *row = &results->discrimination[i];
+        row->case_name[sizeof row->case_name - 1] = '\0';
+        row->feature[sizeof row->feature - 1] = '\0';
+    }
+    results->discrimination_count = (int64_t)rows;
+    status = CPPARITY_OK;
+done:
+    hdf5_close(type);
+    hdf5_close(space);
+    hdf5_close(dataset);
+    return status;
+}
+
 /* A whole int64 dataset of at most max_elements (1-D or 2-D), into *values (owned by the
  * caller); *count elements. */
 static cpparity_status read_int64_dataset(const reader *r, hid_t group, const char *where,
@@ -483,6 +527,9 @@ cpparity_status results_file_read(const char *path, read_results *results, cppar
         status = read_provenance(&r, file);
     }
     if (status == CPPARITY_OK) {
+        status = read_discrimination(&r, file);
+    }
+    if (status == CPPARITY_OK) {
         const hid_t cases = H5Lexists(file, "cases", H5P_DEFAULT) > 0
                                 ? H5Gopen2(file, "cases", H5P_DEFAULT)
                                 : H5I_INVALID_HID;
@@ -514,5 +561,6 @@ void read_results_free(read_results *results) {
         free(results->cases[c].document_lengths);
     }
     free(results->cases);
+    free(results->discrimination);
     memset(results, 0, sizeof *results);
 }

@@ -1,7 +1,8 @@
 /*
  * results_reader.h — a results file read back (the inverse of results_file.h, for `cpparity
- * diff` and reports): provenance, and per run item its case, cp, dtype, outcome, message and the
- * metrics table. Cases are known by name; the stored tensor values are not read.
+ * diff` and reports): provenance, per run item its case, cp, dtype, outcome, message and the
+ * metrics table, and the discrimination table. Cases are known by name; the stored tensor values
+ * are not read.
  *
  * A file that is not HDF5, not a cpparity results file, truncated or damaged, or written in a
  * format version this cpparity does not read is bad input (CPPARITY_ERROR_INPUT) with a message
@@ -62,6 +63,9 @@ typedef struct read_results {
     int64_t item_count;
     read_case *cases; /* (case_count) in the file's order; owned */
     int64_t case_count;
+    discrimination_row *discrimination; /* (discrimination_count) /discrimination; owned; none
+                                           when the run computed no discrimination */
+    int64_t discrimination_count;
 } read_results;
 
 /* Reads path into results (zeroed first; free with read_results_free even after a failure). */
