@@ -101,43 +101,58 @@ done:
     return status;
 }
 
-/* The metrics table of an item group. */
-static cpparity_status read_metrics(const reader *r, hid_t group, const char *where,
-                                    read_item *item) {
+/* The 1-D compound table `name` of object (where, for messages): at most max_rows rows of
+ * row_size bytes, of the type make_type builds, into *rows (owned by the caller, with one spare
+ * zeroed row) and *count. */
+static cpparity_status read_table(const reader *r, hid_t object, const char *where,
+                                  const char *name, hsize_t max_rows, size_t row_size,
+                                  hid_t (*make_type)(cpparity_error *), void **rows,
+                                  int64_t *count) {
     hid_t dataset = H5I_INVALID_HID, space = H5I_INVALID_HID, type = H5I_INVALID_HID;
     cpparity_status status = CPPARITY_ERROR_INPUT;
-    if (H5Lexists(group, "metrics", H5P_DEFAULT) <= 0 ||
-        (dataset = H5Dopen2(group, "metrics", H5P_DEFAULT)) < 0) {
-        status = bad(r, "%s has no metrics table", where);
+    hsize_t length = 0;
+    if (H5Lexists(object, name, H5P_DEFAULT) <= 0 ||
+        (dataset = H5Dopen2(object, name, H5P_DEFAULT)) < 0) {
+        status = bad(r, "%s has no %s table", where, name);
         goto done;
     }
     space = H5Dget_space(dataset);
-    hsize_t rows = 0;
     if (space < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
-        H5Sget_simple_extent_dims(space, &rows, NULL) < 0 || rows > ((hsize_t)1 << 30)) {
-        status = bad(r, "%s/metrics is not a table", where);
+        H5Sget_simple_extent_dims(space, &length, NULL) < 0 || length > max_rows) {
+        status = bad(r, "%s/%s is not a table", where, name);
         goto done;
     }
-    item->tensors = calloc((size_t)rows + 1, sizeof *item->tensors);
+    *rows = calloc((size_t)length + 1, row_size);
     cpparity_error type_error;
-    if (item->tensors == NULL) {
+    if (*rows == NULL) {
         status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
         goto done;
     }
-    if ((type = results_metrics_type(&type_error)) < 0) {
+    if ((type = make_type(&type_error)) < 0) {
         status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "%s", type_error.message);
         goto done;
     }
-    if (rows > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, item->tensors) < 0) {
-        status = bad(r, "%s/metrics cannot be read (damaged or truncated)", where);
+    if (length > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, *rows) < 0) {
+        status = bad(r, "%s/%s cannot be read (damaged or truncated)", where, name);
         goto done;
     }
-    item->tensor_count = (int64_t)rows;
+    *count = (int64_t)length;
     status = CPPARITY_OK;
 done:
     hdf5_close(type);
     hdf5_close(space);
     hdf5_close(dataset);
+    return status;
+}
+
+/* The metrics table of an item group. */
+static cpparity_status read_metrics(const reader *r, hid_t group, const char *where,
+                                    read_item *item) {
+    void *rows = NULL;
+    const cpparity_status status =
+        read_table(r, group, where, "metrics", (hsize_t)1 << 30, sizeof(metrics_row),
+                   results_metrics_type, &rows, &item->tensor_count);
+    item->tensors = rows;
     return status;
 }
 
@@ -147,41 +162,16 @@ static cpparity_status read_discrimination(const reader *r, hid_t file) {
     if (H5Lexists(file, "discrimination", H5P_DEFAULT) <= 0) {
         return CPPARITY_OK;
     }
-    hid_t dataset = H5I_INVALID_HID, space = H5I_INVALID_HID, type = H5I_INVALID_HID;
-    cpparity_status status = CPPARITY_ERROR_INPUT;
-    hsize_t rows = 0;
-    if ((dataset = H5Dopen2(file, "discrimination", H5P_DEFAULT)) < 0 ||
-        (space = H5Dget_space(dataset)) < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
-        H5Sget_simple_extent_dims(space, &rows, NULL) < 0 || rows > ((hsize_t)1 << 24)) {
-        status = bad(r, "/discrimination is not a table (damaged)");
-        goto done;
-    }
-    results->discrimination = calloc((size_t)rows + 1, sizeof *results->discrimination);
-    cpparity_error type_error;
-    if (results->discrimination == NULL) {
-        status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
-        goto done;
-    }
-    if ((type = results_discrimination_type(&type_error)) < 0) {
-        status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "%s", type_error.message);
-        goto done;
-    }
-    if (rows > 0 &&
-        H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, results->discrimination) < 0) {
-        status = bad(r, "/discrimination cannot be read (damaged or truncated)");
-        goto done;
-    }
-    for (hsize_t i = 0; i < rows; i++) { /* fixed-size strings: terminated whatever the file */
-        discrimination_row *row = &results->discrimination[i];
+    void *rows = NULL;
+    const cpparity_status status =
+        read_table(r, file, "", "discrimination", (hsize_t)1 << 24, sizeof(discrimination_row),
+                   results_discrimination_type, &rows, &results->discrimination_count);
+    results->discrimination = rows;
+    for (int64_t i = 0; status == CPPARITY_OK && i < results->discrimination_count; i++) {
+        discrimination_row *row = &results->discrimination[i]; /* terminated whatever the file */
         row->case_name[sizeof row->case_name - 1] = '\0';
         row->feature[sizeof row->feature - 1] = '\0';
     }
-    results->discrimination_count = (int64_t)rows;
-    status = CPPARITY_OK;
-done:
-    hdf5_close(type);
-    hdf5_close(space);
-    hdf5_close(dataset);
     return status;
 }
 
