@@ -11,14 +11,6 @@
 #include "common/interrupt.h"
 #include "distributed/kernel_registry.h"
 
-/* The guard pattern: a NaN with a payload no arithmetic produces. */
-static float guard_value(void) {
-    const uint32_t bits = 0x7fc0c0deu;
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
 static void poison(float *values, int64_t count) {
     for (int64_t i = 0; i < count; i++) {
         values[i] = NAN;
@@ -36,7 +28,7 @@ typedef struct guarded_output {
 /* Points the kernel at poisoned outputs: the destinations themselves for a built-in kernel, else
  * guarded copies. false when out of memory. */
 static bool prepare(guarded_output *outputs, int count, bool guarded) {
-    const float guard = guard_value();
+    const float guard = kernel_call_guard_value();
     for (int o = 0; o < count; o++) {
         guarded_output *output = &outputs[o];
         output->buffer = NULL;
@@ -66,19 +58,15 @@ static float *target(const guarded_output *output) {
  * when a guard was overwritten. */
 static int finish(const cpparity_attention_kernel *kernel, const char *call,
                   guarded_output *outputs, int count, char *message, size_t size) {
-    const float guard = guard_value();
     int failed = 0;
     for (int o = 0; o < count && failed == 0; o++) {
         const guarded_output *output = &outputs[o];
         if (output->buffer == NULL) {
             continue;
         }
-        int64_t before = 0, after = 0;
-        for (int64_t i = 0; i < KERNEL_CALL_GUARD; i++) {
-            before += memcmp(&output->buffer[i], &guard, sizeof guard) != 0;
-            after += memcmp(&output->buffer[KERNEL_CALL_GUARD + output->count + i], &guard,
-                            sizeof guard) != 0;
-        }
+        const int64_t before = kernel_call_guards_overwritten(output->buffer, KERNEL_CALL_GUARD);
+        const int64_t after = kernel_call_guards_overwritten(
+            output->buffer + KERNEL_CALL_GUARD + output->count, KERNEL_CALL_GUARD);
         if (before + after > 0) {
             snprintf(message, size,
                      "kernel %s %s wrote out of bounds of %s (%lld elements): %lld of the %d "

@@ -9,11 +9,31 @@
 #define CPPARITY_DISTRIBUTED_KERNEL_CALL_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "distributed/kernel.h"
 
 /* Floats of each guard region (before and after every output of a guarded call). */
 #define KERNEL_CALL_GUARD 256
+
+/* The guard pattern: a NaN with a payload no arithmetic produces. */
+static inline float kernel_call_guard_value(void) {
+    const uint32_t bits = 0x7fc0c0deu;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* How many of the count floats of a guard region no longer hold the pattern (bitwise). */
+static inline int64_t kernel_call_guards_overwritten(const float *region, int64_t count) {
+    const float guard = kernel_call_guard_value();
+    int64_t overwritten = 0;
+    for (int64_t i = 0; i < count; i++) {
+        overwritten += memcmp(&region[i], &guard, sizeof guard) != 0;
+    }
+    return overwritten;
+}
 
 /* kernel->forward into out [B, S, H, Dh] and lse [B, H, S]. 0, or non-zero with message filled
  * (the kernel's own failure, a guard overwritten, or no memory for the guarded buffers). */

@@ -26,8 +26,7 @@ void kernel_device_staging_release(cpparity_attention_kernel *wrapper) {
 
 #include <cuda_runtime.h>
 
-/* Floats of each device guard region (before and after every output). */
-#define DEVICE_GUARD 256
+#include "distributed/kernel_call.h" /* the guard regions' size and pattern */
 
 typedef struct staging {
     const cpparity_attention_kernel *kernel; /* the CUDA kernel (borrowed) */
@@ -35,7 +34,7 @@ typedef struct staging {
 } staging;
 
 /* One tensor of a call: the host array, its element count, whether the kernel writes it, and its
- * device copy (outputs: DEVICE_GUARD + count + DEVICE_GUARD floats). */
+ * device copy (outputs: KERNEL_CALL_GUARD + count + KERNEL_CALL_GUARD floats). */
 typedef struct staged_tensor {
     const char *name;
     float *host;
@@ -44,16 +43,8 @@ typedef struct staged_tensor {
     float *device;
 } staged_tensor;
 
-/* The guard pattern: a NaN with a payload no arithmetic produces (kernel_call.c's). */
-static float guard_value(void) {
-    const uint32_t bits = 0x7fc0c0deu;
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
 static float *inner(const staged_tensor *tensor) {
-    return tensor->output ? tensor->device + DEVICE_GUARD : tensor->device;
+    return tensor->output ? tensor->device + KERNEL_CALL_GUARD : tensor->device;
 }
 
 /* Reports a failed CUDA call into message; 1. */
@@ -66,11 +57,15 @@ static int cuda_failure(cudaError_t code, const char *what, const staging *s, ch
 
 /* Allocates and fills every device copy: inputs and outputs' contents from the host, outputs'
  * guards with the pattern. 0, or 1 with message. */
-static int stage_in(staged_tensor *tensors, int count, const staging *s, float *guards,
-                    char *message, size_t size) {
+static int stage_in(staged_tensor *tensors, int count, const staging *s, char *message,
+                    size_t size) {
+    float guards[KERNEL_CALL_GUARD];
+    for (int i = 0; i < KERNEL_CALL_GUARD; i++) {
+        guards[i] = kernel_call_guard_value();
+    }
     for (int t = 0; t < count; t++) {
         staged_tensor *tensor = &tensors[t];
-        const int64_t floats = tensor->count + (tensor->output ? 2 * DEVICE_GUARD : 0);
+        const int64_t floats = tensor->count + (tensor->output ? 2 * KERNEL_CALL_GUARD : 0);
         cudaError_t code = cudaMalloc((void **)&tensor->device, (size_t)floats * sizeof(float));
         if (code != cudaSuccess) {
             tensor->device = NULL;
@@ -79,12 +74,13 @@ static int stage_in(staged_tensor *tensors, int count, const staging *s, float *
         code = cudaMemcpyAsync(inner(tensor), tensor->host, (size_t)tensor->count * sizeof(float),
                                cudaMemcpyHostToDevice, s->stream);
         if (code == cudaSuccess && tensor->output) {
-            code = cudaMemcpyAsync(tensor->device, guards, DEVICE_GUARD * sizeof(float),
+            code = cudaMemcpyAsync(tensor->device, guards, KERNEL_CALL_GUARD * sizeof(float),
                                    cudaMemcpyHostToDevice, s->stream);
         }
         if (code == cudaSuccess && tensor->output) {
-            code = cudaMemcpyAsync(tensor->device + DEVICE_GUARD + tensor->count, guards,
-                                   DEVICE_GUARD * sizeof(float), cudaMemcpyHostToDevice, s->stream);
+            code = cudaMemcpyAsync(tensor->device + KERNEL_CALL_GUARD + tensor->count, guards,
+                                   KERNEL_CALL_GUARD * sizeof(float), cudaMemcpyHostToDevice,
+                                   s->stream);
         }
         if (code != cudaSuccess) {
             return cuda_failure(code, "copying to the device", s, message, size);
@@ -97,18 +93,17 @@ static int stage_in(staged_tensor *tensors, int count, const staging *s, float *
 /* Copies the outputs home and checks their device guards. 0, or 1 with message. */
 static int stage_out(staged_tensor *tensors, int count, const staging *s, const char *call,
                      char *message, size_t size) {
-    const float guard = guard_value();
     for (int t = 0; t < count; t++) {
         staged_tensor *tensor = &tensors[t];
         if (!tensor->output) {
             continue;
         }
-        float before[DEVICE_GUARD], after[DEVICE_GUARD];
+        float before[KERNEL_CALL_GUARD], after[KERNEL_CALL_GUARD];
         cudaError_t code =
             cudaMemcpy(before, tensor->device, sizeof before, cudaMemcpyDeviceToHost);
         if (code == cudaSuccess) {
-            code = cudaMemcpy(after, tensor->device + DEVICE_GUARD + tensor->count, sizeof after,
-                              cudaMemcpyDeviceToHost);
+            code = cudaMemcpy(after, tensor->device + KERNEL_CALL_GUARD + tensor->count,
+                              sizeof after, cudaMemcpyDeviceToHost);
         }
         if (code == cudaSuccess) {
             code = cudaMemcpy(tensor->host, inner(tensor), (size_t)tensor->count * sizeof(float),
@@ -117,18 +112,16 @@ static int stage_out(staged_tensor *tensors, int count, const staging *s, const 
         if (code != cudaSuccess) {
             return cuda_failure(code, "copying from the device", s, message, size);
         }
-        int64_t overwritten_before = 0, overwritten_after = 0;
-        for (int i = 0; i < DEVICE_GUARD; i++) {
-            overwritten_before += memcmp(&before[i], &guard, sizeof guard) != 0;
-            overwritten_after += memcmp(&after[i], &guard, sizeof guard) != 0;
-        }
+        const int64_t overwritten_before =
+            kernel_call_guards_overwritten(before, KERNEL_CALL_GUARD);
+        const int64_t overwritten_after = kernel_call_guards_overwritten(after, KERNEL_CALL_GUARD);
         if (overwritten_before + overwritten_after > 0) {
             snprintf(message, size,
                      "kernel %s %s wrote out of bounds of %s on the device (%lld elements): %lld "
                      "of the %d floats before it and %lld of the %d after it were overwritten",
                      s->kernel->name, call, tensor->name, (long long)tensor->count,
-                     (long long)overwritten_before, DEVICE_GUARD, (long long)overwritten_after,
-                     DEVICE_GUARD);
+                     (long long)overwritten_before, KERNEL_CALL_GUARD, (long long)overwritten_after,
+                     KERNEL_CALL_GUARD);
             return 1;
         }
     }
@@ -167,11 +160,7 @@ static int staged_forward(void *context, void *out, float *lse, const void *q, c
         {"out", (float *)out, rows * dims->head_dim, true, NULL},
         {"lse", lse, rows, true, NULL},
     };
-    float guards[DEVICE_GUARD];
-    for (int i = 0; i < DEVICE_GUARD; i++) {
-        guards[i] = guard_value();
-    }
-    int result = stage_in(tensors, 5, s, guards, message, size);
+    int result = stage_in(tensors, 5, s, message, size);
     if (result == 0) {
         result = s->kernel->forward(s->kernel->context, inner(&tensors[3]), inner(&tensors[4]),
                                     inner(&tensors[0]), inner(&tensors[1]), inner(&tensors[2]),
@@ -202,11 +191,7 @@ static int staged_backward(void *context, void *dq, void *dk, void *dv, const vo
         {"dq", (float *)dq, query, true, NULL},      {"dk", (float *)dk, key, true, NULL},
         {"dv", (float *)dv, key, true, NULL},
     };
-    float guards[DEVICE_GUARD];
-    for (int i = 0; i < DEVICE_GUARD; i++) {
-        guards[i] = guard_value();
-    }
-    int result = stage_in(tensors, 9, s, guards, message, size);
+    int result = stage_in(tensors, 9, s, message, size);
     if (result == 0) {
         result = s->kernel->backward(s->kernel->context, inner(&tensors[6]), inner(&tensors[7]),
                                      inner(&tensors[8]), inner(&tensors[0]), inner(&tensors[1]),

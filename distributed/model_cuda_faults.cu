@@ -62,16 +62,8 @@ cpparity_status cuda_model_set_fault(cuda_model *model, cpparity_fault fault,
     return CPPARITY_OK;
 }
 
-/* count floats of device memory to the host and back, on the model's stream, waited for. */
-static cpparity_status to_host(cuda_model *model, float *host, const float *device, int64_t count,
-                               cpparity_error *error) {
-    CUDA_CHECK(cudaMemcpyAsync(host, device, (size_t)count * sizeof(float), cudaMemcpyDeviceToHost,
-                               model->stream),
-               error, "copying device data to the host (a planted fault)");
-    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "a planted fault's copy");
-    return CPPARITY_OK;
-}
-
+/* count floats of host memory to the device, on the model's stream, waited for (the way back
+ * is cuda_model_copy_out). */
 static cpparity_status to_device(cuda_model *model, float *device, const float *host, int64_t count,
                                  cpparity_error *error) {
     CUDA_CHECK(cudaMemcpyAsync(device, host, (size_t)count * sizeof(float), cudaMemcpyHostToDevice,
@@ -105,7 +97,7 @@ cpparity_status cuda_model_fault_order_heads(cuda_model *model, float *ordered, 
     cpparity_status status =
         host_buffers(model, &host_in, N * heads * Dh, &host_out, N * heads * Dh, error);
     if (status == CPPARITY_OK) {
-        status = to_host(model, host_in, in, N * heads * Dh, error);
+        status = cuda_model_copy_out(model, host_in, in, N * heads * Dh, error);
     }
     /* the normal packing sends block j = heads [j·H/cp, (j+1)·H/cp) of `ordered`: put there the
      * heads the CPU model's faulty packing sends to rank j */
@@ -140,7 +132,7 @@ static cpparity_status kv_through_host(cuda_model *model, float *out, int64_t ou
     cpparity_status status =
         host_buffers(model, &host_in, N * in_heads * Dh, &host_out, N * out_heads * Dh, error);
     if (status == CPPARITY_OK) {
-        status = to_host(model, host_in, in, N * in_heads * Dh, error);
+        status = cuda_model_copy_out(model, host_in, in, N * in_heads * Dh, error);
     }
     if (status == CPPARITY_OK) {
         function(host_out, host_in, N, Hkv, cp, Dh, model->fault);
@@ -189,7 +181,7 @@ static cpparity_status gather_to_host(cuda_model *model, float *host_all, const 
         cpparity_status status = cpparity_all_gather(
             model->comm, device, gathered, count, CPPARITY_FLOAT32, (void *)model->stream, error);
         if (status == CPPARITY_OK) {
-            status = to_host(model, host_all, gathered, cp * count, error);
+            status = cuda_model_copy_out(model, host_all, gathered, cp * count, error);
         }
         (void)cudaStreamSynchronize(model->stream);
         (void)cudaFree(gathered);
@@ -201,7 +193,7 @@ static cpparity_status gather_to_host(cuda_model *model, float *host_all, const 
                                   "rank %d: out of memory (fault %s)", model->comm->rank,
                                   cpparity_fault_name(model->fault));
     }
-    cpparity_status status = to_host(model, mine, device, count, error);
+    cpparity_status status = cuda_model_copy_out(model, mine, device, count, error);
     if (status == CPPARITY_OK) {
         status =
             cpparity_all_gather(model->comm, mine, host_all, count, CPPARITY_FLOAT32, NULL, error);
@@ -250,7 +242,7 @@ cpparity_status cuda_model_fault_reduce_gradients(cuda_model *model, cpparity_er
     } else { /* grad-scaled-by-cp: summed, then averaged as data parallelism would */
         status = cuda_model_all_reduce_device(model, model->gradients, total, error);
         if (status == CPPARITY_OK) {
-            status = to_host(model, summed, model->gradients, total, error);
+            status = cuda_model_copy_out(model, summed, model->gradients, total, error);
         }
         for (int64_t i = 0; status == CPPARITY_OK && i < total; i++) {
             summed[i] /= (float)cp;
