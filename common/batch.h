@@ -11,6 +11,10 @@
 
 #define CPPARITY_IGNORE_INDEX (-100)
 
+/* Bytes a batch allocates per token (cpparity_batch_allocate: input_ids, labels and
+ * position_ids int64, attention_mask int8), for memory estimates. */
+#define CPPARITY_BATCH_TOKEN_BYTES (3 * 8 + 1)
+
 typedef struct cpparity_batch {
     int64_t batch;          /* B */
     int64_t seq_len;        /* S */

@@ -8,6 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The capacity after growing from capacity entries. */
+static int64_t grown_capacity(int64_t capacity) {
+    return capacity * 2 + 16;
+}
+
+int64_t cpparity_tensor_table_bytes(int64_t count) {
+    int64_t capacity = 0;
+    while (capacity < count) {
+        capacity = grown_capacity(capacity);
+    }
+    return capacity * (int64_t)sizeof(cpparity_tensor_entry);
+}
+
 cpparity_status cpparity_tensor_table_add(cpparity_tensor_table *table, int rank,
                                           const int64_t *shape, cpparity_error *error,
                                           const char *name_format, ...) {
@@ -15,7 +28,7 @@ cpparity_status cpparity_tensor_table_add(cpparity_tensor_table *table, int rank
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "tensor rank %d out of range", rank);
     }
     if (table->count == table->capacity) {
-        int64_t capacity = table->capacity * 2 + 16;
+        int64_t capacity = grown_capacity(table->capacity);
         cpparity_tensor_entry *grown =
             realloc(table->entries, (size_t)capacity * sizeof *table->entries);
         if (grown == NULL) {

@@ -46,4 +46,8 @@ const cpparity_tensor_entry *cpparity_tensor_table_find(const cpparity_tensor_ta
 /* Releases the entries; safe on a zeroed table. */
 void cpparity_tensor_table_free(cpparity_tensor_table *table);
 
+/* The bytes of the entries a table of count tensors allocates (cpparity_tensor_table_add grows
+ * its array to 2·capacity + 16), for memory estimates: a few KiB per table. */
+int64_t cpparity_tensor_table_bytes(int64_t count);
+
 #endif

@@ -6,7 +6,9 @@
  * Every collective is started non-blocking (MPI_Ialltoall, MPI_Iallgather, ...) and completed by
  * polling MPI_Test, sleeping 50 µs between tests after the first spins, until it completes or the
  * deadline (comm->timeout_seconds) passes; then the rank prints "cpparity: rank R: MPI
- * <collective> timed out after T s" and calls MPI_Abort(comm, 3): the job stops, it never hangs.
+ * <collective> timed out after T s", removes its temporary files and output claims
+ * (common/temporary_files.h: MPI_Abort returns to no caller that could) and calls
+ * MPI_Abort(comm, 3): the job stops, it never hangs, and leaves nothing behind.
  *
  * Floating-point sums do not use MPI_SUM, whose order is the library's choice: every rank
  * gathers all contributions (MPI_Iallgather) and adds them in rank order itself, so every rank
@@ -17,6 +19,7 @@
 #include "distributed/mpi_check.h"
 
 #include "common/monotonic_clock.h"
+#include "common/temporary_files.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -92,6 +95,7 @@ static cpparity_status mpi_wait(const cpparity_comm *comm, MPI_Request *request,
             fprintf(stderr, "cpparity: rank %d: MPI %s timed out after %g s\n", comm->world_rank,
                     collective, comm->timeout_seconds);
             fflush(stderr);
+            temporary_files_remove_all(); /* MPI_Abort ends this process: no claim left behind */
             MPI_Abort(mpi_handle(comm), 3);
             return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                       "mpi communicator: %s timed out after %g s on rank %d and "
@@ -405,6 +409,7 @@ static void mpi_abort(cpparity_comm *comm, int code, const char *message) {
     fprintf(stderr, "cpparity: rank %d: %s\n", comm->world_rank,
             message != NULL ? message : "(no message)");
     fflush(stderr);
+    temporary_files_remove_all(); /* MPI_Abort ends this process: no claim left behind */
     MPI_Abort(MPI_COMM_WORLD, code);
     _Exit(code); /* MPI_Abort does not return; should it, the job still ends */
 }

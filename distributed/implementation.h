@@ -7,6 +7,9 @@
  * One instance runs one (case, cp size, dtype) on one rank of a CP group:
  *
  *     check      refuse a configuration before any compute (same answer on every rank)
+ *     estimate   the host memory one rank of an instance holds at its peak, before anything is
+ *                allocated (optional: the harness adds it to its own share and refuses what
+ *                cannot fit; harness/running/memory_estimate.h)
  *     create     allocate for B rows of S tokens on the group's communicator, with a kernel
  *     load_parameters   take every weight, by model.md's name, from the harness (float64 values,
  *                rounded to the instance's dtype by the implementation)
@@ -25,7 +28,8 @@
  * rank must not leave the others waiting past the communicator's deadline.
  *
  * To add an implementation: one file defining a `const cpparity_implementation` and one line in
- * distributed/implementation_registry.c (docs/architecture.md).
+ * distributed/implementation_registry.c (docs/architecture.md). No harness file changes: not even
+ * the memory estimate, which asks the implementation's `estimate`.
  */
 #ifndef CPPARITY_DISTRIBUTED_IMPLEMENTATION_H
 #define CPPARITY_DISTRIBUTED_IMPLEMENTATION_H
@@ -57,6 +61,25 @@ typedef struct cpparity_implementation_setup {
                              error naming it */
 } cpparity_implementation_setup;
 
+/* What an estimate is asked about: one rank of an instance created for these sizes, in a job run
+ * this way. Nothing is allocated; everything is borrowed for the call. */
+typedef struct cpparity_implementation_estimate {
+    const cpparity_model_config *config;     /* validated */
+    int64_t batch;                           /* B */
+    int64_t seq_len;                         /* S of the case, before automatic padding */
+    int64_t cp;                              /* ranks of the CP group */
+    cpparity_dtype dtype;                    /* storage dtype */
+    const cpparity_attention_kernel *kernel; /* the kernel it will call (NULL: unknown); its
+                                                workspace through kernel_support.h */
+    cpparity_fault fault;                    /* the fault planted, NONE normally */
+    bool every_fault;                        /* self-test: each fault planted in turn; the
+                                                estimate is the largest of them */
+    bool comm_on_device;                     /* the communicator moves device memory (nccl):
+                                                nothing is staged through the host */
+    bool comm_gathers_reduce;                /* the communicator's all-reduce of n values holds
+                                                every rank's n on each rank (mpi: cp · n) */
+} cpparity_implementation_estimate;
+
 typedef struct cpparity_implementation {
     const char *name;                  /* e.g. "cpu-f32-model" */
     const char *device;                /* "cpu" or "cuda": what --device selects */
@@ -70,6 +93,16 @@ typedef struct cpparity_implementation {
      * configuration it cannot run at cp ranks with this dtype and kernel. No compute. */
     cpparity_status (*check)(const cpparity_model_config *config, int64_t cp, cpparity_dtype dtype,
                              const cpparity_attention_kernel *kernel, cpparity_error *error);
+    /* Optional (NULL: the harness counts only its own share and says the implementation's is
+     * unknown). The most bytes of host memory one rank of an instance holds at once for setup —
+     * from create to destroy: its model, the slice of the batch it keeps, scratch, communication
+     * buffers, a planted fault's buffers, the kernel's workspace on the host — into *bytes; not
+     * what the harness gives or reads back (the batch, the float64 weights, the output buffers),
+     * nor device memory. CPPARITY_ERROR_INPUT naming the size (common/checked_size.h) when a
+     * size does not fit int64. No allocation of the sizes' order, no collective, same answer on
+     * every rank. */
+    cpparity_status (*estimate)(const cpparity_implementation_estimate *setup, int64_t *bytes,
+                                cpparity_error *error);
     /* A new instance in *instance (release with destroy). */
     cpparity_status (*create)(const cpparity_implementation_setup *setup, void **instance,
                               cpparity_error *error);

@@ -11,6 +11,7 @@
 #include "distributed/implementation.h"
 #include "distributed/kernel_cpu.h"
 #include "distributed/model_f32.h"
+#include "distributed/model_memory.h"
 #include "distributed/shard.h"
 
 /* One instance: the model and the slice of the batch forward was given. */
@@ -212,6 +213,7 @@ const cpparity_implementation cpparity_cpu_implementation = {
     .default_kernel = "cpu-f32",
     .available = NULL, /* wherever cpparity runs */
     .check = cpu_check,
+    .estimate = model_memory_cpu,
     .create = cpu_create,
     .load_parameters = cpu_load_parameters,
     .forward = cpu_forward,

@@ -21,6 +21,7 @@ extern "C" {
 #include "common/fault.h"
 #include "distributed/implementation.h"
 #include "distributed/model_f32.h" /* f32_model_check_parallelism: the same constraints */
+#include "distributed/model_memory.h"
 #include "distributed/shard.h"
 
 extern const cpparity_implementation cpparity_cuda_implementation;
@@ -284,6 +285,7 @@ const cpparity_implementation cpparity_cuda_implementation = {
     "cuda-f32",
     cuda_available,
     cuda_check,
+    model_memory_cuda, /* host memory only (model_memory.h) */
     cuda_create,
     cuda_load_parameters,
     cuda_forward,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked_size.h"
 #include "distributed/kernel_cpu.h"
 #include "distributed/mask_predicate.h"
 #include "distributed/online_softmax.h"
@@ -276,6 +277,13 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
     return 0;
 }
 
+/* What a call allocates: forward's two accumulators of a query row (Dh floats each). */
+static int64_t cpu_workspace_bytes(void *context, const cpparity_attention_dims *d) {
+    (void)context;
+    int64_t bytes = 0;
+    return cpparity_multiply_checked(2 * (int64_t)sizeof(float), d->head_dim, &bytes) ? bytes : -1;
+}
+
 /* The small-tile copy: short sequences span many tiles (merges, classification, partial tiles). */
 static const kernel_cpu_options small_tile_options = {CPPARITY_FAULT_NONE, 0, 8};
 
@@ -294,6 +302,7 @@ static const cpparity_attention_kernel cpu_f32_kernel = {
     .head_dim_count = 0,
     .head_dims = NULL,
     .supports = NULL,
+    .workspace_bytes = cpu_workspace_bytes,
 };
 
 static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
@@ -311,6 +320,7 @@ static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
     .head_dim_count = 0,
     .head_dims = NULL,
     .supports = NULL,
+    .workspace_bytes = cpu_workspace_bytes,
 };
 
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void) {

@@ -20,9 +20,13 @@
  *   of dq, dk and dv is written (overwritten), zeros included.
  * - Tiles: query tiles (and both tiles of the dk/dv kernel) have 64 rows up to Dh = 64, 32 up to
  *   128 and 16 up to 256, so a block's shared memory (staged tiles, accumulators, scores; at most
- *   181 KiB, the dq kernel at Dh = 256) fits the 227 KiB an H100/H200 block may have. Staged
+ *   182 KiB, the dq kernel at Dh = 256) fits the 227 KiB an H100/H200 block may have. Staged
  *   tiles have an odd row stride (Dh | 1), so threads reading one column of different rows hit
  *   different banks.
+ * - Masked pairs are skipped, never multiplied by a probability of 0: each tile keeps a flag per
+ *   (query, key) pair, and every sum (P·V, dS·K, P·dO, dS·Q) reads only the allowed ones, as
+ *   kernel_cpu.c does, so a masked key's or query's values (Inf or NaN included) cannot change a
+ *   bit of any other element (the kernel contract, tests/support/masked_values_contract.h).
  * - Arithmetic: float32 throughout; bf16 tensors are widened when loaded and rounded to nearest
  *   even when stored (bfloat16.h). lse is float32 for both dtypes.
  * - Determinism: every output element is written by one thread of one block, and every sum runs
@@ -89,17 +93,23 @@ static __host__ __device__ float *shared_take(shared_cursor *cursor, size_t coun
     return taken;
 }
 
+/* count one-byte flags, in whole floats of the same shared memory. */
+static __host__ __device__ unsigned char *shared_take_flags(shared_cursor *cursor, size_t count) {
+    return (unsigned char *)shared_take(cursor, (count + sizeof(float) - 1) / sizeof(float));
+}
+
 /* Shared arrays of the forward kernel. */
 typedef struct forward_shared {
-    float *query;       /* [query_rows, stride] */
-    float *key;         /* [key_rows, stride] */
-    float *value;       /* [key_rows, stride] */
-    float *accumulator; /* [query_rows, Dh]: Σ p·v under the row's running maximum */
-    float *scores;      /* [query_rows, key_rows]: scores, then exp(score − tile maximum) */
-    float *maximum;     /* [query_rows]: online softmax maximum */
-    float *sum;         /* [query_rows]: online softmax sum */
-    float *factor;      /* [query_rows]: rescale of the accumulator for this tile */
-    float *tile_factor; /* [query_rows]: rescale of this tile's sum; 0 = nothing to add */
+    float *query;           /* [query_rows, stride] */
+    float *key;             /* [key_rows, stride] */
+    float *value;           /* [key_rows, stride] */
+    float *accumulator;     /* [query_rows, Dh]: Σ p·v under the row's running maximum */
+    float *scores;          /* [query_rows, key_rows]: scores, then exp(score − tile maximum) */
+    unsigned char *allowed; /* [query_rows, key_rows]: 1 where the pair takes part */
+    float *maximum;         /* [query_rows]: online softmax maximum */
+    float *sum;             /* [query_rows]: online softmax sum */
+    float *factor;          /* [query_rows]: rescale of the accumulator for this tile */
+    float *tile_factor;     /* [query_rows]: rescale of this tile's sum; 0 = nothing to add */
 } forward_shared;
 
 static __host__ __device__ forward_shared forward_shared_of(const device_problem *p,
@@ -111,6 +121,7 @@ static __host__ __device__ forward_shared forward_shared_of(const device_problem
     s.value = shared_take(cursor, keys * (size_t)p->stride);
     s.accumulator = shared_take(cursor, queries * (size_t)p->head_dim);
     s.scores = shared_take(cursor, queries * keys);
+    s.allowed = shared_take_flags(cursor, queries * keys);
     s.maximum = shared_take(cursor, queries);
     s.sum = shared_take(cursor, queries);
     s.factor = shared_take(cursor, queries);
@@ -120,14 +131,15 @@ static __host__ __device__ forward_shared forward_shared_of(const device_problem
 
 /* Shared arrays of the dq kernel. */
 typedef struct query_gradient_shared {
-    float *query;       /* [query_rows, stride] */
-    float *grad_out;    /* [query_rows, stride] */
-    float *key;         /* [key_rows, stride] */
-    float *value;       /* [key_rows, stride] */
-    float *accumulator; /* [query_rows, Dh]: dq */
-    float *dscores;     /* [query_rows, key_rows]: ds = p·(dout·v − delta) */
-    float *row_lse;     /* [query_rows] */
-    float *row_delta;   /* [query_rows] */
+    float *query;           /* [query_rows, stride] */
+    float *grad_out;        /* [query_rows, stride] */
+    float *key;             /* [key_rows, stride] */
+    float *value;           /* [key_rows, stride] */
+    float *accumulator;     /* [query_rows, Dh]: dq */
+    float *dscores;         /* [query_rows, key_rows]: ds = p·(dout·v − delta) */
+    unsigned char *allowed; /* [query_rows, key_rows]: 1 where the pair takes part */
+    float *row_lse;         /* [query_rows] */
+    float *row_delta;       /* [query_rows] */
 } query_gradient_shared;
 
 static __host__ __device__ query_gradient_shared query_gradient_shared_of(const device_problem *p,
@@ -140,6 +152,7 @@ static __host__ __device__ query_gradient_shared query_gradient_shared_of(const 
     s.value = shared_take(cursor, keys * (size_t)p->stride);
     s.accumulator = shared_take(cursor, queries * (size_t)p->head_dim);
     s.dscores = shared_take(cursor, queries * keys);
+    s.allowed = shared_take_flags(cursor, queries * keys);
     s.row_lse = shared_take(cursor, queries);
     s.row_delta = shared_take(cursor, queries);
     return s;
@@ -155,6 +168,7 @@ typedef struct key_value_gradient_shared {
     float *grad_out;          /* [query_rows, stride] */
     float *probabilities;     /* [query_rows, key_rows]: p */
     float *dscores;           /* [query_rows, key_rows]: ds */
+    unsigned char *allowed;   /* [query_rows, key_rows]: 1 where the pair takes part */
     float *row_lse;           /* [query_rows] */
     float *row_delta;         /* [query_rows] */
 } key_value_gradient_shared;
@@ -171,6 +185,7 @@ key_value_gradient_shared_of(const device_problem *p, shared_cursor *cursor) {
     s.grad_out = shared_take(cursor, queries * (size_t)p->stride);
     s.probabilities = shared_take(cursor, queries * keys);
     s.dscores = shared_take(cursor, queries * keys);
+    s.allowed = shared_take_flags(cursor, queries * keys);
     s.row_lse = shared_take(cursor, queries);
     s.row_delta = shared_take(cursor, queries);
     return s;
@@ -279,15 +294,18 @@ __global__ void __launch_bounds__(THREADS)
         stage_rows(s.key, k, &p, p.kv_heads, b, g, k0, keys, KT);
         stage_rows(s.value, v, &p, p.kv_heads, b, g, k0, keys, KT);
         __syncthreads();
-        /* scores of allowed pairs, −∞ elsewhere */
+        /* scores of allowed pairs, −∞ elsewhere; which pairs are allowed */
         for (int32_t pair = thread; pair < QT * KT; pair += threads) {
             const int32_t r = pair / KT, c = pair % KT;
             float score = -INFINITY;
-            if (r < rows && c < keys &&
-                (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c))) {
+            const bool allowed =
+                r < rows && c < keys &&
+                (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c));
+            if (allowed) {
                 score = p.scale * shared_dot(s.query + r * p.stride, s.key + c * p.stride, Dh);
             }
             s.scores[pair] = score;
+            s.allowed[pair] = allowed;
         }
         __syncthreads();
         /* per row: the tile's softmax state, merged into the row's (one thread per row) */
@@ -324,9 +342,12 @@ __global__ void __launch_bounds__(THREADS)
                 continue;
             }
             const float *probability = s.scores + r * KT;
+            const unsigned char *allowed = s.allowed + r * KT;
             float tile_sum = 0.0f;
             for (int32_t c = 0; c < keys; c++) {
-                tile_sum += probability[c] * s.value[c * p.stride + d];
+                if (allowed[c]) { /* a masked value, even Inf or NaN, cannot reach the sum */
+                    tile_sum += probability[c] * s.value[c * p.stride + d];
+                }
             }
             s.accumulator[e] = s.accumulator[e] * s.factor[r] + tile_sum * s.tile_factor[r];
         }
@@ -401,8 +422,10 @@ __global__ void __launch_bounds__(THREADS)
         for (int32_t pair = thread; pair < QT * KT; pair += threads) {
             const int32_t r = pair / KT, c = pair % KT;
             float dscore = 0.0f;
-            if (r < rows && c < keys && s.row_lse[r] != -INFINITY &&
-                (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c))) {
+            const bool allowed =
+                r < rows && c < keys && s.row_lse[r] != -INFINITY &&
+                (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c));
+            if (allowed) {
                 const float probability =
                     expf(p.scale * shared_dot(s.query + r * p.stride, s.key + c * p.stride, Dh) -
                          s.row_lse[r]);
@@ -411,15 +434,19 @@ __global__ void __launch_bounds__(THREADS)
                           s.row_delta[r]);
             }
             s.dscores[pair] = dscore;
+            s.allowed[pair] = allowed;
         }
         __syncthreads();
-        /* dq += scale · ds · k, key after key (kernel_cpu.c's order) */
+        /* dq += scale · ds · k over the allowed keys, key after key (kernel_cpu.c's order) */
         for (int32_t e = thread; e < rows * Dh; e += threads) {
             const int32_t r = e / Dh, d = e % Dh;
             const float *dscore = s.dscores + r * KT;
+            const unsigned char *allowed = s.allowed + r * KT;
             float sum = s.accumulator[e];
             for (int32_t c = 0; c < keys; c++) {
-                sum += p.scale * dscore[c] * s.key[c * p.stride + d];
+                if (allowed[c]) {
+                    sum += p.scale * dscore[c] * s.key[c * p.stride + d];
+                }
             }
             s.accumulator[e] = sum;
         }
@@ -477,8 +504,10 @@ __global__ void __launch_bounds__(THREADS)
             for (int32_t pair = thread; pair < QT * KT; pair += threads) {
                 const int32_t r = pair / KT, c = pair % KT;
                 float probability = 0.0f, dscore = 0.0f;
-                if (r < rows && c < keys && s.row_lse[r] != -INFINITY &&
-                    (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c))) {
+                const bool allowed =
+                    r < rows && c < keys && s.row_lse[r] != -INFINITY &&
+                    (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c));
+                if (allowed) {
                     probability = expf(
                         p.scale * shared_dot(s.query + r * p.stride, s.key + c * p.stride, Dh) -
                         s.row_lse[r]);
@@ -488,13 +517,18 @@ __global__ void __launch_bounds__(THREADS)
                 }
                 s.probabilities[pair] = probability;
                 s.dscores[pair] = dscore;
+                s.allowed[pair] = allowed;
             }
             __syncthreads();
-            /* dv += p · dout, dk += scale · ds · q, query row after query row */
+            /* dv += p · dout, dk += scale · ds · q over the allowed queries, query row after
+             * query row */
             for (int32_t e = thread; e < keys * Dh; e += threads) {
                 const int32_t c = e / Dh, d = e % Dh;
                 float key_sum = s.key_accumulator[e], value_sum = s.value_accumulator[e];
                 for (int32_t r = 0; r < rows; r++) {
+                    if (!s.allowed[r * KT + c]) {
+                        continue; /* a masked query's values, even Inf or NaN, add nothing */
+                    }
                     value_sum += s.probabilities[r * KT + c] * s.grad_out[r * p.stride + d];
                     key_sum += p.scale * s.dscores[r * KT + c] * s.query[r * p.stride + d];
                 }
@@ -886,7 +920,9 @@ static int cuda_bf16_backward(void *context, void *dq, void *dk, void *dv, const
 }
 
 /* Fields in kernel.h's order: abi_version, struct_size, name, version, device, dtype,
- * deterministic, context, forward, backward, capabilities, head_dim_count, head_dims, supports. */
+ * deterministic, context, forward, backward, capabilities, head_dim_count, head_dims, supports,
+ * workspace_bytes (NULL: their scratch is device memory, which the host memory estimate does not
+ * count). */
 static const cpparity_attention_kernel cuda_f32_kernel = {
     CPPARITY_KERNEL_ABI_VERSION,
     sizeof(cpparity_attention_kernel),
@@ -900,6 +936,7 @@ static const cpparity_attention_kernel cuda_f32_kernel = {
     cuda_f32_backward,
     CPPARITY_KERNEL_SUPPORTS_ALL,
     0,
+    NULL,
     NULL,
     NULL,
 };
@@ -917,6 +954,7 @@ static const cpparity_attention_kernel cuda_bf16_kernel = {
     cuda_bf16_backward,
     CPPARITY_KERNEL_SUPPORTS_ALL,
     0,
+    NULL,
     NULL,
     NULL,
 };

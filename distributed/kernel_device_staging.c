@@ -249,6 +249,7 @@ bool kernel_device_staging_wrap(cpparity_attention_kernel *wrapper,
     wrapper->forward = staged_forward;
     wrapper->backward = staged_backward;
     wrapper->supports = cuda_kernel->supports != NULL ? staged_supports : NULL;
+    wrapper->workspace_bytes = NULL; /* a CUDA kernel's workspace is device memory */
     return true;
 }
 

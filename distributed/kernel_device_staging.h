@@ -20,11 +20,19 @@
 
 #include "distributed/kernel.h"
 
+#ifdef __cplusplus
+extern "C" { /* C linkage for CUDA (C++) translation units */
+#endif
+
 bool kernel_device_staging_wrap(cpparity_attention_kernel *wrapper,
                                 const cpparity_attention_kernel *cuda_kernel, char *why,
                                 size_t size);
 
 /* Releases what wrap made (the stream); safe on a zeroed wrapper. */
 void kernel_device_staging_release(cpparity_attention_kernel *wrapper);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,27 @@
 
 #define PLUGIN_MAX_KERNELS 16
 
+/* The plugins' descriptors as the registry holds them: each copied whole into cpparity's own
+ * cpparity_attention_kernel, fields past the plugin's struct_size zeroed (an older plugin has
+ * no workspace_bytes), so that nothing reads past the end of a plugin's smaller descriptor. */
+static cpparity_attention_kernel copies[KERNEL_REGISTRY_CAPACITY];
+static int copy_count;
+
+/* A copy of what the plugin's descriptor holds (its first struct_size bytes); the descriptor
+ * itself when it is too small for ABI 2, which the registry refuses saying so, or when no copy is
+ * left, which the registry, full, refuses too. */
+static const cpparity_attention_kernel *copy_of(const cpparity_attention_kernel *kernel) {
+    if (kernel->struct_size < CPPARITY_KERNEL_ABI2_STRUCT_SIZE ||
+        copy_count == KERNEL_REGISTRY_CAPACITY) {
+        return kernel;
+    }
+    cpparity_attention_kernel *copy = &copies[copy_count];
+    memset(copy, 0, sizeof *copy);
+    const size_t size = kernel->struct_size < sizeof *copy ? kernel->struct_size : sizeof *copy;
+    memcpy(copy, kernel, size);
+    return copy;
+}
+
 /* The position of ":NAME" after ".so" in argument, or NULL. */
 static const char *name_separator(const char *argument) {
     const char *so = strstr(argument, ".so:");
@@ -76,6 +97,7 @@ cpparity_status kernel_plugin_load(const char *argument, const char *device,
     /* every kernel is checked (and registered) before any is used; the library stays loaded */
     char names[512] = "";
     size_t used = 0;
+    const cpparity_attention_kernel *copied[PLUGIN_MAX_KERNELS] = {NULL};
     for (int32_t i = 0; i < count; i++) {
         cpparity_error why;
         if (kernels[i] == NULL) {
@@ -83,21 +105,24 @@ cpparity_status kernel_plugin_load(const char *argument, const char *device,
                                       "--kernel %s: kernel %d of %d is NULL", path, (int)i + 1,
                                       (int)count);
         }
-        if (kernel_registry_add(kernels[i], &why) != CPPARITY_OK) {
+        const cpparity_attention_kernel *copy = copy_of(kernels[i]);
+        if (kernel_registry_add(copy, &why) != CPPARITY_OK) {
             return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "--kernel %s: %s", path,
                                       why.message);
         }
+        copy_count += copy != kernels[i];
+        copied[i] = copy;
         used += (size_t)snprintf(names + used, used < sizeof names ? sizeof names - used : 0,
-                                 "%s%s (%s)", i > 0 ? ", " : "", kernels[i]->name,
-                                 kernel_device_name(kernels[i]));
+                                 "%s%s (%s)", i > 0 ? ", " : "", copied[i]->name,
+                                 kernel_device_name(copied[i]));
         used = used < sizeof names ? used : sizeof names;
     }
     int matches = 0;
     for (int32_t i = 0; i < count; i++) {
-        const bool named = wanted != NULL && strcmp(kernels[i]->name, wanted) == 0;
-        const bool for_device = strcmp(kernel_device_name(kernels[i]), device) == 0;
+        const bool named = wanted != NULL && strcmp(copied[i]->name, wanted) == 0;
+        const bool for_device = strcmp(kernel_device_name(copied[i]), device) == 0;
         if (named || (wanted == NULL && for_device)) {
-            *kernel = kernels[i];
+            *kernel = copied[i];
             matches++;
         }
     }

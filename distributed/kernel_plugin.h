@@ -2,10 +2,11 @@
  * kernel_plugin.h — attention kernels from a shared library: `--kernel PATH.so` (or
  * `PATH.so:NAME` to pick one of several). The library is loaded with dlopen, its
  * cpparity_kernel_plugin entry (cpparity/kernel.h) is asked for ABI version 2, every kernel it
- * returns is checked and registered (kernel_registry.h), and the one for the run's device is
- * chosen. Anything wrong — no such file, not a shared library, no entry symbol, another ABI
- * version, a descriptor that makes no sense, a name already taken, no kernel for the device —
- * is bad input (CPPARITY_ERROR_INPUT) naming the flag, the path and the reason.
+ * returns is copied (the fields its struct_size covers; the later ones, such as workspace_bytes
+ * for a plugin built before it, stay zero), checked and registered (kernel_registry.h), and the
+ * one for the run's device is chosen. Anything wrong — no such file, not a shared library, no entry
+ * symbol, another ABI version, a descriptor that makes no sense, a name already taken, no kernel
+ * for the device — is bad input (CPPARITY_ERROR_INPUT) naming the flag, the path and the reason.
  */
 #ifndef CPPARITY_DISTRIBUTED_KERNEL_PLUGIN_H
 #define CPPARITY_DISTRIBUTED_KERNEL_PLUGIN_H

@@ -88,12 +88,14 @@ cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel,
                                   "speaks %u",
                                   kernel->name, kernel->abi_version, CPPARITY_KERNEL_ABI_VERSION);
     }
-    if (kernel->struct_size < sizeof(cpparity_attention_kernel)) {
+    /* fields appended to ABI 2 later (workspace_bytes) are optional: read where struct_size
+     * covers them (kernel_support.h) */
+    if (kernel->struct_size < CPPARITY_KERNEL_ABI2_STRUCT_SIZE) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "kernel registry: kernel %s declares struct_size %u, smaller "
                                   "than ABI %u's %zu (built against an older cpparity/kernel.h?)",
                                   kernel->name, kernel->struct_size, CPPARITY_KERNEL_ABI_VERSION,
-                                  sizeof(cpparity_attention_kernel));
+                                  (size_t)CPPARITY_KERNEL_ABI2_STRUCT_SIZE);
     }
     if ((kernel->capabilities & ~CPPARITY_KERNEL_SUPPORTS_ALL) != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,

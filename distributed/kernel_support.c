@@ -146,3 +146,16 @@ bool kernel_supports_call(const cpparity_attention_kernel *kernel,
     }
     return true;
 }
+
+bool kernel_workspace_bytes(const cpparity_attention_kernel *kernel,
+                            const cpparity_attention_dims *dims, int64_t *bytes) {
+    *bytes = 0;
+    const size_t end = offsetof(cpparity_attention_kernel, workspace_bytes) +
+                       sizeof kernel->workspace_bytes; /* read only where struct_size covers it */
+    if (kernel == NULL || kernel->struct_size < end || kernel->workspace_bytes == NULL) {
+        return true;
+    }
+    const int64_t declared = kernel->workspace_bytes(kernel->context, dims);
+    *bytes = declared > 0 ? declared : 0;
+    return declared >= 0;
+}

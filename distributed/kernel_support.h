@@ -3,7 +3,8 @@
  * call needs (from its mask description and sizes, cpparity/kernel.h's CPPARITY_KERNEL_SUPPORTS_*)
  * against those the kernel declares, its head dims, and its own supports() when it has one.
  * cpparity never calls a kernel outside what it supports; such an item is reported "unsupported
- * by kernel" instead.
+ * by kernel" instead. And what a call costs the kernel beyond its tensors: its workspace, for
+ * the memory estimates.
  */
 #ifndef CPPARITY_DISTRIBUTED_KERNEL_SUPPORT_H
 #define CPPARITY_DISTRIBUTED_KERNEL_SUPPORT_H
@@ -33,6 +34,13 @@ const char *kernel_capability_name(uint32_t capability);
 bool kernel_supports_call(const cpparity_attention_kernel *kernel,
                           const cpparity_mask_description *mask,
                           const cpparity_attention_dims *dims, char *why, size_t size);
+
+/* The bytes kernel allocates itself in one call of dims (cpparity/kernel.h workspace_bytes) into
+ * *bytes: its figure when its struct_size covers the field and it is set, else 0 (an older
+ * descriptor, or none declared). False (*bytes 0) when the kernel says the figure does not fit
+ * int64 (−1, or any negative value). */
+bool kernel_workspace_bytes(const cpparity_attention_kernel *kernel,
+                            const cpparity_attention_dims *dims, int64_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "common/results.h"
+#include "results_model/results.h"
 
 void console_preamble(FILE *stream, const run_provenance *provenance, int64_t cases, int64_t items);
 void console_table_header(FILE *stream);

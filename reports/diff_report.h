@@ -1,5 +1,5 @@
 /*
- * diff_report.h — a results_diff (harness/judging/results_diff.h) for people: plain text for
+ * diff_report.h — a results_diff (results_model/results_diff.h) for people: plain text for
  * the console, and Markdown for a CI job summary (`cpparity diff --markdown FILE`). Regressions
  * come first, then fixed items, items still failing, other changes and items in one run only;
  * each line names the case, dtype, cp, and (for grown errors) the tensor, rank, both errors, the
@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/output_file.h"
-#include "harness/judging/results_diff.h"
+#include "results_model/results_diff.h"
 
 void diff_report_console(FILE *stream, const results_diff *diff, const read_results *old_run,
                          const read_results *new_run);

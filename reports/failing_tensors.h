@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/results.h"
+#include "results_model/results.h"
 
 /* A failing tensor and how far past its limit it is, for sorting worst first. */
 typedef struct failing_tensor {

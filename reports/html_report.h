@@ -18,8 +18,8 @@
 
 #include "common/error.h"
 #include "common/output_file.h"
-#include "harness/judging/results_diff.h"
-#include "harness/storage/results_reader.h"
+#include "results_model/results_diff.h"
+#include "results_model/results_reader.h"
 
 typedef struct html_report_input {
     const read_results *const *runs; /* (run_count ≥ 1) oldest first: the trend; the last one

@@ -17,7 +17,7 @@
 
 #include "common/error.h"
 #include "common/output_file.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 /* The most failing tensors listed in one <failure> body (the rest are counted). */
 #define JUNIT_FAILING_TENSORS_LISTED 20

@@ -15,7 +15,7 @@
 
 #include "common/error.h"
 #include "common/output_file.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 /* The most failing tensors listed for one item (the rest are counted). */
 #define MARKDOWN_FAILING_TENSORS_LISTED 50

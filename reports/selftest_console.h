@@ -1,15 +1,15 @@
 /*
- * selftest_console.h — what `cpparity selftest` prints (common/selftest_matrix.h): a preamble,
- * one line for the clean run, one per fault as its pass ends, one per seed, then the detection
- * matrix (fault × case) and the verdict.
+ * selftest_console.h — what `cpparity selftest` prints (results_model/selftest_matrix.h): a
+ * preamble, one line for the clean run, one per fault as its pass ends, one per seed, then the
+ * detection matrix (fault × case) and the verdict.
  */
 #ifndef CPPARITY_REPORTS_SELFTEST_CONSOLE_H
 #define CPPARITY_REPORTS_SELFTEST_CONSOLE_H
 
 #include <stdio.h>
 
-#include "common/results.h"
-#include "common/selftest_matrix.h"
+#include "results_model/results.h"
+#include "results_model/selftest_matrix.h"
 
 void selftest_console_preamble(FILE *stream, const run_provenance *provenance,
                                const selftest_matrix *matrix);

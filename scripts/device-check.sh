@@ -1,150 +1,267 @@
 #!/usr/bin/env bash
-# device-check.sh OUT — everything that needs a GPU, in one call of a few minutes on the GPU
-# machine (an H200 with the CUDA 13 toolkit, CMake, ninja and PyTorch, but no apt, no MPI, no
-# HDF5, libyaml or Criterion, and no network). Writes OUT/device-check.md (the summary table,
-# also printed last), OUT/logs.tar.gz (every step's log), OUT/bench-ours.jsonl and
-# OUT/bench-torch.jsonl (the attention benchmark) and OUT/device-suite.h5 (a results file).
-# Exit 0 when every check passed.
+# device-check.sh [--no-gpu-ok] [--budget SECONDS] OUT — everything that needs a GPU, in one call
+# of a few minutes on the GPU machine (an H200 with the CUDA 13 toolkit, CMake, ninja and
+# python3 with torch, numpy and h5py, but no apt, no MPI, no -dev packages and no network).
 #
 # Prepare on the development machine, once (what the GPU machine lacks travels with the tree):
-#   scripts/device-bundle.sh                       # HDF5, libyaml, OpenBLAS as .debs, unpacked
+#   scripts/device-bundle.sh                 # HDF5, libyaml, OpenBLAS, pkg-config as .debs
 # then run through the device tool: carry [".device-bundle"], command
-#   scripts/device-check.sh $OUT                   (timeout_s 480)
+#   scripts/device-check.sh $OUT             (timeout_s 480; the default budget is 450 s)
 # cuBLAS comes from the CUDA toolkit there, NCCL from PyTorch's nvidia-nccl package: never
-# carried. Without .device-bundle only the nvcc-built checks run (the first two rows).
+# carried. Without .device-bundle only the probes (the first four rows) can run.
 #
-# Checks, in order (each row: PASS, FAIL (exit code) or SKIP, seconds, log):
-#   gpu-mask-predicate      the shared per-thread mask logic on the device equals the host's
-#   gpu-kernel-cuda         cuda-f32 and cuda-bf16 forward and backward against the CPU kernel
-#   build-cpparity          the whole cpparity with CMake against the bundle (unit tests off)
-#   gpu-ctests              ctest -L gpu: kernels, the cuda implementation against the cpu one
-#                           at cp 1 and 2, the nccl communicator with one rank
-#   device-suite-local-8    cases/device.yaml --device cuda, cp 1, 2, 4, 8 on 8 local ranks
-#                           sharing the GPU, f32 and bf16, against the float64 reference
-#   ci-suite-local-4        cases/ci.yaml --device cuda, cp 1, 2, 4 on 4 local ranks
-#   selftest-cuda           cpparity selftest cases/ci.yaml --device cuda on 4 local ranks: every
-#                           fault planted in the cuda implementation (model_cuda_faults.cu; not
-#                           the built-in CPU kernel's) caught by >= 2 cases, no false alarm
-#   kernels-suite-cuda      cases/kernels.yaml (attention-level) with cuda-f32, staged from host
-#                           buffers (kernel_device_staging.h), against the float64 reference
-#   nccl-one-rank           cases/device.yaml --device cuda --comm nccl (cp 1 items)
-#   determinism             one case twice (--store all): every tensor bit-identical
-#   cp-step-times           implementation and reference seconds of one case at cp 1 and 4
-#   bench-attention         cuda-bf16 vs PyTorch (SDPA causal, flex_attention otherwise), B = 1,
-#                           H = 16, Dh = 128, S 4096 and 16384, causal / sliding 1024 / chunked
-#                           2048 / 16 packed documents: TFLOP/s on allowed pairs and the ratio
+# OUT receives at most five files, written as the checks go, so that a run cut short still
+# returns what it did: device-check.md (the table, also printed last), device-check.log (every
+# check's output, appended as it comes), device-suite.h5 (a results file), bench-ours.jsonl and
+# bench-torch.jsonl (the attention benchmark).
+#
+# Each row is a build row (runs anywhere nvcc is) or a device row (needs a CUDA device: SKIP,
+# with the reason, where there is none), and ends PASS, FAIL (exit code or timeout) or SKIP (the
+# reason). The checks share one budget: each gets the time left times its weight over the weights
+# of the checks still to come, so a check that finishes early leaves its time to the others, and
+# the whole run ends inside the budget. Exit 0 when no row FAILED.
+#
+# --no-gpu-ok (CI, tests/CMakeLists.txt's device-script test): every build row must PASS and
+# every device row must SKIP with its reason; anything else fails the run.
+#
+# Rows, in order (kind, weight):
+#   build-gpu-mask-predicate build  60  the probes alone (CPPARITY_DEVICE_PROBES_ONLY: the CMake
+#                                       targets of the kernels, nvcc and the C library only)
+#   gpu-mask-predicate       device 20  the shared per-thread mask logic on the device = the host's
+#   build-gpu-kernel-cuda    build  90  the CUDA kernels' probe
+#   gpu-kernel-cuda          device 60  cuda-f32 and cuda-bf16 against the CPU kernel; masked
+#                                       values (Inf, NaN) kept out of every output
+#   build-cpparity           build 240  the bundle unpacked, the whole cpparity with CMake against it
+#   libraries-resolved       build   5  every library cpparity needs is found; which come from
+#                                       the machine rather than the bundle
+#   gpu-ctests               device 90  ctest -L gpu: kernels, the cuda implementation against the
+#                                       cpu one at cp 1 and 2, the nccl communicator with one rank
+#   device-suite-local-8     device 60  cases/device.yaml --device cuda, cp 1, 2, 4, 8 on 8 local
+#                                       ranks sharing the GPU, f32 and bf16
+#   ci-suite-local-4         device 60  cases/ci.yaml --device cuda, cp 1, 2, 4 on 4 local ranks
+#   selftest-cuda            device 90  every fault planted in the cuda implementation caught by
+#                                       >= 2 cases, no false alarm
+#   kernels-suite-cuda       device 40  cases/kernels.yaml (attention-level) with cuda-f32
+#   nccl-one-rank            device 30  cases/device.yaml --device cuda --comm nccl (cp 1 items)
+#   determinism              device 60  one case twice (--store all): every tensor bit-identical
+#   cp-step-times            device 10  implementation and reference seconds at cp 1 and 4
+#   bench-attention          device 120 cuda-bf16 vs PyTorch (SDPA causal, flex_attention else,
+#                                       its compile included), TFLOP/s on allowed pairs and ratio
 set -uo pipefail
-out=${1:?usage: scripts/device-check.sh OUT_DIRECTORY}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-cd "$(dirname "$0")/.."
-nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-arch=${CUDA_ARCH:-sm_90}
-build=$(mktemp -d)
-logs=$(mktemp -d)
-table="$out/device-check.md"
+usage="usage: scripts/device-check.sh [--no-gpu-ok] [--budget SECONDS] OUT_DIRECTORY"
+no_gpu_ok=0
+budget=450
+while [ $# -gt 0 ]; do
+  case $1 in
+    --no-gpu-ok) no_gpu_ok=1; shift ;;
+    --budget) budget=${2:?$usage}; shift 2 ;;
+    -h|--help) echo "$usage"; exit 0 ;;
+    -*) echo "device-check: unknown option $1; $usage" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+out=${1:?$usage}
+case $budget in ''|*[!0-9]*) echo "device-check: --budget takes whole seconds, not '$budget'" >&2; exit 2 ;; esac
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+cd "$(dirname "$0")/.." || exit 2
+deadline=$((SECONDS + budget))
+nvcc=${NVCC:-$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })}
+arch=${CUDA_ARCH:-90}
 jobs=$(nproc 2>/dev/null || echo 8)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+table=$out/device-check.md
+log=$out/device-check.log
+device_build=build-device
+machine_library_path=${LD_LIBRARY_PATH:-} # python3 runs with the machine's own libraries
+rm -f "$table" "$log" "$out/device-suite.h5" "$out/bench-ours.jsonl" "$out/bench-torch.jsonl"
+
+# Is there a CUDA device? Decided once; every device row skips with this reason when not.
+no_device=""
+if ! command -v nvidia-smi > /dev/null; then
+  no_device="no CUDA device: nvidia-smi not found (no NVIDIA driver here)"
+elif ! nvidia-smi -L 2>&1 | grep -q '^GPU '; then
+  no_device="no CUDA device: nvidia-smi lists none ($(nvidia-smi -L 2>&1 | head -1))"
+fi
 
 {
-  echo "# cpparity device check ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
+  echo "# cpparity device check ($(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), budget ${budget} s)"
   echo
   echo '```'
-  if command -v nvidia-smi >/dev/null; then
+  if [ -z "$no_device" ]; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | head -3
   else
-    echo "nvidia-smi: not found"
+    echo "$no_device"
   fi
-  "$nvcc" --version 2>&1 | tail -1
+  if [ -n "$nvcc" ]; then "$nvcc" --version 2>&1 | tail -1; else echo "nvcc: not found"; fi
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1
   echo '```'
   echo
-  echo "| check | result | seconds | log |"
-  echo "|---|---|---|---|"
+  echo "| check | kind | result | seconds | limit | note |"
+  echo "|---|---|---|---|---|---|"
 } > "$table"
 
-failed=0
-# check NAME LIMIT COMMAND...: runs COMMAND (a program or a function of this script, which are
-# exported) for at most LIMIT seconds, records PASS, FAIL or SKIP (exit 77) with its log.
+# The rows: name, kind, weight. Device rows weigh nothing where no device is (they skip).
+rows=(
+  "build-gpu-mask-predicate build 60" "gpu-mask-predicate device 20"
+  "build-gpu-kernel-cuda build 90" "gpu-kernel-cuda device 60"
+  "build-cpparity build 240" "libraries-resolved build 5"
+  "gpu-ctests device 90" "device-suite-local-8 device 60" "ci-suite-local-4 device 60"
+  "selftest-cuda device 90" "kernels-suite-cuda device 40" "nccl-one-rank device 30"
+  "determinism device 60" "cp-step-times device 10" "bench-attention device 120"
+)
+declare -A kind_of weight_of result_of
+pending=0
+for row in "${rows[@]}"; do
+  read -r name kind weight <<< "$row"
+  kind_of[$name]=$kind
+  weight_of[$name]=$weight
+  if [ "$kind" = build ] || [ -z "$no_device" ]; then pending=$((pending + weight)); fi
+done
+
+record() { # NAME RESULT SECONDS LIMIT NOTE
+  result_of[$1]=$2
+  echo "| $1 | ${kind_of[$1]} | $2 | $3 | $4 | $5 |" >> "$table"
+}
+settle() { # NAME: its weight no longer waits for time
+  if [ "${kind_of[$1]}" = build ] || [ -z "$no_device" ]; then
+    pending=$((pending - ${weight_of[$1]}))
+  fi
+}
+skip() { # NAME REASON
+  settle "$1"
+  record "$1" SKIP 0 - "$2"
+  echo "===== $1: SKIP ($2)" >> "$log"
+}
+
+# check NAME COMMAND...: runs COMMAND (a program or an exported function of this script) within
+# its share of the budget, its output appended to the log as it comes; records the row.
 check() {
-  local name=$1 limit=$2
-  shift 2
+  local name=$1
+  shift
+  if [ "${kind_of[$name]}" = device ] && [ -n "$no_device" ]; then
+    skip "$name" "$no_device"
+    return 1
+  fi
+  local left=$((deadline - SECONDS))
+  local limit=$((left * ${weight_of[$name]} / (pending > 0 ? pending : 1)))
+  settle "$name"
+  if [ "$limit" -lt 5 ]; then
+    record "$name" SKIP 0 "$limit" "budget spent (${left} s left of ${budget} s)"
+    return 1
+  fi
+  echo "===== $name (limit ${limit} s) =====" >> "$log"
   local start=$SECONDS
-  timeout "$limit" bash -c '"$@"' "$name" "$@" > "$logs/$name.log" 2>&1
-  local code=$?
-  local result=PASS
-  if [ $code = 77 ]; then result=SKIP; elif [ $code = 124 ]; then result="FAIL (timeout ${limit} s)"; failed=1;
-  elif [ $code != 0 ]; then result="FAIL ($code)"; failed=1; fi
-  echo "| $name | $result | $((SECONDS - start)) | $name.log |" >> "$table"
-  return $code
+  timeout --kill-after=5 "$limit" bash -c '"$@"' "$name" "$@" >> "$log" 2>&1
+  local code=$? result=PASS note=""
+  if [ $code = 124 ] || [ $code = 137 ]; then result=FAIL note="timed out after ${limit} s"
+  elif [ $code = 77 ]; then result=SKIP note="the check skipped itself (see the log)"
+  elif [ $code != 0 ]; then result=FAIL note="exit $code (see the log)"; fi
+  echo "===== $name: $result${note:+ ($note)} in $((SECONDS - start)) s" >> "$log"
+  record "$name" "$result" $((SECONDS - start)) "$limit" "$note"
+  [ "$result" = PASS ]
+}
+after() { # NAME NEEDED: skips NAME (true) unless NEEDED passed
+  [ "${result_of[$2]:-}" = PASS ] && return 1
+  skip "$1" "needs $2, which did not pass"
+  return 0
 }
 
-# --- nvcc alone: the per-thread mask logic and the attention kernels --------------------------
-export out build nvcc arch jobs
-export cflags="-std=c11 -O2 -D_POSIX_C_SOURCE=200809L -I."
-build_gpu_mask_predicate() {
-  cc $cflags -c distributed/mask_description.c -o "$build/mask_description.o" &&
-    cc $cflags -c common/error.c -o "$build/error.o" &&
-    "$nvcc" -O2 -arch="$arch" -I. tests/gpu_mask_predicate.cu "$build/mask_description.o" \
-      "$build/error.o" -o "$build/gpu_mask_predicate"
+# --- the probes: the kernels' CMake targets with nvcc and the C library only ------------------
+export nvcc arch jobs work device_build out machine_library_path
+generator=$(command -v ninja > /dev/null && echo -GNinja)
+export generator
+configure_probes() {
+  [ -f "$work/probes/CMakeCache.txt" ] ||
+    cmake -S . -B "$work/probes" $generator -DCPPARITY_DEVICE_PROBES_ONLY=ON \
+      -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=Release
 }
-build_gpu_kernel_cuda() {
-  local source objects=()
-  for source in common/error.c common/fault.c distributed/mask_description.c \
-    distributed/kernel_cpu.c distributed/kernel_registry.c; do
-    cc $cflags -DCPPARITY_HAVE_CUDA_KERNELS -c "$source" \
-      -o "$build/kernel-$(basename "$source" .c).o" || return 1
-    objects+=("$build/kernel-$(basename "$source" .c).o")
+build_probe() { configure_probes && cmake --build "$work/probes" -j "$jobs" --target "$1"; }
+export -f configure_probes build_probe
+if [ -z "$nvcc" ]; then
+  for name in build-gpu-mask-predicate build-gpu-kernel-cuda build-cpparity; do
+    settle "$name"
+    record "$name" FAIL 0 - "no nvcc (on PATH, at /usr/local/cuda/bin, or NVCC=)"
   done
-  "$nvcc" -O2 -arch="$arch" -I. tests/gpu_kernel_cuda.cu distributed/kernel_cuda.cu \
-    "${objects[@]}" -lpthread -lm -o "$build/gpu_kernel_cuda"
-}
-export -f build_gpu_mask_predicate build_gpu_kernel_cuda
-check build-gpu-mask-predicate 120 build_gpu_mask_predicate &&
-  check gpu-mask-predicate 60 "$build/gpu_mask_predicate"
-check build-gpu-kernel-cuda 180 build_gpu_kernel_cuda &&
-  check gpu-kernel-cuda 180 "$build/gpu_kernel_cuda"
+  for name in gpu-mask-predicate gpu-kernel-cuda libraries-resolved gpu-ctests device-suite-local-8 \
+    ci-suite-local-4 selftest-cuda kernels-suite-cuda nccl-one-rank determinism cp-step-times \
+    bench-attention; do
+    skip "$name" "needs nvcc"
+  done
+else
+  check build-gpu-mask-predicate build_probe gpu_mask_predicate
+  after gpu-mask-predicate build-gpu-mask-predicate ||
+    check gpu-mask-predicate "$work/probes/tests/gpu_mask_predicate"
+  check build-gpu-kernel-cuda build_probe gpu_kernel_cuda
+  after gpu-kernel-cuda build-gpu-kernel-cuda ||
+    check gpu-kernel-cuda "$work/probes/tests/gpu_kernel_cuda"
 
-# --- the whole cpparity against the carried libraries ------------------------------------------
-if [ -f .device-bundle/env.sh ]; then
-  # shellcheck disable=SC1091
-  source .device-bundle/env.sh
-  nccl_root=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.dirname(n.__file__))' 2>/dev/null || true)
-  [ -n "$nccl_root" ] && export LD_LIBRARY_PATH=$nccl_root/lib:$LD_LIBRARY_PATH
-  export device_build=build-device nccl_root
-  configure_and_build() {
-    cmake -S . -B "$device_build" -DCMAKE_BUILD_TYPE=Release -DCPPARITY_UNIT_TESTS=OFF \
-      -DCPPARITY_SANITIZED_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
-      ${nccl_root:+-DNCCL_ROOT=$nccl_root} $(command -v ninja >/dev/null && echo -GNinja) &&
+  # --- the whole cpparity against the carried libraries ----------------------------------------
+  nccl_root=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null)
+  export nccl_root
+  build_cpparity() {
+    scripts/device-bundle.sh --unpack .device-bundle "$work/bundle" &&
+      source "$work/bundle/env.sh" &&
+      cmake -S . -B "$device_build" $generator -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+        -DCPPARITY_UNIT_TESTS=OFF -DCPPARITY_SANITIZED_TESTS=OFF \
+        ${nccl_root:+-DNCCL_ROOT=$nccl_root} &&
       cmake --build "$device_build" -j "$jobs" --target cpparity cpparity-bench-attention \
         gpu_mask_predicate gpu_kernel_cuda gpu_implementation_cuda &&
-      { cmake --build "$device_build" -j "$jobs" --target gpu_comm_nccl || true; }
+      { ! grep -q '^NCCL_LIBRARY:FILEPATH=/' "$device_build/CMakeCache.txt" ||
+        cmake --build "$device_build" -j "$jobs" --target gpu_comm_nccl; }
   }
-  export -f configure_and_build
-  if check build-cpparity 240 configure_and_build; then
-    export cpparity=$device_build/cpparity
-    check gpu-ctests 240 ctest --test-dir "$device_build" -L gpu --output-on-failure
-    rm -f "$out/device-suite.h5" "$build"/*.h5
-    check device-suite-local-8 240 "$cpparity" run cases/device.yaml --device cuda \
-      --comm local --ranks 8 --out "$out/device-suite.h5"
-    check ci-suite-local-4 240 "$cpparity" run cases/ci.yaml --device cuda --comm local \
-      --ranks 4 --reference-cache "$build/reference-cache" --out "$build/ci.h5"
-    check selftest-cuda 240 "$cpparity" selftest cases/ci.yaml --device cuda --comm local \
-      --ranks 4 --reference-cache "$build/reference-cache" --out "$build/selftest.h5"
-    check kernels-suite-cuda 120 "$cpparity" run cases/kernels.yaml --device cuda --comm local \
-      --allow-not-run --out "$build/kernels.h5"
-    check nccl-one-rank 120 "$cpparity" run cases/device.yaml --device cuda --comm nccl \
-      --allow-not-run --out "$build/nccl.h5"
-    twice() {
-      for run in 1 2; do
-        "$cpparity" run cases/device.yaml --case full-and-sliding-padding-both-sides \
-          --device cuda --comm local --ranks 8 --store all --out "$build/same-$run.h5" || return 1
-      done
-      python3 tests/compare_runs_bitwise.py "$build/same-1.h5" "$build/same-2.h5"
-    }
-    export -f twice
-    check determinism 180 twice
-    step_times() {
-      python3 - "$out/device-suite.h5" <<'PYTHON'
+  libraries_resolved() {
+    local listing
+    listing=$(ldd "$device_build/cpparity") || return 1
+    echo "$listing"
+    echo "from the machine, not the bundle:"
+    grep '=> /' <<< "$listing" | grep -v "$work/bundle" | sed 's/^/  /'
+    ! grep -q 'not found' <<< "$listing"
+  }
+  export -f build_cpparity libraries_resolved
+  if [ -d .device-bundle/debs ]; then
+    check build-cpparity build_cpparity
+  elif [ $no_gpu_ok = 1 ]; then
+    settle build-cpparity
+    record build-cpparity FAIL 0 - "no .device-bundle: run scripts/device-bundle.sh first"
+  else
+    skip build-cpparity "no .device-bundle: run scripts/device-bundle.sh here and carry it"
+  fi
+  if [ -f "$work/bundle/env.sh" ]; then
+    # shellcheck disable=SC1091
+    source "$work/bundle/env.sh"
+    [ -n "$nccl_root" ] && export LD_LIBRARY_PATH=$nccl_root/lib:$LD_LIBRARY_PATH
+  fi
+  export cpparity=$device_build/cpparity
+  after libraries-resolved build-cpparity || check libraries-resolved libraries_resolved
+  after gpu-ctests build-cpparity ||
+    check gpu-ctests ctest --test-dir "$device_build" -L gpu --output-on-failure
+  after device-suite-local-8 build-cpparity ||
+    check device-suite-local-8 "$cpparity" run cases/device.yaml --device cuda --comm local \
+      --ranks 8 --out "$out/device-suite.h5"
+  after ci-suite-local-4 build-cpparity ||
+    check ci-suite-local-4 "$cpparity" run cases/ci.yaml --device cuda --comm local --ranks 4 \
+      --reference-cache "$work/reference-cache" --out "$work/ci.h5"
+  after selftest-cuda build-cpparity ||
+    check selftest-cuda "$cpparity" selftest cases/ci.yaml --device cuda --comm local --ranks 4 \
+      --reference-cache "$work/reference-cache" --out "$work/selftest.h5"
+  after kernels-suite-cuda build-cpparity ||
+    check kernels-suite-cuda "$cpparity" run cases/kernels.yaml --device cuda --comm local \
+      --allow-not-run --out "$work/kernels.h5"
+  after nccl-one-rank build-cpparity ||
+    check nccl-one-rank "$cpparity" run cases/device.yaml --device cuda --comm nccl \
+      --allow-not-run --out "$work/nccl.h5"
+  twice() {
+    for run in 1 2; do
+      "$cpparity" run cases/device.yaml --case full-and-sliding-padding-both-sides \
+        --device cuda --comm local --ranks 8 --store all --out "$work/same-$run.h5" || return 1
+    done
+    LD_LIBRARY_PATH=$machine_library_path python3 tests/compare_runs_bitwise.py \
+      "$work/same-1.h5" "$work/same-2.h5"
+  }
+  step_times() {
+    LD_LIBRARY_PATH=$machine_library_path python3 - "$out/device-suite.h5" <<'PYTHON'
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as results:
     for case in results["cases"]:
@@ -158,36 +275,47 @@ with h5py.File(sys.argv[1], "r") as results:
                     print(f"{case} {dtype} {item}: implementation {a['seconds']:.3f} s, "
                           f"reference {a['reference_seconds']:.3f} s, {a['outcome'].decode()}")
 PYTHON
-    }
-    export -f step_times
-    check cp-step-times 60 step_times
-    bench() {
-      local seq mask
-      : > "$out/bench-ours.jsonl"
-      for seq in 4096 16384; do
-        for mask in causal sliding chunked packed; do
-          "$device_build/cpparity-bench-attention" --kernel cuda-bf16 --seq-len "$seq" \
-            --heads 16 --head-dim 128 --mask "$mask" --window 1024 --chunk 2048 \
-            --documents 16 --repeats 5 >> "$out/bench-ours.jsonl" || return 1
-        done
+  }
+  bench() {
+    local seq mask
+    : > "$out/bench-ours.jsonl"
+    for seq in 4096 16384; do
+      for mask in causal sliding chunked packed; do
+        "$device_build/cpparity-bench-attention" --kernel cuda-bf16 --seq-len "$seq" \
+          --heads 16 --head-dim 128 --mask "$mask" --window 1024 --chunk 2048 \
+          --documents 16 --repeats 5 >> "$out/bench-ours.jsonl" || return 1
       done
-      python3 harness/bench/torch_attention.py --ours "$out/bench-ours.jsonl" \
-        --seq-lens 4096,16384 --json "$out/bench-torch.jsonl"
-    }
-    export -f bench
-    check bench-attention 300 bench
-  fi
-else
-  echo "| build-cpparity | SKIP | 0 | no .device-bundle: run scripts/device-bundle.sh and carry it |" >> "$table"
+    done
+    LD_LIBRARY_PATH=$machine_library_path python3 harness/bench/torch_attention.py \
+      --ours "$out/bench-ours.jsonl" --seq-lens 4096,16384 --json "$out/bench-torch.jsonl"
+  }
+  export -f twice step_times bench
+  after determinism build-cpparity || check determinism twice
+  after cp-step-times device-suite-local-8 || check cp-step-times step_times
+  after bench-attention build-cpparity || check bench-attention bench
 fi
 
-# the timings and the step times belong in the summary too
+# the step times and the benchmark belong in the summary too
 for name in cp-step-times bench-attention; do
-  if [ -s "$logs/$name.log" ]; then
-    { echo; echo "## $name"; echo '```'; tail -40 "$logs/$name.log"; echo '```'; } >> "$table"
+  if [ "${result_of[$name]:-}" = PASS ] || [ "${result_of[$name]:-}" = FAIL ]; then
+    { echo; echo "## $name"; echo '```'
+      sed -n "/^===== $name (limit/,/^===== $name:/p" "$log" | tail -40; echo '```'; } >> "$table"
   fi
 done
-tar -czf "$out/logs.tar.gz" -C "$logs" . 2>/dev/null
+
+failed=0
+for row in "${rows[@]}"; do
+  read -r name kind _ <<< "$row"
+  result=${result_of[$name]:-MISSING}
+  if [ "$result" = FAIL ] || [ "$result" = MISSING ]; then failed=1; fi
+  if [ $no_gpu_ok = 1 ]; then
+    if [ "$kind" = build ] && [ "$result" != PASS ]; then
+      echo "device-check: --no-gpu-ok: build row $name is $result, not PASS" >> "$table"; failed=1
+    elif [ "$kind" = device ] && [ "$result" != SKIP ]; then
+      echo "device-check: --no-gpu-ok: device row $name is $result, not SKIP" >> "$table"; failed=1
+    fi
+  fi
+done
+{ echo; echo "device-check: $([ $failed = 0 ] && echo passed || echo FAILED) in $SECONDS s of a ${budget} s budget"; } >> "$table"
 cat "$table"
-rm -rf "$build" "$logs"
 exit $failed

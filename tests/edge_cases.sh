@@ -178,6 +178,36 @@ signal-mpi-rank)
         fi
     done
     ;;
+timeout-mpi-rank-stopped)
+    # One rank of an MPI job stops (SIGSTOP: a hung GPU, a stuck node) while the job runs with
+    # --timeout 5: rank 0, which holds the outputs' claims, times out in a collective, says so,
+    # removes its claims and temporary files and calls MPI_Abort(3); mpirun exits 3 and --out is
+    # left as it was (only a SIGKILL may leave a claim behind).
+    command -v mpirun >/dev/null || skip "mpirun not found"
+    root=""
+    [ "$(id -u)" = 0 ] && root=--allow-run-as-root
+    mkdir -p "$work/out"
+    OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun -np 2 --oversubscribe $root \
+        "$cpparity" run "$suite" --timeout 5 --out "$work/out/results.h5" \
+        >"$work/mpi.out" 2>"$work/mpi.err" &
+    mpirun_pid=$!
+    wait_for "$work/out/.results.h5.cpparity-claim"
+    stopped=""
+    # the CI suite's many short items: rank 0 meets a collective with rank 1 within a second
+    for pid in $(pgrep -f "cpparity run $suite --timeout 5"); do
+        if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
+            stopped=$pid
+        fi
+    done
+    [ -n "$stopped" ] || fail "no process of rank 1 found"
+    kill -STOP "$stopped"
+    wait $mpirun_pid
+    code=$?
+    kill -KILL "$stopped" 2>/dev/null
+    [ $code = 3 ] || fail "a stopped rank: mpirun exit $code, expected 3"
+    grep -q "timed out after 5 s" "$work/mpi.err" || fail "no rank said which collective timed out"
+    [ -z "$(entries "$work/out")" ] || fail "left behind: $(entries "$work/out")"
+    ;;
 concurrent-out)
     # A second run with the same --out is refused at once (exit 2, naming the first), not after
     # its compute; the first run is unaffected.

@@ -11,7 +11,8 @@
  * a stream of its own) must give identical bits. The backward of both kernels gets the forward
  * outputs of the GPU kernel, so it is compared on identical inputs. One line per configuration,
  * then a summary; exit 0 when everything passed, 1 otherwise, 77 (skipped, with the reason) when
- * the machine has no CUDA device.
+ * the machine has no CUDA device. Last, cuda-f32 must keep masked values (Inf, NaN) out of every
+ * output it is not allowed to see (tests/support/masked_values_contract.h).
  */
 #include <math.h>
 #include <stdbool.h>
@@ -27,7 +28,9 @@
 #include "distributed/mask_description.h"
 extern "C" { /* C headers without their own C++ guard */
 #include "distributed/kernel_cpu.h"
+#include "distributed/kernel_device_staging.h"
 #include "distributed/kernel_registry.h"
+#include "tests/support/masked_values_contract.h"
 }
 
 enum { SKIPPED = 77 };
@@ -599,6 +602,20 @@ int main(void) {
         }
     }
     cudaStreamDestroy(stream);
+    /* masked values cannot change a result: cuda-f32 on host buffers through the staging wrapper
+     * (float32 only; cuda-bf16 runs the same loops on the same flags) */
+    cpparity_attention_kernel staged;
+    memset(&staged, 0, sizeof staged);
+    char report[1024] = "";
+    if (!kernel_device_staging_wrap(&staged, kernels[0], report, sizeof report)) {
+        printf("cuda-f32  masked-values contract: FAIL (cannot stage: %s)\n", report);
+        failed++;
+    } else {
+        const bool kept = masked_values_contract_check(&staged, report, sizeof report);
+        printf("cuda-f32  masked-values contract: %s (%s)\n", kept ? "ok" : "FAIL", report);
+        kept ? passed++ : failed++;
+    }
+    kernel_device_staging_release(&staged);
     if (masked_rows == 0) {
         printf("gpu_kernel_cuda: no fully masked row was met (the layouts should make some)\n");
         failed++;

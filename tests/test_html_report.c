@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/judging/results_diff.h"
+#include "results_model/results_diff.h"
 #include "reports/html_chart_library.h"
 #include "reports/html_escape.h"
 #include "reports/html_report.h"

@@ -8,8 +8,11 @@
 #include <string.h>
 
 #include "distributed/kernel_cpu.h"
+#include "distributed/kernel_registry.h"
 #include "distributed/mask_description.h"
+#include "distributed/mask_predicate.h"
 #include "tests/support/attention_fixture.h"
+#include "tests/support/masked_values_contract.h"
 
 /* float32 against float64 on scores of order 1 summed over S·Dh <= 400 terms: a few hundred
  * float32 roundings (6e-8 each) stay below 5e-5; a masking or scaling error is order 1e-1. */
@@ -158,4 +161,79 @@ Test(kernel_cpu, stream_on_a_cpu_kernel__is_refused_with_a_message) {
                                   &dims, 1.0f, &stream_token, message, sizeof message),
                   0);
     cr_expect(strstr(message, "stream") != NULL, "%s", message);
+}
+
+/* --- the contract that masked values cannot change a result (masked_values_contract.h) ------- */
+
+Test(kernel_cpu, every_built_in_cpu_kernel__keeps_masked_inf_and_nan_out_of_every_output) {
+    int checked = 0;
+    for (int i = 0; i < kernel_registry_count(); i++) {
+        const cpparity_attention_kernel *kernel = kernel_registry_at(i);
+        if (kernel->device != CPPARITY_KERNEL_DEVICE_CPU) {
+            continue; /* CUDA kernels: tests/gpu_kernel_cuda.cu runs the same check on a device */
+        }
+        char report[1024] = "";
+        cr_expect(masked_values_contract_check(kernel, report, sizeof report), "%s", report);
+        checked++;
+    }
+    cr_expect_geq(checked, 2, "cpu-f32 and cpu-f32-tile8 at least");
+}
+
+/* A kernel that multiplies masked pairs by a probability of 0 (as a FlashAttention-style kernel
+ * does when it masks with −∞ before exp): its forward computes every pair of the row, 0 for the
+ * masked ones, and sums p·v over all keys; its backward is cpu-f32's. */
+static int zero_weight_forward(void *context, void *out_raw, float *lse, const void *q_raw,
+                               const void *k_raw, const void *v_raw,
+                               const cpparity_mask_description *mask,
+                               const cpparity_attention_dims *d, float scale, void *stream,
+                               char *error, size_t capacity) {
+    (void)context, (void)stream, (void)error, (void)capacity;
+    float *out = out_raw;
+    const float *q = q_raw, *k = k_raw, *v = v_raw;
+    const int64_t S = d->seq_len, H = d->heads, Hkv = d->kv_heads, Dh = d->head_dim;
+    float *weights = malloc((size_t)S * sizeof(float));
+    for (int64_t b = 0; b < d->batch; b++) {
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t g = h / (H / Hkv);
+            for (int64_t t = 0; t < S; t++) {
+                const float *query = q + ((b * S + t) * H + h) * Dh;
+                float largest = -INFINITY, sum = 0.0f;
+                for (int64_t key = 0; key < S; key++) {
+                    const float *key_row = k + ((b * S + key) * Hkv + g) * Dh;
+                    float score = 0.0f;
+                    for (int64_t i = 0; i < Dh; i++) {
+                        score += query[i] * key_row[i];
+                    }
+                    weights[key] = mask_allowed(mask, b, t, key) ? scale * score : -INFINITY;
+                    largest = weights[key] > largest ? weights[key] : largest;
+                }
+                for (int64_t key = 0; key < S; key++) {
+                    weights[key] = largest == -INFINITY ? 0.0f : expf(weights[key] - largest);
+                    sum += weights[key];
+                }
+                float *row = out + ((b * S + t) * H + h) * Dh;
+                for (int64_t i = 0; i < Dh; i++) {
+                    float accumulated = 0.0f;
+                    for (int64_t key = 0; key < S; key++) { /* masked keys too: 0 · v */
+                        accumulated += weights[key] * v[((b * S + key) * Hkv + g) * Dh + i];
+                    }
+                    row[i] = sum > 0.0f ? accumulated / sum : 0.0f;
+                }
+                lse[(b * H + h) * S + t] = sum > 0.0f ? largest + logf(sum) : -INFINITY;
+            }
+        }
+    }
+    free(weights);
+    return 0;
+}
+
+Test(kernel_cpu, a_kernel_multiplying_masked_pairs_by_zero__breaks_the_masked_values_contract) {
+    cpparity_attention_kernel zero_weight = *cpparity_cpu_f32_kernel();
+    zero_weight.name = "zero-weight";
+    zero_weight.forward = zero_weight_forward;
+    char report[1024] = "";
+    cr_assert_not(masked_values_contract_check(&zero_weight, report, sizeof report));
+    /* the smallest problem already shows it: query 0 of a causal S = 2 with v[1] = Inf */
+    cr_expect(strstr(report, "causal S=2") != NULL && strstr(report, "changed out") != NULL, "%s",
+              report);
 }

@@ -2,7 +2,7 @@
  * test_memory_estimate.c — the memory estimate of a run (harness/running/memory_estimate.h):
  * --max-memory's sizes, the memory this machine has (MemAvailable and cgroup limits, from fake
  * files), the estimate of each part against what the code really allocates (every malloc of this
- * program is counted, below), the job's rounds, and the refusal run_plan_build gives.
+ * program is counted, below), the job's rounds, and the refusal memory_check_plan gives.
  */
 #define _GNU_SOURCE /* malloc_usable_size */
 #include <cblas.h>
@@ -199,12 +199,7 @@ typedef struct planned_suite {
 static cpparity_status plan_cases(planned_suite *suite, const char *text, int64_t max_memory,
                                   const char *pattern, cpparity_error *error) {
     memset(suite, 0, sizeof *suite);
-    test_make_folder(suite->folder, sizeof suite->folder);
-    snprintf(suite->path, sizeof suite->path, "%s/suite.yaml", suite->folder);
-    FILE *file = fopen(suite->path, "w");
-    cr_assert_not_null(file);
-    fputs(text, file);
-    fclose(file);
+    test_write_suite(suite->folder, sizeof suite->folder, suite->path, sizeof suite->path, text);
     suite->options.suites[0] = suite->path;
     suite->options.suite_count = 1;
     if (pattern != NULL) {
@@ -216,7 +211,15 @@ static cpparity_status plan_cases(planned_suite *suite, const char *text, int64_
     suite->options.comm = "local";
     suite->options.device = "cpu";
     suite->options.max_memory = max_memory > 0 ? max_memory : (int64_t)1 << 40;
-    return run_plan_build(&suite->plan, &suite->options, error);
+    cpparity_status status = run_plan_build(&suite->plan, &suite->options, error);
+    if (status == CPPARITY_OK) { /* as command_run.c does, on the cpu implementation */
+        status = memory_check_plan(&suite->plan, &suite->options, &cpparity_cpu_implementation,
+                                   NULL, error);
+        if (status != CPPARITY_OK) {
+            run_plan_free(&suite->plan);
+        }
+    }
+    return status;
 }
 
 static cpparity_status plan_suite(planned_suite *suite, const char *text, int64_t max_memory,
@@ -232,6 +235,7 @@ static void suite_remove(planned_suite *suite) {
 static memory_setting local_setting(int64_t ranks) {
     memory_setting setting;
     memset(&setting, 0, sizeof setting);
+    setting.implementation = &cpparity_cpu_implementation;
     setting.ranks = ranks;
     setting.store = RUN_STORE_FAILURES;
     setting.fault = CPPARITY_FAULT_NONE;
@@ -440,7 +444,8 @@ Test(memory_estimate, reference_baseline_and_rerun__are_what_they_allocate) {
     const memory_setting setting = local_setting(2);
     memory_item item;
     char what[MEMORY_TEXT];
-    cr_assert(memory_estimate_item(c, 1, &setting, &item, what, sizeof what), "%s", what);
+    cr_assert(memory_estimate_item(c, 1, CPPARITY_DTYPE_F32, &setting, &item, what, sizeof what),
+              "%s", what);
 
     reference_cache cache = {0};
     const reference_outputs *outputs = NULL;
@@ -542,7 +547,9 @@ Test(memory_estimate, implementation_and_judging__are_what_an_item_allocates) {
         item_job job = {.plan = &suite.plan, .options = &options, .index = index, .cache = &cache};
         memory_item item;
         char what[MEMORY_TEXT];
-        cr_assert(memory_estimate_item(c, cp, &setting, &item, what, sizeof what), "%s", what);
+        cr_assert(
+            memory_estimate_item(c, cp, CPPARITY_DTYPE_F32, &setting, &item, what, sizeof what),
+            "%s", what);
         cpparity_status statuses[2];
         const int64_t before = measure_start();
         cr_assert_eq(comm_local_run((int)cp, TIMEOUT, item_body, &job, statuses, NULL, &error),
@@ -668,7 +675,8 @@ Test(memory_job, concurrent_groups_add_up_in_one_process__not_across_processes) 
     memory_setting setting = local_setting(2);
     memory_item wide;
     char what[MEMORY_TEXT];
-    cr_assert(memory_estimate_item(plan->cases[1], 1, &setting, &wide, what, sizeof what));
+    cr_assert(memory_estimate_item(plan->cases[1], 1, CPPARITY_DTYPE_F32, &setting, &wide, what,
+                                   sizeof what));
     const int64_t wide_alone = wide.reference + wide.implementation; /* at least its own peak */
     memory_total totals[8];
     memory_discrimination discrimination;
@@ -682,7 +690,8 @@ Test(memory_job, concurrent_groups_add_up_in_one_process__not_across_processes) 
                   "wide runs beside medium in one process: %lld < %lld",
                   (long long)totals[medium_1].others, (long long)wide_alone);
     memory_item medium;
-    cr_assert(memory_estimate_item(plan->cases[0], 2, &setting, &medium, what, sizeof what));
+    cr_assert(memory_estimate_item(plan->cases[0], 2, CPPARITY_DTYPE_F32, &setting, &medium, what,
+                                   sizeof what));
     cr_expect_geq(totals[medium_2].others, medium.reference_kept + medium.baseline_kept,
                   "cp 2 runs beside the cached outputs of its case");
     cr_expect_eq(totals[medium_2].ranks, 2, "both ranks of the group are threads here");
@@ -713,16 +722,16 @@ Test(memory_job, faults_and_store_all__add_their_buffers) {
     memory_setting setting = local_setting(2);
     memory_item clean, faulty, stored;
     char what[MEMORY_TEXT];
-    cr_assert(memory_estimate_item(c, 2, &setting, &clean, what, sizeof what));
+    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, &setting, &clean, what, sizeof what));
     setting.fault = CPPARITY_FAULT_STALE_RANK_SLICE;
-    cr_assert(memory_estimate_item(c, 2, &setting, &faulty, what, sizeof what));
+    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, &setting, &faulty, what, sizeof what));
     const int64_t logits = c->batch_size * (c->seq_len / 2) * c->model.vocab_size;
     cr_expect_geq(faulty.implementation, clean.implementation + 4 * logits,
                   "stale-rank-slice keeps a copy of the slice");
     cr_expect_gt(faulty.stored, clean.stored, "--store failures keeps the failing tensors");
     setting.fault = CPPARITY_FAULT_NONE;
     setting.store = RUN_STORE_ALL;
-    cr_assert(memory_estimate_item(c, 2, &setting, &stored, what, sizeof what));
+    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, &setting, &stored, what, sizeof what));
     cr_expect_geq(stored.stored, clean.stored + 12 * 2 * logits,
                   "--store all keeps every rank's logits with their float64 reference");
     run_plan_free(&suite.plan);
@@ -789,7 +798,11 @@ Test(memory_case, list_estimate__is_the_largest_item_or_an_overflow) {
     const cpparity_case *c = suite.plan.cases[0];
     int64_t bytes = 0;
     char what[MEMORY_TEXT];
-    cr_assert(memory_estimate_case(c, &bytes, what, sizeof what), "%s", what);
+    bool known = false;
+    cr_assert(
+        memory_estimate_case(c, &cpparity_cpu_implementation, &bytes, &known, what, sizeof what),
+        "%s", what);
+    cr_expect(known, "the cpu implementation declares its estimate");
     /* alone on 2 local ranks (its least rank count): the largest item of that job */
     memory_setting setting = local_setting(2);
     run_plan_item items[RUN_PLAN_CASE_ITEMS];

@@ -1,6 +1,6 @@
 /*
- * test_results_diff.c — results files read back (harness/storage/results_reader.h) and two runs
- * compared (harness/judging/results_diff.h).
+ * test_results_diff.c — results files read back (results_model/results_reader.h) and two runs
+ * compared (results_model/results_diff.h).
  *
  * Runs are built by hand: cases "a", "b", "c" with one f32 item at cp 2 each, of two tensors
  * (loss and logits on rank 1); written with results_file_write, read back, then diffed.
@@ -13,11 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/results.h"
-#include "harness/judging/results_diff.h"
+#include "results_model/results.h"
+#include "results_model/results_diff.h"
 #include "harness/judging/tolerance.h"
-#include "harness/storage/results_file.h"
-#include "harness/storage/results_reader.h"
+#include "results_model/results_file.h"
+#include "results_model/results_reader.h"
 #include "tests/support/test_files.h"
 #include "tests/support/test_models.h"
 

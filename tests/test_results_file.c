@@ -1,5 +1,5 @@
 /*
- * test_results_file.c — the HDF5 results file (harness/results_file.c) and run_results.c.
+ * test_results_file.c — the HDF5 results file (results_model/results_file.c).
  *
  * A hand-built run of one tiny case (one row of two documents) with three items: cp 1 PASS
  * (one record), cp 2 FAIL (three records: loss passes, logits on rank 1 fails with its values
@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/storage/results_file.h"
-#include "common/results.h"
+#include "results_model/results_file.h"
+#include "results_model/results.h"
 #include "harness/judging/tolerance.h"
 #include "tests/support/test_files.h"
 

@@ -202,6 +202,7 @@ static const cpparity_attention_kernel kernel = {
     .head_dim_count = 0,
     .head_dims = NULL,
     .supports = supports,
+    .workspace_bytes = NULL, /* optional: it allocates nothing (a row lives on the stack) */
 };
 
 static const cpparity_attention_kernel *const kernels[] = {&kernel};

@@ -1,6 +1,6 @@
 /*
  * command_diff.c — `cpparity diff OLD.h5 NEW.h5 [--factor F] [--markdown FILE]`: what changed
- * between two runs (harness/judging/results_diff.h). Exit 1 on a regression (a new failure or
+ * between two runs (results_model/results_diff.h). Exit 1 on a regression (a new failure or
  * an error grown by more than the factor), 0 otherwise, 2 when the files cannot be compared
  * (not results files, truncated, different format versions) or a flag is wrong.
  */
@@ -12,8 +12,8 @@
 
 #include "common/output_file.h"
 #include "harness/cli/commands.h"
-#include "harness/judging/results_diff.h"
-#include "harness/storage/results_reader.h"
+#include "results_model/results_diff.h"
+#include "results_model/results_reader.h"
 #include "reports/diff_report.h"
 
 static void usage(FILE *stream) {

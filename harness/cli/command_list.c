@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/case.h"
+#include "distributed/implementation_registry.h"
 #include "harness/cli/commands.h"
 #include "harness/running/memory_estimate.h"
 #include "harness/suite/case_file.h"
@@ -19,8 +20,10 @@ static void usage(FILE *stream) {
             "usage: cpparity list [SUITE.yaml ...] [--names | --model]\n"
             "       cpparity list --faults\n"
             "  One line per case: name, the memory one process needs at most to run the case\n"
-            "  alone (`cpparity run SUITE --case NAME` on local ranks; 'overflow' when its\n"
-            "  sizes cannot be held), what it exercises, cp sizes.\n"
+            "  alone (`cpparity run SUITE --case NAME` on local ranks, --device cpu; 'overflow'\n"
+            "  when its sizes cannot be held; a '+' after it when the implementation declares\n"
+            "  no estimate of its own share, which is then not counted), what it exercises, cp\n"
+            "  sizes.\n"
             "  Default suite: %s\n"
             "  --names   only the case names, one per line (for scripts)\n"
             "  --model   each case's resolved model configuration, one field per line\n"
@@ -148,6 +151,8 @@ int command_list(int argc, char **argv) {
     const char *default_suite[] = {cpparity_default_suite()};
     const char *const *suites = optind < argc ? (const char *const *)argv + optind : default_suite;
     const int suite_count = optind < argc ? argc - optind : 1;
+    /* the estimate of a case run as `cpparity run` runs it by default: --device cpu */
+    const cpparity_implementation *implementation = implementation_registry_for_device("cpu");
     for (int s = 0; s < suite_count; s++) {
         cpparity_suite suite;
         cpparity_error error;
@@ -175,8 +180,10 @@ int command_list(int argc, char **argv) {
             }
             char memory[32] = "overflow", what[MEMORY_TEXT];
             int64_t bytes = 0;
-            if (memory_estimate_case(c, &bytes, what, sizeof what)) {
+            bool known = true;
+            if (memory_estimate_case(c, implementation, &bytes, &known, what, sizeof what)) {
                 memory_size_format(bytes, memory, sizeof memory);
+                strcat(memory, known ? "" : "+"); /* the implementation's share unknown */
             }
             printf("%-48s %10s  %-66s cp=%s\n", c->name, memory, features, cp);
         }

@@ -18,8 +18,8 @@
 
 #include "common/output_file.h"
 #include "harness/cli/commands.h"
-#include "harness/judging/results_diff.h"
-#include "harness/storage/results_reader.h"
+#include "results_model/results_diff.h"
+#include "results_model/results_reader.h"
 #include "reports/html_chart_library.h"
 #include "reports/html_report.h"
 

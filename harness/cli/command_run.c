@@ -293,6 +293,13 @@ static int command_main(int argc, char **argv, run_command_kind kind) {
     memory_allocator_pin(); /* what the run allocates is what it holds (memory_estimate.h) */
     reference_set_threads(reference_threads_for(&options, backend, 0));
     command.plan_status = run_plan_build(&plan, &options, &command.plan_error);
+    if (command.plan_status == CPPARITY_OK) { /* before anything is allocated: does it fit? */
+        command.plan_status =
+            memory_check_plan(&plan, &options, implementation, kernel, &command.plan_error);
+        if (command.plan_status != CPPARITY_OK) {
+            run_plan_free(&plan);
+        }
+    }
     int ranks = options.ranks;
     if (ranks == 0 && !backend->ranks_from_launcher) {
         ranks = command.plan_status == CPPARITY_OK ? (int)plan.least_ranks : 1;

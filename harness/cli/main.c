@@ -14,7 +14,7 @@
 #include "harness/bench/bench_model.h"
 #include "harness/bench/bench_reference.h"
 #include "harness/cli/commands.h"
-#include "harness/storage/hdf5_util.h"
+#include "results_model/hdf5_util.h"
 #include "harness/version.h"
 
 static void usage(FILE *stream) {

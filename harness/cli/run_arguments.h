@@ -2,7 +2,8 @@
  * run_arguments.h — the command line of `cpparity run` (docs/command-line.md): parsing argv into
  * run_options and the --help text. Flags that name outputs, choices of dtype, store, device,
  * communicator and kernel all come from their tables (run_outputs.h, common/case.h,
- * common/results.h, the registries), so the parser and the help text never disagree with them.
+ * results_model/results.h, the registries), so the parser and the help text never disagree with
+ * them.
  * Every bad flag is an input error (exit 2) naming the flag.
  */
 #ifndef CPPARITY_HARNESS_CLI_RUN_ARGUMENTS_H

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 /* The baseline error of one tensor (rank 0 of the baseline run) of a case and dtype. */
 typedef struct baseline_entry {

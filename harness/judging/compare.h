@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "common/case.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 /* Compares x (float32) with r (float64), count elements. include: NULL = every element, else
  * include[i] != 0 marks compared elements. Sums are in float64 in index order. */

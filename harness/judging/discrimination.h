@@ -14,7 +14,7 @@
 #include "common/error.h"
 #include "common/case.h"
 #include "harness/judging/reference_cache.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 /* Appends to results->discrimination one record per feature the case uses. normal is the
  * case's reference run with every feature (reference_cache.h); threshold_limit is the tightest

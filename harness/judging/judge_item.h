@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/results.h"
+#include "results_model/results.h"
 #include "harness/judging/baseline_table.h"
 #include "harness/judging/reference_cache.h"
 

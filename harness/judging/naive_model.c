@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked_size.h"
 #include "common/model_parameters.h"
 #include "common/monotonic_clock.h"
 #include "reference/mask.h"
+#include "reference/memory.h"
 
 /* --- storage ---------------------------------------------------------------------------- */
 
@@ -480,4 +482,59 @@ void naive_outputs_free(naive_outputs *outputs) {
     free(outputs->logits);
     free(outputs->gradients);
     memset(outputs, 0, sizeof *outputs);
+}
+
+cpparity_status naive_model_memory(const cpparity_model_config *config, int64_t batch,
+                                   int64_t seq_len, int64_t *peak, int64_t *kept,
+                                   cpparity_error *error) {
+    *peak = *kept = 0;
+    reference_memory masks; /* the masks are the reference's (reference_mask_init) */
+    cpparity_status status = reference_memory_estimate(config, batch, seq_len, &masks, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    cpparity_sizer s = CPPARITY_SIZER_START;
+    const int64_t D = config->hidden_size, F = config->intermediate_size, V = config->vocab_size;
+    const int64_t q =
+        CPPARITY_PRODUCT(&s, "the baseline's heads", config->num_attention_heads, config->head_dim);
+    const int64_t kv =
+        CPPARITY_PRODUCT(&s, "the baseline's heads", config->num_key_value_heads, config->head_dim);
+    cpparity_tensor_table table = {0};
+    if (cpparity_model_parameter_table(config, &table, error) != CPPARITY_OK) {
+        return error->status;
+    }
+    const int64_t P = table.total;
+    cpparity_tensor_table_free(&table);
+    const int64_t N = CPPARITY_PRODUCT(&s, "the tokens B x S", batch, seq_len);
+    /* allocate(): per layer 14 saved values (input, normed, residual, post-normed: D; two rstd;
+     * q and attention; k and v; lse: H; gate, up, swiglu: F), then the final norm and rstd, the
+     * logits and the rotary tables (Dh/2 each) */
+    const int64_t per_layer = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's values", 4, D),
+                                           2, CPPARITY_PRODUCT(&s, "the baseline's values", 2, q),
+                                           CPPARITY_PRODUCT(&s, "the baseline's values", 2, kv),
+                                           config->num_attention_heads,
+                                           CPPARITY_PRODUCT(&s, "the baseline's values", 3, F));
+    const int64_t saved = CPPARITY_SUM(
+        &s, CPPARITY_PRODUCT(&s, "the baseline's values", config->num_hidden_layers, per_layer),
+        CPPARITY_PRODUCT(&s, "the baseline's values", 2, D), 1, V, config->head_dim / 2 * 2);
+    /* naive_model_run: the projection and the gradient of every activation (naive_gradients) */
+    const int64_t gradients =
+        CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's backward", 3, D),
+                     CPPARITY_PRODUCT(&s, "the baseline's backward", 3, F),
+                     CPPARITY_PRODUCT(&s, "the baseline's backward", 2, q),
+                     CPPARITY_PRODUCT(&s, "the baseline's backward", 2, kv), V);
+    *kept = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's logits", 4, N, V),
+                         CPPARITY_PRODUCT(&s, "the gradients", 4, P));
+    *peak = CPPARITY_SUM(
+        &s, CPPARITY_PRODUCT(&s, "the baseline's weights", 4, P),
+        CPPARITY_PRODUCT(&s, "the baseline's activations", 4, N, saved), masks.masks,
+        CPPARITY_PRODUCT(&s, "the baseline's scratch", 12, seq_len),
+        CPPARITY_PRODUCT(&s, "the baseline's projection", 4, N, D),
+        CPPARITY_PRODUCT(&s, "the baseline's backward", 4, N, gradients), *kept,
+        CPPARITY_PRODUCT(&s, "the baseline's buffer list", 8, 16 * config->num_hidden_layers + 48));
+    if (!s.ok) {
+        *peak = *kept = 0;
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s", s.what);
+    }
+    return CPPARITY_OK;
 }

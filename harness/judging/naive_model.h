@@ -43,6 +43,16 @@ cpparity_status naive_model_run(const cpparity_model_config *config, const cppar
                                 cpparity_dtype dtype, naive_outputs *outputs,
                                 cpparity_error *error);
 
+/* What naive_model_run holds at most for config on batch × seq_len tokens, into *peak: its
+ * float32 weights 4P, the saved values 4N·A (A as in reference/memory.h), the reference masks,
+ * a row's scores and keys 12S, a projection 4ND, the activation gradients
+ * 4N(3D + 3F + 2H·Dh + 2Hkv·Dh + V), its buffer list and its outputs; and into *kept the outputs
+ * it returns (logits 4NV, gradients 4P). Not the batch nor the float64 weights it is given.
+ * CPPARITY_ERROR_INPUT naming the size when one does not fit int64. */
+cpparity_status naive_model_memory(const cpparity_model_config *config, int64_t batch,
+                                   int64_t seq_len, int64_t *peak, int64_t *kept,
+                                   cpparity_error *error);
+
 /* Releases what naive_model_run allocated; safe on a zeroed struct. */
 void naive_outputs_free(naive_outputs *outputs);
 

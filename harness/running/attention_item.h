@@ -23,7 +23,7 @@
 
 #include "common/case.h"
 #include "common/error.h"
-#include "common/results.h"
+#include "results_model/results.h"
 #include "distributed/kernel.h"
 
 /* Runs and judges item (begun with run_item_begin) for case c; the item's message names the

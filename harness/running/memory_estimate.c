@@ -9,65 +9,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/batch.h"
 #include "common/checked_size.h"
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
-#include "distributed/activation_layout.h"
 #include "distributed/comm_launch.h"
-#include "distributed/model_f32.h"
-#include "reference/mask.h"
-#include "reference/threads.h"
+#include "distributed/kernel_registry.h"
+#include "distributed/kernel_support.h"
+#include "harness/judging/naive_model.h"
+#include "reference/memory.h"
 
-/* --- checked arithmetic ----------------------------------------------------------------------- */
-
-/* Products and sums of sizes; the first one that overflows int64 is remembered by name and every
- * later result is 0. */
-typedef struct sizer {
-    bool ok;
-    char what[CPPARITY_ERROR_TEXT];
-} sizer;
-
-static void sizer_fail(sizer *s, const char *what) {
-    if (s->ok) {
-        s->ok = false;
-        snprintf(s->what, sizeof s->what, "%s", what);
-    }
-}
-
-static int64_t product_of(sizer *s, const char *what, const int64_t *factors, int count) {
-    int64_t result = 1;
-    for (int i = 0; i < count; i++) {
-        if (!cpparity_multiply_checked(result, factors[i], &result)) {
-            sizer_fail(s, what);
-        }
-    }
-    return s->ok ? result : 0;
-}
-
-static int64_t sum_of(sizer *s, const int64_t *terms, int count) {
-    int64_t result = 0;
-    for (int i = 0; i < count; i++) {
-        if (!cpparity_add_checked(result, terms[i], &result)) {
-            sizer_fail(s, "a sum of the sizes");
-        }
-    }
-    return s->ok ? result : 0;
-}
-
-#define COUNT_OF(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-/* PRODUCT(s, "what", a, b, ...) and SUM(s, a, b, ...), checked. */
-#define PRODUCT(s, what, ...)                                                                      \
-    product_of((s), (what), (int64_t[]){__VA_ARGS__}, COUNT_OF(__VA_ARGS__))
-#define SUM(s, ...) sum_of((s), (int64_t[]){__VA_ARGS__}, COUNT_OF(__VA_ARGS__))
-
-static int64_t largest_of(const int64_t *values, int count) {
-    int64_t result = 0;
-    for (int i = 0; i < count; i++) {
-        result = values[i] > result ? values[i] : result;
-    }
-    return result;
-}
-#define LARGEST(...) largest_of((int64_t[]){__VA_ARGS__}, COUNT_OF(__VA_ARGS__))
+/* Checked sums and products of sizes (common/checked_size.h), under short names. */
+#define PRODUCT CPPARITY_PRODUCT
+#define SUM CPPARITY_SUM
+#define LARGEST CPPARITY_LARGEST
 
 /* --- sizes in text ---------------------------------------------------------------------------- */
 
@@ -350,249 +305,164 @@ void memory_allocator_pin(void) {
 
 /* B, S and the model's sizes of a case, and the parameter count (model.md's table). */
 typedef struct case_sizes {
-    int64_t B, S, V, D, F, H, Hkv, Dh, layers;
+    int64_t B, S, V, H, Hkv, Dh, layers;
+    int64_t N;          /* tokens B·S */
     int64_t P;          /* parameters */
     int64_t parameters; /* tensors in the parameter table */
 } case_sizes;
 
-/* The bytes of a batch of `tokens` (common/batch.c: ids, labels, positions int64; mask int8). */
-static int64_t batch_bytes(sizer *s, int64_t tokens) {
-    return PRODUCT(s, "the batch", 25, tokens);
+/* The bytes of a batch of `tokens` (common/batch.h). */
+static int64_t batch_bytes(cpparity_sizer *s, int64_t tokens) {
+    return PRODUCT(s, "the batch", CPPARITY_BATCH_TOKEN_BYTES, tokens);
 }
 
-/* The saved activations per token of the reference (reference/model.c) and of the naive baseline
- * (naive_model.c, the same tensors): rotary tables, every layer, the final norm, the logits. */
-static int64_t activations_per_token(sizer *s, const case_sizes *z) {
-    const int64_t layer = SUM(s, PRODUCT(s, "a layer's activations", 4, z->D), 2,
-                              PRODUCT(s, "a layer's activations", 2, z->H, z->Dh),
-                              PRODUCT(s, "a layer's activations", 2, z->Hkv, z->Dh), z->H,
-                              PRODUCT(s, "a layer's activations", 3, z->F));
-    return SUM(s, z->Dh, PRODUCT(s, "the activations", z->layers, layer),
-               PRODUCT(s, "the activations", 2, z->D), 1, z->V);
-}
-
-/* The activation gradients one backward holds per token (model_backward.c, naive_model.c): the
- * stream, residual and normed (D each), swiglu, gate, up (F each), attention and q (H·Dh), k
- * and v (Hkv·Dh), logits (V). */
-static int64_t backward_per_token(sizer *s, const case_sizes *z) {
-    return SUM(s, PRODUCT(s, "the backward buffers", 3, z->D),
-               PRODUCT(s, "the backward buffers", 3, z->F),
-               PRODUCT(s, "the backward buffers", 2, z->H, z->Dh),
-               PRODUCT(s, "the backward buffers", 2, z->Hkv, z->Dh), z->V);
-}
-
-/* Every layer's reference mask (reference/mask.c): key_valid (1), document (8) and, chunked,
- * chunk (8) per token; valid_prefix 8·B(S+1); left_padding 8B. */
-static int64_t masks_bytes(sizer *s, const cpparity_case *c, const case_sizes *z) {
-    const int64_t tokens = PRODUCT(s, "the masks", z->B, z->S);
-    const int64_t plain =
-        SUM(s, PRODUCT(s, "a mask", 9, tokens), PRODUCT(s, "a mask", 8, z->B, SUM(s, z->S, 1)),
-            PRODUCT(s, "a mask", 8, z->B));
-    int64_t total = 0;
-    for (int64_t l = 0; l < z->layers; l++) {
-        const bool chunked = c->model.layer_types[l] == CPPARITY_LAYER_CHUNKED;
-        total = SUM(s, total, plain, chunked ? PRODUCT(s, "a mask", 8, tokens) : 0);
+/* The kernel an item calls: the setting's, else the implementation's default (NULL: none). */
+static const cpparity_attention_kernel *kernel_of(const memory_setting *setting) {
+    if (setting->kernel != NULL || setting->implementation == NULL) {
+        return setting->kernel;
     }
-    return total;
+    return kernel_registry_find(setting->implementation->default_kernel);
 }
 
-/* One reference attention's scratch (attention_forward.c, attention_backward.c): tiles of
- * `edge` = the mask's block size; each of the reference's threads (reference_threads(), at most
- * one per work item: B·H query tiles) holds 64-byte aligned scratch — forward the scores, the
- * accumulated values, the row maxima and sums, and the predicate of one tile pair; backward two
- * edge × edge tiles, two edge × Dh ones and the predicate — and backward adds delta (B·H·S). */
-static int64_t reference_attention_bytes(sizer *s, const case_sizes *z, bool backward) {
-    const int64_t edge = REFERENCE_MASK_DEFAULT_BLOCK;
-    const int64_t tiles = z->S / edge + (z->S % edge != 0);
-    const int64_t items = PRODUCT(s, "the attention's work items", z->B, z->H, tiles);
-    const int64_t threads = reference_threads() < items ? reference_threads() : items;
-    const int64_t doubles =
-        backward ? SUM(s, 2 * edge * edge, PRODUCT(s, "the attention scratch", 2, edge, z->Dh))
-                 : SUM(s, edge * edge, PRODUCT(s, "the attention scratch", edge, z->Dh), 2 * edge);
-    const int64_t scratch = SUM(s, PRODUCT(s, "the attention scratch", 8, doubles), edge * edge);
-    const int64_t aligned = SUM(s, scratch, 63) / 64 * 64;
-    return SUM(s, PRODUCT(s, "the attention scratch", threads, aligned),
-               backward ? PRODUCT(s, "the attention's delta", 8, z->B, z->H, z->S) : 0);
+/* attention_item.c: one kernel alone, all heads, on the root; no model, no cache. float32 q,
+ * dout, out, dq and their naive and second-call copies (8 each of Q), k, v, dk, dv likewise (8
+ * each of K), lse four times (R); float64 inputs and reference outputs (4 of Q, 4 of K, 2 of R);
+ * the guarded copies of a plugin's outputs (2Q + 2K + R floats); the batch, both masks, the
+ * reference attention's backward (reference/memory.h) and a CPU kernel's own workspace. */
+static void attention_item(cpparity_sizer *s, const cpparity_case *c, const case_sizes *z,
+                           const memory_setting *setting, memory_item *item) {
+    const int64_t Q = PRODUCT(s, "q", z->N, z->H, z->Dh), K = PRODUCT(s, "k", z->N, z->Hkv, z->Dh);
+    const int64_t R = PRODUCT(s, "lse", z->N, z->H);
+    reference_memory reference;
+    cpparity_error error;
+    if (reference_memory_estimate(&c->model, z->B, z->S, &reference, &error) != CPPARITY_OK) {
+        cpparity_sizer_fail(s, error.message);
+    }
+    const cpparity_attention_kernel *kernel = kernel_of(setting);
+    const cpparity_attention_dims dims = {z->B, z->S, z->H, z->Hkv, z->Dh};
+    int64_t workspace = 0;
+    if (!kernel_workspace_bytes(kernel, &dims, &workspace)) {
+        cpparity_sizer_fail(s, "the attention kernel's workspace");
+    }
+    item->implementation = SUM(
+        s, PRODUCT(s, "the float32 buffers", 4, SUM(s, 10 * Q, 10 * K, 5 * R)),
+        PRODUCT(s, "the float64 buffers", 8, SUM(s, 4 * Q, 4 * K, 2 * R)), R, batch_bytes(s, z->N),
+        PRODUCT(s, "the kernel's mask", 17, z->N), reference.masks, reference.attention_backward,
+        PRODUCT(s, "the records", 5 * z->layers, (int64_t)sizeof(tensor_record)),
+        kernel != NULL && kernel->device == CPPARITY_KERNEL_DEVICE_CPU ? workspace : 0);
+    item->implementation_known = true; /* no implementation runs */
 }
 
-/* The extra buffers of a planted fault per rank (model_f32.c, model_f32_forward.c,
- * model_f32_backward.c): *kept for the whole run of the instance, *forward at the end of forward
- * (after its scratch is freed), *reduce while the gradients are reduced. */
-static void fault_bytes(sizer *s, const memory_setting *setting, int64_t cp, int64_t Nl,
-                        int64_t logits, int64_t P, int64_t *kept, int64_t *forward,
-                        int64_t *reduce) {
-    const bool every = setting->selftest;
-    const cpparity_fault fault = setting->fault;
-    *kept = *forward = *reduce = 0;
-    if (every || fault == CPPARITY_FAULT_POSITIONS_LOCAL) {
-        *kept = SUM(s, *kept, PRODUCT(s, "a fault's buffers", 8, Nl));
+/* The implementation's own share of one rank (its `estimate`), into item; unknown without one. */
+static void implementation_share(cpparity_sizer *s, const cpparity_case *c, int64_t cp,
+                                 cpparity_dtype dtype, const memory_setting *setting,
+                                 memory_item *item) {
+    const cpparity_implementation *implementation = setting->implementation;
+    if (implementation == NULL || implementation->estimate == NULL) {
+        return; /* only the harness's share is counted; implementation_known says so */
     }
-    if (every || fault == CPPARITY_FAULT_STALE_RANK_SLICE) {
-        *kept = SUM(s, *kept, PRODUCT(s, "a fault's buffers", 4, logits));
-        *forward = PRODUCT(s, "a fault's buffers", 4, cp, logits);
+    const cpparity_implementation_estimate setup = {
+        .config = &c->model,
+        .batch = c->batch_size,
+        .seq_len = c->seq_len,
+        .cp = cp,
+        .dtype = dtype,
+        .kernel = kernel_of(setting),
+        .fault = setting->fault,
+        .every_fault = setting->selftest,
+        .comm_on_device = setting->device_comm,
+        .comm_gathers_reduce = setting->ranks_are_processes && !setting->device_comm,
+    };
+    cpparity_error error;
+    int64_t bytes = 0;
+    const bool stated = implementation->estimate(&setup, &bytes, &error) == CPPARITY_OK;
+    if (!stated || bytes < 0) {
+        char what[CPPARITY_SIZER_TEXT];
+        snprintf(what, sizeof what, "the %.64s implementation's estimate: %.150s",
+                 implementation->name, stated ? "a negative size" : error.message);
+        cpparity_sizer_fail(s, what);
+        return;
     }
-    if (every || fault == CPPARITY_FAULT_GRAD_REDUCE_ORDER) {
-        *reduce = PRODUCT(s, "a fault's buffers", 4, cp, P);
-    }
+    item->implementation_own = bytes;
+    item->implementation_known = true;
 }
 
-/* The entries of a tensor table of `count` tensors (tensor_table.c grows its array to
- * 2·capacity + 16): a few KiB, but one per model, per rank and per layer count. */
-static int64_t table_bytes(int64_t count) {
-    int64_t capacity = 0;
-    while (capacity < count) {
-        capacity = capacity * 2 + 16;
-    }
-    return capacity * (int64_t)sizeof(cpparity_tensor_entry);
-}
-
-bool memory_estimate_item(const cpparity_case *c, int64_t cp, const memory_setting *setting,
-                          memory_item *item, char *what, size_t what_size) {
+bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dtype,
+                          const memory_setting *setting, memory_item *item, char *what,
+                          size_t what_size) {
     memset(item, 0, sizeof *item);
-    sizer s = {.ok = true};
+    cpparity_sizer s = CPPARITY_SIZER_START;
     const cpparity_model_config *m = &c->model;
     case_sizes z = {c->batch_size,
                     c->seq_len,
                     m->vocab_size,
-                    m->hidden_size,
-                    m->intermediate_size,
                     m->num_attention_heads,
                     m->num_key_value_heads,
                     m->head_dim,
                     m->num_hidden_layers,
                     0,
+                    0,
                     0};
     cpparity_tensor_table table = {0};
     cpparity_error error;
     if (cpparity_model_parameter_table(m, &table, &error) != CPPARITY_OK) {
-        sizer_fail(&s, error.message);
+        cpparity_sizer_fail(&s, error.message);
     }
     z.P = table.total;
     z.parameters = table.count;
     cpparity_tensor_table_free(&table);
+    z.N = PRODUCT(&s, "the tokens B x S", z.B, z.S);
     if (cp < 1) {
         cp = 1;
     }
     if (c->level == CPPARITY_LEVEL_ATTENTION) {
-        /* attention_item.c: one kernel alone, all heads, on the root; no model, no cache.
-         * float32 q, dout, out, dq and their naive and second-call copies (8 each of Q), k, v,
-         * dk, dv likewise (8 each of K), lse four times (R); float64 inputs and reference outputs
-         * (4 of Q, 4 of K, 2 of R); the guarded copies of a plugin's outputs (2Q + 2K + R
-         * floats); the batch, both masks and the reference attention's scratch */
-        const int64_t N = PRODUCT(&s, "the tokens B x S", z.B, z.S);
-        const int64_t Q = PRODUCT(&s, "q", N, z.H, z.Dh), K = PRODUCT(&s, "k", N, z.Hkv, z.Dh);
-        const int64_t R = PRODUCT(&s, "lse", N, z.H);
-        item->implementation =
-            SUM(&s, PRODUCT(&s, "the float32 buffers", 4, SUM(&s, 10 * Q, 10 * K, 5 * R)),
-                PRODUCT(&s, "the float64 buffers", 8, SUM(&s, 4 * Q, 4 * K, 2 * R)), R,
-                batch_bytes(&s, N), PRODUCT(&s, "the kernel's mask", 17, N), masks_bytes(&s, c, &z),
-                reference_attention_bytes(&s, &z, true),
-                PRODUCT(&s, "the records", 5 * z.layers, (int64_t)sizeof(tensor_record)));
+        attention_item(&s, c, &z, setting, item);
         if (!s.ok) {
+            memset(item, 0, sizeof *item);
             snprintf(what, what_size, "%s", s.what);
         }
         return s.ok;
     }
 
-    /* the float64 reference (reference_cache.c compute: the batch, reference/model*.c) */
-    const int64_t N = PRODUCT(&s, "the tokens B x S", z.B, z.S);
-    const int64_t A = activations_per_token(&s, &z);
-    const int64_t masks = masks_bytes(&s, c, &z);
-    const int64_t NV = PRODUCT(&s, "the logits B x S x V", N, z.V);
-    const int64_t parameter_table = table_bytes(z.parameters);
-    const int64_t model = SUM(&s, batch_bytes(&s, N), PRODUCT(&s, "the parameters", 16, z.P),
-                              PRODUCT(&s, "the reference's activations", 8, N, A), masks,
-                              parameter_table, table_bytes(14 * z.layers + 6));
-    const int64_t forward = SUM(&s, PRODUCT(&s, "the reference's projection", 8, N, z.D),
-                                reference_attention_bytes(&s, &z, false));
-    const int64_t backward_tokens = backward_per_token(&s, &z);
-    const int64_t backward = SUM(&s, PRODUCT(&s, "the reference's backward", 8, N, backward_tokens),
-                                 reference_attention_bytes(&s, &z, true));
+    /* the float64 reference (reference_cache.c compute: the batch, the model of
+     * reference/memory.h, the outputs it copies out and keeps) */
+    reference_memory reference;
+    if (reference_memory_estimate(m, z.B, z.S, &reference, &error) != CPPARITY_OK) {
+        cpparity_sizer_fail(&s, error.message);
+    }
+    const int64_t NV = PRODUCT(&s, "the logits B x S x V", z.N, z.V);
+    const int64_t parameter_table = cpparity_tensor_table_bytes(z.parameters);
+    const int64_t batch = batch_bytes(&s, z.N);
     item->reference_kept = SUM(&s, PRODUCT(&s, "the reference's logits", 8, NV),
-                               PRODUCT(&s, "the gradients", 8, z.P), N, parameter_table);
-    item->reference = SUM(&s, model, LARGEST(forward, backward, item->reference_kept));
-    /* discrimination.c: the same model on its own batch, without outputs kept; build_masks may
-     * hold an all-valid mask (N) and one-document positions (8N) */
+                               PRODUCT(&s, "the gradients", 8, z.P), z.N, parameter_table);
+    item->reference = SUM(&s, batch, reference.model,
+                          LARGEST(reference.forward, reference.backward, item->reference_kept));
+    /* discrimination.c: the same model on its own batch, without outputs kept, a mask feature
+     * off */
     item->discrimination =
-        SUM(&s, model, LARGEST(PRODUCT(&s, "the masks", 9, N), forward, backward));
+        SUM(&s, batch, reference.model,
+            LARGEST(reference.features_off, reference.forward, reference.backward));
 
-    /* the naive baseline (reference_cache.c compute_naive, naive_model.c): float32 */
-    item->baseline_kept =
-        SUM(&s, PRODUCT(&s, "the baseline's logits", 4, NV), PRODUCT(&s, "the gradients", 4, z.P));
-    item->baseline =
-        SUM(&s, batch_bytes(&s, N), PRODUCT(&s, "the weights", 12, z.P),
-            PRODUCT(&s, "the baseline's activations", 4, N, A), masks,
-            PRODUCT(&s, "the baseline's scratch", 12, z.S),
-            PRODUCT(&s, "the baseline's projection", 4, N, z.D),
-            PRODUCT(&s, "the baseline's backward", 4, N, backward_tokens), item->baseline_kept,
-            parameter_table, PRODUCT(&s, "the baseline's buffer list", 8, 16 * z.layers + 48));
+    /* the naive baseline (reference_cache.c compute_naive: the batch, the weights in float64 and
+     * their table, naive_model.h's run) */
+    int64_t naive = 0;
+    if (naive_model_memory(m, z.B, z.S, &naive, &item->baseline_kept, &error) != CPPARITY_OK) {
+        cpparity_sizer_fail(&s, error.message);
+    }
+    item->baseline = SUM(&s, batch, PRODUCT(&s, "the weights", 8, z.P), parameter_table, naive);
 
-    /* the implementation, per rank: run_item.c run_on_rank and the instance */
+    /* the implementation, per rank: what run_item.c run_on_rank gives and reads back (the whole
+     * batch, the float64 weights, the outputs of a slice of L = ceil(S/cp) tokens, the parameter
+     * tables of run_on_rank and run_item_execute), and the implementation's own share */
     const int64_t L = z.S / cp + (z.S % cp != 0);
     const int64_t Sp = PRODUCT(&s, "the padded sequence", cp, L);
-    const int64_t Nl = PRODUCT(&s, "a rank's tokens", z.B, L);
-    const int64_t NSp = PRODUCT(&s, "the padded tokens", z.B, Sp);
-    const int64_t Hl = z.H / cp;
-    const int64_t Hkvl = z.Hkv % cp != 0 ? 1 : z.Hkv / cp;
-    const int64_t widest = z.H > cp ? z.H : cp;
-    const int64_t logits = PRODUCT(&s, "a rank's logits", Nl, z.V);
+    const int64_t logits = PRODUCT(&s, "a rank's logits", z.B, L, z.V);
     item->rank_outputs = SUM(&s, PRODUCT(&s, "a rank's logits", 4, logits),
                              PRODUCT(&s, "a rank's gradients", 4, z.P));
-    /* the inputs and outputs, and the parameter tables of run_on_rank and run_item_execute */
-    const int64_t harness_side =
-        SUM(&s, batch_bytes(&s, N), PRODUCT(&s, "the weights", 8, z.P), item->rank_outputs,
-            PRODUCT(&s, "the parameter tables", 2, parameter_table));
-    const int64_t compact_mask =
-        SUM(&s, PRODUCT(&s, "the compact mask", 17, NSp), PRODUCT(&s, "the compact mask", 8, z.B));
-    const int64_t gather =
-        SUM(&s, PRODUCT(&s, "the mask gather", 9, cp, Nl), PRODUCT(&s, "the mask gather", 9, NSp));
-    const int64_t mpi_reduce = setting->ranks_are_processes && !setting->device_comm
-                                   ? PRODUCT(&s, "the all-reduce", 4, cp, z.P)
-                                   : 0;
-    const int64_t exchange = PRODUCT(&s, "the all-to-all buffers", 2, Nl, widest, z.Dh);
-    if (setting->cuda) { /* model_cuda.cu: the tensors are on the GPU; the host stages */
-        const int64_t staging =
-            setting->device_comm ? 0 : PRODUCT(&s, "the pinned staging", 4, LARGEST(exchange, z.P));
-        item->implementation = SUM(
-            &s, harness_side, batch_bytes(&s, Nl), compact_mask,
-            PRODUCT(&s, "the token groups", 8, SUM(&s, PRODUCT(&s, "the token groups", 4, Nl), 1)),
-            staging, LARGEST(PRODUCT(&s, "the parameters' upload", 4, z.P), gather, mpi_reduce));
-    } else { /* model_f32*.c */
-        int64_t activations = 0;
-        cpparity_tensor_table layout = {0};
-        model_layer_activations offsets[CPPARITY_MAX_LAYERS];
-        int64_t final_input, final_rstd, final_normed, final_logits;
-        const activation_layout_sizes sizes = {z.B, L, Sp, Hl, Hkvl};
-        if (activation_layout_build(&layout, offsets, &final_input, &final_rstd, &final_normed,
-                                    &final_logits, m, &sizes, &error) != CPPARITY_OK) {
-            sizer_fail(&s, error.message);
-        }
-        activations = layout.total;
-        cpparity_tensor_table_free(&layout);
-        /* implementation_cpu.c's instance: the model struct (its per-layer offsets), its
-         * parameter and activation tables, parameters and gradients, activations, the local
-         * batch, the compact mask */
-        const int64_t instance =
-            SUM(&s, (int64_t)sizeof(f32_model) + 1024, parameter_table,
-                table_bytes(18 * z.layers + 4), PRODUCT(&s, "the parameters", 8, z.P),
-                PRODUCT(&s, "the implementation's activations", 4, activations),
-                batch_bytes(&s, Nl), compact_mask);
-        const int64_t scratch =
-            PRODUCT(&s, "the forward scratch", 4,
-                    SUM(&s, exchange, PRODUCT(&s, "the forward scratch", Nl, cp, z.Dh),
-                        PRODUCT(&s, "the forward scratch", Nl, z.D)));
-        const int64_t sequence =
-            PRODUCT(&s, "the backward buffers", 2, NSp, SUM(&s, Hl, Hkvl), z.Dh);
-        const int64_t buffers =
-            PRODUCT(&s, "the backward buffers", 4,
-                    SUM(&s, PRODUCT(&s, "the backward buffers", Nl, backward_per_token(&s, &z)),
-                        sequence, PRODUCT(&s, "the backward buffers", Nl, cp, z.Dh), exchange));
-        int64_t fault_kept = 0, fault_forward = 0, fault_reduce = 0;
-        fault_bytes(&s, setting, cp, Nl, logits, z.P, &fault_kept, &fault_forward, &fault_reduce);
-        item->implementation = SUM(&s, harness_side, instance, fault_kept,
-                                   LARGEST(gather, scratch, fault_forward,
-                                           SUM(&s, buffers, LARGEST(mpi_reduce, fault_reduce))));
-    }
+    implementation_share(&s, c, cp, dtype, setting, item);
+    item->implementation =
+        SUM(&s, batch, PRODUCT(&s, "the weights", 8, z.P), item->rank_outputs,
+            PRODUCT(&s, "the parameter tables", 2, parameter_table), item->implementation_own);
 
     /* the root: gather (run_item.c), comparison (judge_item.c), what the results keep */
     const int64_t records = PRODUCT(&s, "the tensor records", cp, SUM(&s, z.parameters, 2),
@@ -626,15 +496,18 @@ static const char *comm_name(const run_options *options) {
     return comm_backend_detect()->name;
 }
 
-memory_setting memory_setting_for(const run_options *options, const run_plan *plan) {
+memory_setting memory_setting_for(const run_options *options, const run_plan *plan,
+                                  const cpparity_implementation *implementation,
+                                  const cpparity_attention_kernel *kernel) {
     memory_setting setting;
     memset(&setting, 0, sizeof setting);
+    setting.implementation = implementation;
+    setting.kernel = kernel;
     const char *name = comm_name(options);
     const cpparity_comm_backend *backend = comm_backend_find(name);
     setting.ranks_are_processes =
         backend != NULL ? backend->ranks_from_launcher : strcmp(name, "local") != 0;
     setting.device_comm = strcmp(name, "nccl") == 0;
-    setting.cuda = options->device != NULL && strcmp(options->device, "cuda") == 0;
     setting.store = options->store;
     setting.selftest = options->selftest;
     setting.fault = options->fault;
@@ -764,6 +637,8 @@ static void close_round(job_state *state, memory_total *totals) {
         if (held > total->bytes) {
             total->bytes = held;
             total->implementation = parts->implementation;
+            total->implementation_own = parts->implementation_own;
+            total->implementation_known = parts->implementation_known;
             total->ranks = share->ranks;
             total->harness = share->root ? plus(parts->judging, parts->stored) : 0;
             total->others = held - share->own;
@@ -817,8 +692,8 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         if (!totals[i].planned) {
             continue;
         }
-        if (!memory_estimate_item(cases[items[i].case_index], items[i].cp, setting, &state.parts[i],
-                                  overflow_what, overflow_size)) {
+        if (!memory_estimate_item(cases[items[i].case_index], items[i].cp, items[i].dtype, setting,
+                                  &state.parts[i], overflow_what, overflow_size)) {
             *overflow_item = i;
         }
         phases[phase_count++] = items[i].cp;
@@ -925,7 +800,10 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
     return status;
 }
 
-bool memory_estimate_case(const cpparity_case *c, int64_t *bytes, char *what, size_t what_size) {
+bool memory_estimate_case(const cpparity_case *c, const cpparity_implementation *implementation,
+                          int64_t *bytes, bool *implementation_known, char *what,
+                          size_t what_size) {
+    *implementation_known = true;
     run_options options;
     memset(&options, 0, sizeof options);
     options.store = RUN_STORE_FAILURES;
@@ -934,6 +812,7 @@ bool memory_estimate_case(const cpparity_case *c, int64_t *bytes, char *what, si
     const int64_t count = run_plan_case_items(c, 0, &options, items);
     memory_setting setting;
     memset(&setting, 0, sizeof setting);
+    setting.implementation = implementation;
     setting.ranks = run_plan_least_ranks(items, count);
     setting.store = RUN_STORE_FAILURES;
     setting.fault = CPPARITY_FAULT_NONE;
@@ -951,16 +830,19 @@ bool memory_estimate_case(const cpparity_case *c, int64_t *bytes, char *what, si
     *bytes = discrimination.bytes;
     for (int64_t i = 0; i < count; i++) {
         *bytes = totals[i].bytes > *bytes ? totals[i].bytes : *bytes;
+        *implementation_known = *implementation_known && totals[i].implementation_known;
     }
     return true;
 }
 
-/* "reference 30.1 GiB, baseline 8.0 GiB after it, implementation 4 × 0.8 GiB, ..." */
-static void describe_parts(const memory_total *total, char *text, size_t size) {
-    char reference[32], baseline[32], implementation[32], harness[32], others[32];
+/* "reference 30.1 GiB, baseline 8.0 GiB after it, implementation 4 x 0.8 GiB (cpu-f32-model's own
+ * 0.6 GiB), ..."; name: the implementation's. */
+static void describe_parts(const memory_total *total, const char *name, char *text, size_t size) {
+    char reference[32], baseline[32], implementation[32], own[32], harness[32], others[32];
     memory_size_format(total->reference, reference, sizeof reference);
     memory_size_format(total->baseline, baseline, sizeof baseline);
     memory_size_format(total->implementation, implementation, sizeof implementation);
+    memory_size_format(total->implementation_own, own, sizeof own);
     memory_size_format(total->harness, harness, sizeof harness);
     memory_size_format(total->others, others, sizeof others);
     size_t used = 0;
@@ -976,6 +858,12 @@ static void describe_parts(const memory_total *total, char *text, size_t size) {
         used += (size_t)snprintf(text + used, size - used, "implementation %lld x %s",
                                  (long long)total->ranks, implementation);
     }
+    if (used < size && total->implementation_known && total->implementation_own > 0) {
+        used += (size_t)snprintf(text + used, size - used, " (%s's own %s)", name, own);
+    } else if (used < size && !total->implementation_known) {
+        used += (size_t)snprintf(text + used, size - used,
+                                 " (%s's own share unknown: it declares no estimate)", name);
+    }
     if (total->harness > 0 && used < size) {
         used += (size_t)snprintf(text + used, size - used, ", harness %s", harness);
     }
@@ -985,8 +873,9 @@ static void describe_parts(const memory_total *total, char *text, size_t size) {
 }
 
 cpparity_status memory_check_plan(const run_plan *plan, const run_options *options,
-                                  cpparity_error *error) {
-    const memory_setting setting = memory_setting_for(options, plan);
+                                  const cpparity_implementation *implementation,
+                                  const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    const memory_setting setting = memory_setting_for(options, plan, implementation, kernel);
     memory_total *totals = calloc((size_t)plan->item_count + 1, sizeof *totals);
     if (totals == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
@@ -1037,7 +926,9 @@ cpparity_status memory_check_plan(const run_plan *plan, const run_options *optio
         const run_plan_item *item = &plan->items[worst];
         const cpparity_case *c = plan->cases[item->case_index];
         memory_size_format(totals[worst].bytes, needed, sizeof needed);
-        describe_parts(&totals[worst], parts, sizeof parts);
+        describe_parts(&totals[worst],
+                       implementation != NULL ? implementation->name : "the implementation", parts,
+                       sizeof parts);
         if (over > 1) {
             snprintf(more, sizeof more, "; %lld other planned item%s over the limit too",
                      (long long)(over - 1), over == 2 ? " is" : "s are");

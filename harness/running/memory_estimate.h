@@ -4,48 +4,44 @@
  * that a case that cannot fit is refused at once (exit 2) instead of swapping for minutes or
  * failing out of memory half-way (issue 13).
  *
- * The model, from the code as it allocates (every figure in bytes, every product and sum checked
- * with common/checked_size.h; a size that overflows int64 is itself a refusal):
+ * Who states which figure (every figure in bytes, every product and sum checked with
+ * common/checked_size.h; a size that overflows int64 is itself a refusal). Each component states
+ * its own peak for the case's sizes; this file only adds them up per rank and per process, and
+ * mirrors no other folder's allocations:
  *
- *   N = B·S tokens, P parameters (model.md's table), V vocab, D hidden, F intermediate, H / Hkv
- *   heads of Dh, nL layers; at cp: L = ceil(S/cp) tokens per rank, Nl = B·L, Sp = cp·L (padded),
- *   Hl = H/cp, Hkvl = Hkv/cp (1 when replicated), widest = max(H, cp).
- *   A = the saved activations per token of reference/model.c (= naive_model.c's):
- *   Dh (rotary tables) + nL·(4D + 2 + 2H·Dh + 2Hkv·Dh + H + 3F) + 2D + 1 + V.
- *   mask = reference/mask.c per layer: 17 bytes a token (+8 chunked) + 8B(S+1) + 8B.
+ *   N = B·S tokens, P parameters (model.md's table), V vocab; at cp: L = ceil(S/cp) tokens per
+ *   rank, Sp = cp·L.
  *
- *   reference (reference_cache.c compute, float64): the batch (25 bytes a token), parameters
- *     and gradients 16P, activations 8·N·A, every layer's mask, its tensor tables, and the
- *     largest of: forward's projection 8ND + one attention's tile scratch (per reference thread,
- *     reference_threads() at the time of the estimate: 8(e² + e·Dh + 2e) + e² with e the mask's
- *     64-token block); backward's scratch 8N(3D + 3F + 2H·Dh + 2Hkv·Dh + V) + the attention's
- *     delta 8·B·H·S and tile scratch (8(2e² + 2e·Dh) + e² per thread); the outputs kept (below).
- *     Kept in the cache until the job ends: logits 8NV, gradients 8P, fully-masked rows N.
- *   baseline (naive_model.c, float32, unsharded): the batch, the weights in float64 (8P) and
- *     float32 (4P), activations 4·N·A, scratch 4N(3D + 3F + 2H·Dh + 2Hkv·Dh + V), projection
- *     4ND, the masks, its outputs 4NV + 4P (kept in the cache per dtype).
+ *   reference (reference/memory.h: the model's parameters, gradients, activations, masks,
+ *     forward's and backward's scratch with reference_threads() threads) plus what
+ *     reference_cache.c compute adds: the batch (common/batch.h, 25 bytes a token) and the
+ *     outputs it copies out and keeps until the job ends — logits 8NV, gradients 8P, fully-masked
+ *     rows N, the parameter table. The reference holds its model and the largest of its forward,
+ *     its backward and those copies.
+ *   baseline (harness/judging/naive_model.h naive_model_memory: the naive model's run and the
+ *     outputs it keeps, 4NV + 4P, per dtype) plus what compute_naive adds: the batch, the
+ *     weights in float64 8P and their table.
  *     The reference and then the baseline run on the root's prefetch thread (run_item.c), one
  *     after the other: that thread holds max(reference, reference kept + baseline), and only
  *     for the first item of the case (and of each dtype); later items find them cached.
- *   implementation, per rank (run_item.c run_on_rank + the implementation): the whole batch,
- *     the weights in float64 8P, the outputs read back 4·Nl·V + 4P; --device cpu
- *     (model_f32*.c): parameters and gradients 8P, activations (activation_layout.c's table,
- *     float32), the local batch, the compact mask 17·B·Sp + 8B, and the largest of: the mask
- *     gather 9(cp·Nl + B·Sp); forward's scratch 4(2·Nl·widest·Dh + Nl·cp·Dh + Nl·D); backward's
- *     17 buffers (model_f32_backward.c) plus, under MPI, the all-reduce's gather of cp·4P.
- *     --device cuda (model_cuda*.cu): the tensors live on the GPU and are not counted (nor is
- *     the CUDA runtime's own host memory); counted are the harness's inputs and outputs above,
- *     the local batch, the host mask, the groups 8(4Nl + 1), the pinned staging
- *     4·max(2·Nl·widest·Dh, P) (not with nccl), and the parameters' upload 4P.
- *     A planted fault adds its buffers (stale-rank-slice 4(1 + cp)·Nl·V, grad-reduce-order
- *     4·cp·P, positions-local 8Nl); selftest counts the largest.
- *   harness, on the group's root: the gathered logits and gradients cp(4·Nl·V + 4P) while every
- *     local rank still holds its own, the judging slices 13·Nl·V and the tensor records; the
+ *   implementation, per rank: the implementation's own share — its `estimate`
+ *     (distributed/implementation.h; the cpu and cuda ones in distributed/model_memory.h, the
+ *     attention kernel's workspace included through kernel_support.h) — plus what run_item.c
+ *     run_on_rank gives and reads back: the whole batch, the weights in float64 8P, the outputs
+ *     4·B·L·V + 4P and two parameter tables. An implementation without `estimate` counts only
+ *     the latter: the refusal message then says its own share is unknown, and so does `list`
+ *     ("+" after the figure), since such an estimate is a lower bound.
+ *     An attention-level item runs a kernel alone (attention_item.c): its buffers, the batch,
+ *     the reference's masks and attention backward (reference/memory.h) and a CPU kernel's
+ *     workspace (cpparity/kernel.h workspace_bytes).
+ *   harness, on the group's root: the gathered logits and gradients cp(4·B·L·V + 4P) while every
+ *     local rank still holds its own, the judging slices 13·B·L·V and the tensor records; the
  *     values --store keeps (12 bytes an element: all compared tensors under `all`, or under
  *     `failures` when a fault is planted, nothing otherwise), three copies of them while the
  *     item travels to rank 0 (packed, gathered, unpacked) and one in the results until the end.
  *   discrimination (run only, after every item): each home rank reruns the reference for its
- *     cases with a mask feature off (the reference without its kept outputs), next to the cache.
+ *     cases with a mask feature off (reference/memory.h features_off; without its kept outputs),
+ *     next to the cache.
  *
  * Who holds what: with --comm local every rank is a thread of one process, which therefore
  * holds everything; under MPI (or nccl) each rank is a process and the largest is a case's home
@@ -72,7 +68,9 @@
 #include "common/case.h"
 #include "common/error.h"
 #include "common/fault.h"
-#include "common/results.h"
+#include "distributed/implementation.h"
+#include "distributed/kernel.h"
+#include "results_model/results.h"
 #include "harness/running/run_options.h"
 #include "harness/running/run_plan.h"
 
@@ -80,8 +78,10 @@
 
 /* How the job runs, as far as memory goes. */
 typedef struct memory_setting {
-    bool cuda;                /* --device cuda: the implementation's tensors are on the GPU */
-    bool device_comm;         /* --comm nccl: no pinned host staging */
+    const cpparity_implementation *implementation; /* under test (its estimate); NULL: none
+                                                      known, only the harness's share counted */
+    const cpparity_attention_kernel *kernel;       /* the kernel it calls; NULL: its default */
+    bool device_comm;         /* --comm nccl: the communicator moves device memory */
     bool ranks_are_processes; /* mpi / nccl: one process per rank; local: one process for all */
     int64_t ranks;            /* ranks of the job */
     run_store store;          /* --store */
@@ -91,27 +91,31 @@ typedef struct memory_setting {
 
 /* What one item (a case at one cp size) allocates, part by part. */
 typedef struct memory_item {
-    int64_t reference;      /* computing the float64 reference, its kept outputs included */
-    int64_t reference_kept; /* what the cache keeps of it: logits, gradients, masked rows */
-    int64_t baseline;       /* computing the naive baseline of one dtype, outputs included */
-    int64_t baseline_kept;  /* what the cache keeps of it: logits and gradients */
-    int64_t implementation; /* one rank running the implementation, with its inputs/outputs */
-    int64_t rank_outputs;   /* of which a rank still holds while the root judges */
-    int64_t judging;        /* the root: gathered outputs, comparison slices, records */
-    int64_t stored;         /* values and records the results keep (--store) */
-    int64_t discrimination; /* one rerun of the reference for the discrimination check */
+    int64_t reference;          /* computing the float64 reference, its kept outputs included */
+    int64_t reference_kept;     /* what the cache keeps of it: logits, gradients, masked rows */
+    int64_t baseline;           /* computing the naive baseline of one dtype, outputs included */
+    int64_t baseline_kept;      /* what the cache keeps of it: logits and gradients */
+    int64_t implementation;     /* one rank running the implementation, with its inputs/outputs */
+    int64_t implementation_own; /* of which the implementation's estimate (0 when unknown) */
+    bool implementation_known;  /* the implementation declares an estimate (or none runs) */
+    int64_t rank_outputs;       /* of which a rank still holds while the root judges */
+    int64_t judging;            /* the root: gathered outputs, comparison slices, records */
+    int64_t stored;             /* values and records the results keep (--store) */
+    int64_t discrimination;     /* one rerun of the reference for the discrimination check */
 } memory_item;
 
 /* What one process holds at most while a planned item runs. */
 typedef struct memory_total {
-    int64_t bytes;          /* the most one process holds in the item's round */
-    int64_t reference;      /* the item computes the reference: its peak, else 0 */
-    int64_t baseline;       /* the item computes a baseline: its peak, else 0 */
-    int64_t implementation; /* one rank of the implementation */
-    int64_t ranks;          /* ranks of the item's group in that process */
-    int64_t harness;        /* judging and storing on the root */
-    int64_t others;         /* held at the same time: cached outputs, other groups, results */
-    bool planned;           /* the item runs on this job (its cp divides the ranks) */
+    int64_t bytes;              /* the most one process holds in the item's round */
+    int64_t reference;          /* the item computes the reference: its peak, else 0 */
+    int64_t baseline;           /* the item computes a baseline: its peak, else 0 */
+    int64_t implementation;     /* one rank of the implementation */
+    int64_t implementation_own; /* of which the implementation's estimate */
+    bool implementation_known;  /* the implementation declares an estimate */
+    int64_t ranks;              /* ranks of the item's group in that process */
+    int64_t harness;            /* judging and storing on the root */
+    int64_t others;             /* held at the same time: cached outputs, other groups, results */
+    bool planned;               /* the item runs on this job (its cp divides the ranks) */
 } memory_total;
 
 /* The discrimination phase (run only). */
@@ -163,15 +167,19 @@ void memory_allocator_pin(void);
 
 /* --- estimates ------------------------------------------------------------------------------ */
 
-/* The setting of a job run with options: the communicator (--comm, else mpi when started by
- * mpirun), the rank count (--ranks, else the plan's least rank count for local, the launcher's
- * OMPI_COMM_WORLD_SIZE / PMI_SIZE for mpi), device, store, fault. */
-memory_setting memory_setting_for(const run_options *options, const run_plan *plan);
+/* The setting of a job run with options on implementation with kernel (NULL: its default):
+ * the communicator (--comm, else mpi when started by mpirun), the rank count (--ranks, else the
+ * plan's least rank count for local, the launcher's OMPI_COMM_WORLD_SIZE / PMI_SIZE for mpi),
+ * store, fault. */
+memory_setting memory_setting_for(const run_options *options, const run_plan *plan,
+                                  const cpparity_implementation *implementation,
+                                  const cpparity_attention_kernel *kernel);
 
-/* The parts of case c at cp (cp >= 1) under setting. False (item zeroed, what says which size)
- * when a size does not fit int64. */
-bool memory_estimate_item(const cpparity_case *c, int64_t cp, const memory_setting *setting,
-                          memory_item *item, char *what, size_t what_size);
+/* The parts of case c at cp (cp >= 1) in dtype under setting. False (item zeroed, what says
+ * which size) when a size does not fit int64, or the implementation's estimate says so. */
+bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dtype,
+                          const memory_setting *setting, memory_item *item, char *what,
+                          size_t what_size);
 
 /* The totals of every item (item_count entries, the plan's order) of a job under setting, and
  * of its discrimination phase, by simulating the job's rounds (see above). Items whose cp does
@@ -185,16 +193,21 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
                                     char *overflow_what, size_t overflow_size,
                                     cpparity_error *error);
 
-/* The largest estimate of running case c alone (`cpparity run SUITE --case NAME`, --comm local
- * on its least rank count, --device cpu, default store): into *bytes, or false when its sizes
- * overflow (what says which). */
-bool memory_estimate_case(const cpparity_case *c, int64_t *bytes, char *what, size_t what_size);
+/* The largest estimate of running case c alone on implementation (`cpparity run SUITE --case
+ * NAME`, --comm local on its least rank count, its default kernel, default store): into *bytes,
+ * and into *implementation_known whether the implementation declared its own share (false: a
+ * lower bound), or false when its sizes overflow (what says which). */
+bool memory_estimate_case(const cpparity_case *c, const cpparity_implementation *implementation,
+                          int64_t *bytes, bool *implementation_known, char *what, size_t what_size);
 
-/* Checks every planned item of plan and the discrimination phase against the limit (options'
- * --max-memory, else the machine's): CPPARITY_ERROR_INPUT naming the case (file and line), the
- * item, the estimate with its parts and the limit with its source, for the largest item over the
- * limit, or for the first item whose sizes overflow. */
+/* Checks every planned item of plan, run on implementation with kernel (NULL: its default), and
+ * the discrimination phase against the limit (options' --max-memory, else the machine's):
+ * CPPARITY_ERROR_INPUT naming the case (file and line), the item, the estimate with its parts
+ * (the implementation's own share, or that it is unknown) and the limit with its source, for the
+ * largest item over the limit, or for the first item whose sizes overflow. The driver calls it
+ * right after run_plan_build, before anything else is allocated. */
 cpparity_status memory_check_plan(const run_plan *plan, const run_options *options,
-                                  cpparity_error *error);
+                                  const cpparity_implementation *implementation,
+                                  const cpparity_attention_kernel *kernel, cpparity_error *error);
 
 #endif

@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 #include "harness/running/run_plan.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 typedef struct byte_buffer {
     uint8_t *data;    /* owned */

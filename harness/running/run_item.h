@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/results.h"
+#include "results_model/results.h"
 #include "distributed/comm.h"
 #include "distributed/implementation.h"
 #include "distributed/kernel.h"

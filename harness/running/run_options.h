@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "common/case.h"
-#include "common/results.h"
+#include "results_model/results.h"
 #include "common/fault.h"
 #include "harness/running/run_outputs.h"
 

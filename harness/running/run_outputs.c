@@ -1,7 +1,7 @@
 /* run_outputs.c — the table of a run's outputs (see run_outputs.h). */
 #include "harness/running/run_outputs.h"
 
-#include "harness/storage/results_file.h"
+#include "results_model/results_file.h"
 #include "reports/junit.h"
 #include "reports/markdown.h"
 

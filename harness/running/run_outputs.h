@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 #include "common/output_file.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 typedef enum run_output {
     RUN_OUTPUT_RESULTS = 0,  /* --out: the HDF5 results file (always written) */

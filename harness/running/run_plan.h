@@ -42,11 +42,10 @@ typedef struct run_plan {
 
 /* Loads the suites and selects cases (every suite file is read; input errors name file, line
  * and column). ranks = 0 leaves runnability undecided (call run_plan_set_ranks). A --case
- * pattern that matches nothing is an input error. Before anything else is allocated, every item
- * the job will run is checked for memory (memory_estimate.h): a case whose sizes overflow, or
- * whose estimated peak is over the limit (--max-memory, else what this machine has), is an
- * input error giving the estimate and the limit. (The driver pins the allocator's mmap threshold
- * first, memory_allocator_pin, so that the process holds what the estimate counts.) */
+ * pattern that matches nothing is an input error. The driver then checks, before anything else
+ * is allocated, every item the job will run for memory (memory_estimate.h memory_check_plan,
+ * which knows the implementation under test): a case whose sizes overflow, or whose estimated
+ * peak is over the limit, is an input error giving the estimate and the limit. */
 cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error);
 
 /* The most items run_plan_case_items lays out for one case. */

@@ -1,4 +1,4 @@
-/* selftest.c — the self-test job (see selftest.h and common/selftest_matrix.h). */
+/* selftest.c — the self-test job (see selftest.h and results_model/selftest_matrix.h). */
 #include "harness/running/selftest.h"
 
 #include <math.h>
@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "common/monotonic_clock.h"
-#include "common/selftest_matrix.h"
+#include "results_model/selftest_matrix.h"
 #include "distributed/kernel_cpu.h"
-#include "harness/storage/selftest_file.h"
+#include "results_model/selftest_file.h"
 #include "reports/selftest_console.h"
 
 /* Whether fault can be planted in what is under test; why not in note. */

@@ -7,7 +7,7 @@
 
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
-#include "harness/storage/hdf5_util.h"
+#include "results_model/hdf5_util.h"
 #include "common/output_file.h"
 #include "reference/model.h"
 

@@ -34,7 +34,11 @@
  * gradients of Σ dout ⊙ out.
  *
  * Version history: 1 — forward, backward, name, version, device, dtype, deterministic.
- * 2 — capabilities, head_dims and supports() appended; the plugin entry point.
+ * 2 — capabilities, head_dims and supports() appended; the plugin entry point. Later, still
+ * version 2: workspace_bytes() appended, optional. A descriptor's struct_size says which fields
+ * it has: cpparity requires at least CPPARITY_KERNEL_ABI2_STRUCT_SIZE (up to supports) and reads
+ * a later field only when struct_size covers it, so plugins built against an older kernel.h
+ * (without workspace_bytes) load and run unchanged.
  */
 #ifndef CPPARITY_KERNEL_H
 #define CPPARITY_KERNEL_H
@@ -116,7 +120,18 @@ typedef struct cpparity_attention_kernel {
      * concrete call, else 0 with the reason in why (capacity bytes). */
     int (*supports)(void *context, const cpparity_mask_description *mask,
                     const cpparity_attention_dims *dims, char *why, size_t capacity);
+    /* --- ABI 2, appended later: read only when struct_size covers it --- */
+    /* Optional (NULL, or absent from an older descriptor: no workspace counted): the most bytes
+     * the kernel allocates itself during one forward or backward call of these dims, beyond the
+     * tensors it is given (scratch, tiles, per-thread buffers); host memory for a CPU kernel,
+     * device memory for a CUDA kernel. cpparity adds a CPU kernel's figure to its memory
+     * estimate of each rank before anything runs. −1 when the figure does not fit int64. */
+    int64_t (*workspace_bytes)(void *context, const cpparity_attention_dims *dims);
 } cpparity_attention_kernel;
+
+/* The struct_size of an ABI 2 descriptor without the fields appended later (workspace_bytes):
+ * the least cpparity accepts. */
+#define CPPARITY_KERNEL_ABI2_STRUCT_SIZE offsetof(cpparity_attention_kernel, workspace_bytes)
 
 /* The plugin entry point's name and type. */
 #define CPPARITY_KERNEL_PLUGIN_ENTRY "cpparity_kernel_plugin"

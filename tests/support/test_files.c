@@ -12,6 +12,16 @@ void test_make_folder(char *folder, size_t size) {
     cr_assert_not_null(mkdtemp(folder), "cannot create a folder under /tmp");
 }
 
+void test_write_suite(char *folder, size_t folder_size, char *path, size_t path_size,
+                      const char *text) {
+    test_make_folder(folder, folder_size);
+    snprintf(path, path_size, "%s/suite.yaml", folder);
+    FILE *file = fopen(path, "w");
+    cr_assert_not_null(file, "cannot write %s", path);
+    fputs(text, file);
+    fclose(file);
+}
+
 int test_count_entries(const char *folder) {
     DIR *directory = opendir(folder);
     cr_assert_not_null(directory, "cannot read %s", folder);

@@ -1,5 +1,5 @@
 /* selftest_file.c — the self-test's results file (see selftest_file.h). */
-#include "harness/storage/selftest_file.h"
+#include "results_model/selftest_file.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "common/fault.h"
-#include "harness/storage/hdf5_util.h"
-#include "harness/storage/results_file.h"
+#include "results_model/hdf5_util.h"
+#include "results_model/results_file.h"
 
 #define FAULT_NAME 32 /* bytes of a fault name in a row, NUL included */
 

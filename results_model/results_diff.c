@@ -1,5 +1,5 @@
 /* results_diff.c — what changed between two runs (see results_diff.h). */
-#include "harness/judging/results_diff.h"
+#include "results_model/results_diff.h"
 
 #include <math.h>
 #include <stdio.h>

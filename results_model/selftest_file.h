@@ -1,7 +1,7 @@
 /*
  * selftest_file.h — the results file of `cpparity selftest` (docs/results-file.md): the clean
  * run in the layout of results_file.h, plus a /selftest group with the detection matrix
- * (common/selftest_matrix.h):
+ * (results_model/selftest_matrix.h):
  *
  *   /selftest          attributes: passed (0/1), minimum_cases, clean_failures,
  *                      clean_worst_ratio, clean_worst (string), false_alarms,
@@ -19,12 +19,12 @@
  *
  * Published like results_file_write: complete or not at all, never over an existing file.
  */
-#ifndef CPPARITY_HARNESS_STORAGE_SELFTEST_FILE_H
-#define CPPARITY_HARNESS_STORAGE_SELFTEST_FILE_H
+#ifndef CPPARITY_RESULTS_MODEL_SELFTEST_FILE_H
+#define CPPARITY_RESULTS_MODEL_SELFTEST_FILE_H
 
 #include "common/error.h"
-#include "common/results.h"
-#include "common/selftest_matrix.h"
+#include "results_model/results.h"
+#include "results_model/selftest_matrix.h"
 
 cpparity_status selftest_file_write(const run_results *clean, const selftest_matrix *matrix,
                                     const char *path, cpparity_error *error);

@@ -3,7 +3,7 @@
  * planted fault (common/fault.h) and every case of the suites, whether the case caught it,
  * how strongly and by which tensor; the clean run's margin and the false alarms of the reruns
  * under other seeds. harness/running/selftest.c fills it, reports/selftest_console.c prints it,
- * harness/storage/selftest_file.c writes it into the results file.
+ * results_model/selftest_file.c writes it into the results file.
  *
  * A case catches a fault when one of its items (a dtype and cp size) fails or errors. Its
  * detection ratio is the largest error-to-limit ratio among those items' tensors (both rules of
@@ -11,14 +11,14 @@
  * fails) or an error count as infinite. A fault's detection ratio is the ratio of its
  * second-strongest catching case: the "caught by at least two cases" rule rests on it.
  */
-#ifndef CPPARITY_COMMON_SELFTEST_MATRIX_H
-#define CPPARITY_COMMON_SELFTEST_MATRIX_H
+#ifndef CPPARITY_RESULTS_MODEL_SELFTEST_MATRIX_H
+#define CPPARITY_RESULTS_MODEL_SELFTEST_MATRIX_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/case.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 #define SELFTEST_MINIMUM_CASES 2 /* cases that must catch every fault */
 #define SELFTEST_HOW_TEXT 160    /* bytes of a cell's "how", NUL included */

@@ -1,14 +1,14 @@
 /* results_file.c — one run's results to HDF5 (layout in results_file.h and docs/results-file.md).
  */
-#include "harness/storage/results_file.h"
+#include "results_model/results_file.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/storage/hdf5_util.h"
-#include "harness/storage/results_layout.h"
+#include "results_model/hdf5_util.h"
+#include "results_model/results_layout.h"
 #include "common/output_file.h"
 
 /* Where an item's case was written: its source and the group name under /cases. */

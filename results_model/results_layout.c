@@ -1,10 +1,10 @@
 /* results_layout.c — the metrics and discrimination tables' compound types (see
  * results_layout.h). */
-#include "harness/storage/results_layout.h"
+#include "results_model/results_layout.h"
 
 #include <stddef.h>
 
-#include "harness/storage/hdf5_util.h"
+#include "results_model/hdf5_util.h"
 
 hid_t results_metrics_type(cpparity_error *error) {
     const hdf5_member members[] = {

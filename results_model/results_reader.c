@@ -1,5 +1,5 @@
 /* results_reader.c — a results file read back (see results_reader.h). */
-#include "harness/storage/results_reader.h"
+#include "results_model/results_reader.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "harness/storage/hdf5_util.h"
-#include "harness/storage/results_file.h"
+#include "results_model/hdf5_util.h"
+#include "results_model/results_file.h"
 
 typedef struct reader {
     read_results *results;

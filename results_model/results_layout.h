@@ -4,14 +4,14 @@
  * (results_reader.h), so the two cannot drift apart. Fields are documented in results_file.h and
  * docs/results-file.md.
  */
-#ifndef CPPARITY_HARNESS_STORAGE_RESULTS_LAYOUT_H
-#define CPPARITY_HARNESS_STORAGE_RESULTS_LAYOUT_H
+#ifndef CPPARITY_RESULTS_MODEL_RESULTS_LAYOUT_H
+#define CPPARITY_RESULTS_MODEL_RESULTS_LAYOUT_H
 
 #include <hdf5.h>
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 /* One row of a cp_<n>/metrics table, as the compound type built by results_metrics_type describes
  * it. */

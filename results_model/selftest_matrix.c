@@ -1,5 +1,5 @@
 /* selftest_matrix.c — the self-test's findings (see selftest_matrix.h). */
-#include "common/selftest_matrix.h"
+#include "results_model/selftest_matrix.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,14 +2,14 @@
  * results.h — the results model: everything one `cpparity run` found, as the results file, the
  * console, JUnit and Markdown writers (reports/) and the run itself share it. It holds data
  * only; the comparisons that fill it are in harness/judging/, the writers in reports/ and
- * harness/storage/.
+ * beside it in results_model/ (results_file.h).
  *
  * One item is one (case, cp size, dtype) run. Each item holds one tensor record per compared
  * tensor and rank: "loss", "logits" (the rank's slice of the sequence) and every parameter
  * gradient by model.md's name ("grads/<name>").
  */
-#ifndef CPPARITY_COMMON_RESULTS_H
-#define CPPARITY_COMMON_RESULTS_H
+#ifndef CPPARITY_RESULTS_MODEL_RESULTS_H
+#define CPPARITY_RESULTS_MODEL_RESULTS_H
 
 #include <stdbool.h>
 #include <stddef.h>

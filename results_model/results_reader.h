@@ -8,14 +8,14 @@
  * format version this cpparity does not read is bad input (CPPARITY_ERROR_INPUT) with a message
  * naming the file and what is wrong; nothing is ever half-read into a success.
  */
-#ifndef CPPARITY_HARNESS_STORAGE_RESULTS_READER_H
-#define CPPARITY_HARNESS_STORAGE_RESULTS_READER_H
+#ifndef CPPARITY_RESULTS_MODEL_RESULTS_READER_H
+#define CPPARITY_RESULTS_MODEL_RESULTS_READER_H
 
 #include <stdint.h>
 
 #include "common/error.h"
-#include "common/results.h"
-#include "harness/storage/results_layout.h"
+#include "results_model/results.h"
+#include "results_model/results_layout.h"
 
 /* The logits error along the sequence on one rank: at each position of the rank's slice,
  * ‖x − r‖₂ / ‖r‖₂ over the batch rows and vocabulary of the compared elements (NaN where none is

@@ -10,14 +10,14 @@
  * Growth is measured against max(old error, GROWTH_FLOOR × the new limit), so an error that was
  * exactly zero and stays far below its limit is not a regression.
  */
-#ifndef CPPARITY_HARNESS_JUDGING_RESULTS_DIFF_H
-#define CPPARITY_HARNESS_JUDGING_RESULTS_DIFF_H
+#ifndef CPPARITY_RESULTS_MODEL_RESULTS_DIFF_H
+#define CPPARITY_RESULTS_MODEL_RESULTS_DIFF_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/error.h"
-#include "harness/storage/results_reader.h"
+#include "results_model/results_reader.h"
 
 #define RESULTS_DIFF_GROWTH_FLOOR 1e-3 /* of the limit: below it an error is noise for growth */
 

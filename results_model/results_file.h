@@ -70,14 +70,14 @@
  * Groups are created with link creation order tracked, so tools that honour it list cases and
  * items in run order.
  */
-#ifndef CPPARITY_HARNESS_STORAGE_RESULTS_FILE_H
-#define CPPARITY_HARNESS_STORAGE_RESULTS_FILE_H
+#ifndef CPPARITY_RESULTS_MODEL_RESULTS_FILE_H
+#define CPPARITY_RESULTS_MODEL_RESULTS_FILE_H
 
 #include <hdf5.h>
 
 #include "common/error.h"
 #include "common/output_file.h"
-#include "common/results.h"
+#include "results_model/results.h"
 
 /* The version written as /format_version; bumped when a reader would misread the layout. */
 #define RESULTS_FILE_FORMAT_VERSION 2

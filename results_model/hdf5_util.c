@@ -1,5 +1,5 @@
 /* hdf5_util.c — checked HDF5 calls and small writers (see hdf5_util.h). */
-#include "harness/storage/hdf5_util.h"
+#include "results_model/hdf5_util.h"
 
 #include "common/names.h"
 

@@ -1,5 +1,5 @@
 /* results.c — outcome names and releasing a run's results (see results.h). */
-#include "common/results.h"
+#include "results_model/results.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,8 +6,8 @@
  * and HDF5's own innermost message, then jumps to the enclosing function's `fail:` label.
  * cpparity never lets HDF5 print its error stack itself (hdf5_quiet).
  */
-#ifndef CPPARITY_HARNESS_STORAGE_HDF5_UTIL_H
-#define CPPARITY_HARNESS_STORAGE_HDF5_UTIL_H
+#ifndef CPPARITY_RESULTS_MODEL_HDF5_UTIL_H
+#define CPPARITY_RESULTS_MODEL_HDF5_UTIL_H
 
 #include <hdf5.h>
 #include <stdint.h>

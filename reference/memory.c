@@ -1,0 +1,103 @@
+/* memory.c — what the float64 reference holds at most (see memory.h). */
+#include "reference/memory.h"
+
+#include <string.h>
+
+#include "common/checked_size.h"
+#include "common/model_parameters.h"
+#include "common/tensor_table.h"
+#include "reference/mask.h"
+#include "reference/threads.h"
+
+/* One attention's scratch (attention_forward.c, attention_backward.c): tiles of `edge` = the
+ * mask's block size; each of the threads (at most one per work item: B·H query tiles) holds
+ * 64-byte aligned scratch — forward the scores, the accumulated values, the row maxima and sums
+ * and the predicate of one tile pair; backward two edge × edge tiles, two edge × Dh ones and the
+ * predicate — and backward adds delta (B·H·S) and a byte per token. */
+static int64_t attention_bytes(cpparity_sizer *s, int64_t B, int64_t S, int64_t H, int64_t Dh,
+                               bool backward) {
+    const int64_t edge = REFERENCE_MASK_DEFAULT_BLOCK;
+    const int64_t tiles = S / edge + (S % edge != 0);
+    const int64_t items = CPPARITY_PRODUCT(s, "the attention's work items", B, H, tiles);
+    const int64_t threads = reference_threads() < items ? reference_threads() : items;
+    const int64_t doubles =
+        backward ? CPPARITY_SUM(s, 2 * edge * edge,
+                                CPPARITY_PRODUCT(s, "the attention scratch", 2, edge, Dh))
+                 : CPPARITY_SUM(s, edge * edge,
+                                CPPARITY_PRODUCT(s, "the attention scratch", edge, Dh), 2 * edge);
+    const int64_t scratch =
+        CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the attention scratch", 8, doubles), edge * edge);
+    const int64_t aligned = CPPARITY_SUM(s, scratch, 63) / 64 * 64;
+    return CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the attention scratch", threads, aligned),
+                        backward ? CPPARITY_PRODUCT(s, "the attention's delta", 8, B, H, S) : 0,
+                        backward ? CPPARITY_PRODUCT(s, "the attention's delta", B, S) : 0);
+}
+
+/* Every layer's mask (mask.c): key_valid (1), document (8) and, chunked, chunk (8) per token;
+ * valid_prefix 8·B(S+1); left_padding 8B. */
+static int64_t masks_bytes(cpparity_sizer *s, const cpparity_model_config *config, int64_t B,
+                           int64_t S) {
+    const int64_t tokens = CPPARITY_PRODUCT(s, "the masks", B, S);
+    const int64_t plain = CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "a mask", 9, tokens),
+                                       CPPARITY_PRODUCT(s, "a mask", 8, B, CPPARITY_SUM(s, S, 1)),
+                                       CPPARITY_PRODUCT(s, "a mask", 8, B));
+    int64_t total = 0;
+    for (int64_t l = 0; l < config->num_hidden_layers; l++) {
+        const bool chunked = config->layer_types[l] == CPPARITY_LAYER_CHUNKED;
+        total =
+            CPPARITY_SUM(s, total, plain, chunked ? CPPARITY_PRODUCT(s, "a mask", 8, tokens) : 0);
+    }
+    return total;
+}
+
+cpparity_status reference_memory_estimate(const cpparity_model_config *config, int64_t batch,
+                                          int64_t seq_len, reference_memory *memory,
+                                          cpparity_error *error) {
+    memset(memory, 0, sizeof *memory);
+    cpparity_sizer s = CPPARITY_SIZER_START;
+    const int64_t B = batch, S = seq_len, V = config->vocab_size, D = config->hidden_size;
+    const int64_t F = config->intermediate_size, H = config->num_attention_heads;
+    const int64_t Hkv = config->num_key_value_heads, Dh = config->head_dim;
+    const int64_t layers = config->num_hidden_layers;
+    cpparity_tensor_table table = {0};
+    cpparity_error why;
+    if (cpparity_model_parameter_table(config, &table, &why) != CPPARITY_OK) {
+        cpparity_sizer_fail(&s, why.message);
+    }
+    const int64_t P = table.total, parameter_tensors = table.count;
+    cpparity_tensor_table_free(&table);
+    const int64_t N = CPPARITY_PRODUCT(&s, "the tokens B x S", B, S);
+    /* model.c's activation table: rotary tables, every layer, the final norm, the logits */
+    const int64_t layer = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "a layer's activations", 4, D), 2,
+                                       CPPARITY_PRODUCT(&s, "a layer's activations", 2, H, Dh),
+                                       CPPARITY_PRODUCT(&s, "a layer's activations", 2, Hkv, Dh), H,
+                                       CPPARITY_PRODUCT(&s, "a layer's activations", 3, F));
+    const int64_t per_token =
+        CPPARITY_SUM(&s, Dh, CPPARITY_PRODUCT(&s, "the activations", layers, layer),
+                     CPPARITY_PRODUCT(&s, "the activations", 2, D), 1, V);
+    memory->masks = masks_bytes(&s, config, B, S);
+    memory->model =
+        CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the parameters", 16, P),
+                     CPPARITY_PRODUCT(&s, "the reference's activations", 8, N, per_token),
+                     memory->masks, cpparity_tensor_table_bytes(parameter_tensors),
+                     cpparity_tensor_table_bytes(14 * layers + 6));
+    memory->forward = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's projection", 8, N, D),
+                                   attention_bytes(&s, B, S, H, Dh, false));
+    /* model_backward.c: the stream, residual and normed (D each), swiglu, gate, up (F each),
+     * attention and q (H·Dh), k and v (Hkv·Dh), logits (V) per token */
+    const int64_t gradients =
+        CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's backward", 3, D),
+                     CPPARITY_PRODUCT(&s, "the reference's backward", 3, F),
+                     CPPARITY_PRODUCT(&s, "the reference's backward", 2, H, Dh),
+                     CPPARITY_PRODUCT(&s, "the reference's backward", 2, Hkv, Dh), V);
+    memory->attention_backward = attention_bytes(&s, B, S, H, Dh, true);
+    memory->backward =
+        CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's backward", 8, N, gradients),
+                     memory->attention_backward);
+    memory->features_off = CPPARITY_PRODUCT(&s, "the masks", 9, N); /* model_forward.c */
+    if (!s.ok) {
+        memset(memory, 0, sizeof *memory);
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s", s.what);
+    }
+    return CPPARITY_OK;
+}

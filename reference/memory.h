@@ -1,0 +1,44 @@
+/*
+ * memory.h — what the float64 reference holds at most, worked out from a case's sizes before
+ * anything is allocated (for the harness's memory estimate, harness/running/memory_estimate.h).
+ * Every figure is in bytes and follows the reference's own allocations; the caller adds what it
+ * allocates itself (the batch it builds, the outputs it copies out).
+ *
+ * With N = B·S tokens, P parameters, e = REFERENCE_MASK_DEFAULT_BLOCK and A the saved activations
+ * per token — Dh (rotary tables) + nL·(4D + 2 + 2H·Dh + 2Hkv·Dh + H + 3F) + 2D + 1 + V:
+ *   model (reference_model_init to reference_model_free): parameters and gradients 16P,
+ *     activations 8·N·A, the parameter and activation tables, and every layer's mask (mask.c:
+ *     17 bytes a token, +8 chunked, + 8B(S+1) + 8B), built by forward;
+ *   forward, on top: a projection 8ND and one attention's tile scratch (per reference thread,
+ *     reference_threads() at the time of the estimate, at most one per work item:
+ *     8(e² + e·Dh + 2e) + e², 64-byte aligned);
+ *   backward, on top: the activation gradients 8N(3D + 3F + 2H·Dh + 2Hkv·Dh + V) and one
+ *     attention backward: tile scratch 8(2e² + 2e·Dh) + e² per thread, delta 8·B·H·S, N bytes;
+ *   features_off, on top while forward builds the masks with a feature off (the discrimination
+ *     check): an all-valid mask N and one-document positions 8N.
+ * Not counted: the mask's block lists and other allocations that do not grow with the sizes.
+ */
+#ifndef CPPARITY_REFERENCE_MEMORY_H
+#define CPPARITY_REFERENCE_MEMORY_H
+
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/model_config.h"
+
+typedef struct reference_memory {
+    int64_t model;              /* held from init to free, the masks included */
+    int64_t forward;            /* on top of model during forward */
+    int64_t backward;           /* on top of model during backward */
+    int64_t features_off;       /* on top of model while masks are built with a feature off */
+    int64_t masks;              /* every layer's mask (of model) */
+    int64_t attention_backward; /* one attention backward call alone (of backward) */
+} reference_memory;
+
+/* The memory of the reference model of config for batches of batch × seq_len tokens into
+ * *memory. CPPARITY_ERROR_INPUT naming the size when one does not fit int64 (memory zeroed). */
+cpparity_status reference_memory_estimate(const cpparity_model_config *config, int64_t batch,
+                                          int64_t seq_len, reference_memory *memory,
+                                          cpparity_error *error);
+
+#endif
