@@ -6,9 +6,10 @@
  *
  * Each fault is one bug class: the classes of docs/bug-classes.md and a few of the kernel's own
  * (tiling, online-softmax merge, tile classification, kv sum-back, reduction order, lse layout).
- * A fault is "kernel" when it lives inside the built-in CPU kernel (distributed/kernel_cpu.c):
- * it can be planted only when that kernel is the one under test. The table is here, in common/,
- * because the harness and the reports name faults too; the deviations are in distributed/.
+ * A fault is "kernel" when it lives inside the built-in CPU kernel
+ * (distributed/kernels/kernel_cpu.c): it can be planted only when that kernel is the one under
+ * test. The table is here, in common/, because the harness and the reports name faults too; the
+ * deviations are in distributed/.
  */
 #ifndef CPPARITY_COMMON_FAULT_H
 #define CPPARITY_COMMON_FAULT_H

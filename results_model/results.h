@@ -135,7 +135,8 @@ typedef struct run_provenance {
     char command_line[CPPARITY_COMMAND_LINE]; /* argv joined with spaces */
     char comm[16];                            /* the communicator backend: "mpi" or "local" */
     char device[16];                          /* "cpu" or "cuda" */
-    char implementation[64]; /* the implementation under test (distributed/implementation.h) */
+    char implementation[64]; /* the implementation under test (distributed/models/implementation.h)
+                              */
     char kernel[256];        /* attention kernel name and version */
     char fault[32];          /* the fault --inject planted (common/fault.h), "none" */
     int ranks;               /* ranks of the job */

@@ -40,7 +40,7 @@ OVER_FACTOR = 2.0
 # The tiny case's whole peak (the program and what it loads at start) must stay under this. Why:
 # measured 19 to 22 MiB (the program, HDF5, OpenBLAS, MPI and the CUDA runtime); libraries loaded
 # at start that are not needed (cuBLAS linked rather than opened on first use: +210 MiB, see
-# distributed/cublas_library.h) raise every process's start-up peak, and a case's growth then
+# distributed/models/cublas_library.h) raise every process's start-up peak, and a case's growth then
 # hides under it, which makes the measurement below meaningless.
 BASELINE_LIMIT = 64 << 20
 

@@ -1,6 +1,6 @@
 /*
- * gpu_comm_nccl.c — checks the `nccl` communicator (distributed/comm_nccl.h) with one rank on one
- * GPU, as a one-GPU machine without MPI runs it: every collective for every element type on
+ * gpu_comm_nccl.c — checks the `nccl` communicator (distributed/comm/comm_nccl.h) with one rank on
+ * one GPU, as a one-GPU machine without MPI runs it: every collective for every element type on
  * device buffers (the default stream and a stream of its own) and on host buffers (pageable,
  * pinned, managed, and host and device mixed in one call), in place and not; gather_bytes,
  * agree_status, a split (and a negative color); abort, after which every call of the job fails
@@ -23,9 +23,9 @@
 #include <time.h>
 
 #include "common/monotonic_clock.h"
-#include "distributed/comm.h"
-#include "distributed/comm_nccl.h"
-#include "distributed/cuda_check.h"
+#include "distributed/comm/comm.h"
+#include "distributed/comm/comm_nccl.h"
+#include "distributed/device/cuda_check.h"
 #include "tests/support/comm_hash.h"
 
 enum { SKIPPED = 77, MAX_BYTES = 512 };

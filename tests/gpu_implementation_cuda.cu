@@ -1,5 +1,5 @@
 /*
- * gpu_implementation_cuda.cu — the cuda implementation (distributed/implementation_cuda.cu)
+ * gpu_implementation_cuda.cu — the cuda implementation (distributed/models/implementation_cuda.cu)
  * against the cpu one, both through the implementation interface the harness uses, on the same
  * inputs and weights: full, sliding, chunked (row and document grids), packed rows with padding,
  * grouped-query and multi-query attention, tied embeddings; float32 and bf16 storage; cp 1 and
@@ -29,10 +29,10 @@
 
 extern "C" {
 #include "common/model_parameters.h"
-#include "distributed/comm_local.h"
-#include "distributed/implementation.h"
-#include "distributed/kernel_cpu.h"
-#include "distributed/kernel_registry.h"
+#include "distributed/comm/comm_local.h"
+#include "distributed/models/implementation.h"
+#include "distributed/kernels/kernel_cpu.h"
+#include "distributed/kernels/kernel_registry.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 

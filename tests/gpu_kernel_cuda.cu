@@ -1,10 +1,10 @@
 /*
- * gpu_kernel_cuda.cu — the CUDA attention kernels (distributed/kernel_cuda.h), "cuda-f32" and
- * "cuda-bf16", forward and backward on the GPU, against the built-in CPU kernel
- * (distributed/kernel_cpu.h) run on the host on the same inputs: for bf16 the CPU kernel gets the
- * bf16 values widened to float32. Random layouts (left and right padding, packed documents, a
- * row of padding only), every layer type and both chunk origins, GQA and MQA, head dimensions
- * 1 to 256, sequences of 1 to 300 tokens (several tiles, partial last tiles).
+ * gpu_kernel_cuda.cu — the CUDA attention kernels (distributed/kernels/kernel_cuda.h), "cuda-f32"
+ * and "cuda-bf16", forward and backward on the GPU, against the built-in CPU kernel
+ * (distributed/kernels/kernel_cpu.h) run on the host on the same inputs: for bf16 the CPU kernel
+ * gets the bf16 values widened to float32. Random layouts (left and right padding, packed
+ * documents, a row of padding only), every layer type and both chunk origins, GQA and MQA, head
+ * dimensions 1 to 256, sequences of 1 to 300 tokens (several tiles, partial last tiles).
  *
  * Every output buffer is filled with NaN before each call (an element the kernel forgets stays
  * NaN and fails), fully masked rows must have out = 0 and lse = −∞, and two calls (the second on
@@ -23,13 +23,13 @@
 
 #include <cuda_runtime.h>
 
-#include "distributed/bfloat16.h"
-#include "distributed/kernel_cuda.h"
-#include "distributed/mask_description.h"
+#include "distributed/device/bfloat16.h"
+#include "distributed/kernels/kernel_cuda.h"
+#include "distributed/kernels/mask_description.h"
 extern "C" { /* C headers without their own C++ guard */
-#include "distributed/kernel_cpu.h"
-#include "distributed/kernel_device_staging.h"
-#include "distributed/kernel_registry.h"
+#include "distributed/kernels/kernel_cpu.h"
+#include "distributed/kernels/kernel_device_staging.h"
+#include "distributed/kernels/kernel_registry.h"
 #include "tests/support/masked_values_contract.h"
 }
 

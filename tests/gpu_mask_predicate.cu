@@ -1,16 +1,16 @@
 /*
- * gpu_mask_predicate.cu — the per-thread mask logic of distributed/mask_predicate.h, compiled by
- * nvcc and run on the GPU, must agree with the same header compiled for the host, pair by pair,
- * on padded and packed rows for every layer type. Skips (exit 77, with the reason) when the
- * machine has no CUDA device.
+ * gpu_mask_predicate.cu — the per-thread mask logic of distributed/kernels/mask_predicate.h,
+ * compiled by nvcc and run on the GPU, must agree with the same header compiled for the host, pair
+ * by pair, on padded and packed rows for every layer type. Skips (exit 77, with the reason) when
+ * the machine has no CUDA device.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "distributed/cuda_check.h"
-#include "distributed/mask_description.h"
-#include "distributed/mask_predicate.h"
+#include "distributed/device/cuda_check.h"
+#include "distributed/kernels/mask_description.h"
+#include "distributed/kernels/mask_predicate.h"
 
 enum { SKIPPED = 77, BATCH = 2, LENGTH = 37 };
 

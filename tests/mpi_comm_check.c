@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "distributed/comm.h"
-#include "distributed/comm_mpi.h"
+#include "distributed/comm/comm.h"
+#include "distributed/comm/comm_mpi.h"
 #include "tests/support/comm_hash.h"
 
 #define MAX_COUNT 64

@@ -1,6 +1,6 @@
 /*
- * test_bfloat16.c — bfloat16 rounding (distributed/bfloat16.h), the per-element logic the CPU
- * model and CUDA code share: round to nearest with ties to even, exact widening, NaN and the
+ * test_bfloat16.c — bfloat16 rounding (distributed/device/bfloat16.h), the per-element logic the
+ * CPU model and CUDA code share: round to nearest with ties to even, exact widening, NaN and the
  * infinities kept, overflow to infinity — bit patterns checked exactly, and every one of the
  * 2^16 bfloat16 values surviving a round trip.
  */
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "distributed/bfloat16.h"
+#include "distributed/device/bfloat16.h"
 
 static float from_bits(uint32_t bits) {
     float x;

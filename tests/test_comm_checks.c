@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "distributed/comm.h"
-#include "distributed/comm_local.h"
+#include "distributed/comm/comm.h"
+#include "distributed/comm/comm_local.h"
 
 #define RANKS 2
 #define TIMEOUT 20.0 /* seconds: never reached by a passing test */

@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "distributed/comm.h"
-#include "distributed/comm_local.h"
+#include "distributed/comm/comm.h"
+#include "distributed/comm/comm_local.h"
 #include "tests/support/comm_hash.h"
 
 #define MAX_RANKS 8

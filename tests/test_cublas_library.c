@@ -1,5 +1,5 @@
 /*
- * test_cublas_library.c — cuBLAS opened on first use (distributed/cublas_library.h), no GPU
+ * test_cublas_library.c — cuBLAS opened on first use (distributed/models/cublas_library.h), no GPU
  * needed: opening the library and resolving its functions never touch a device.
  *
  * Built twice: against this toolkit's cuBLAS (the table is complete, the same for every caller
@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "distributed/cublas_library.h"
+#include "distributed/models/cublas_library.h"
 
 #ifndef CPPARITY_TEST_CUBLAS_MISSING
 

@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "common/fault.h"
-#include "distributed/layer_attention.h"
-#include "distributed/mask_description.h"
-#include "distributed/mask_predicate.h"
-#include "distributed/shard.h"
-#include "distributed/ulysses.h"
+#include "distributed/models/layer_attention.h"
+#include "distributed/kernels/mask_description.h"
+#include "distributed/kernels/mask_predicate.h"
+#include "distributed/cp/shard.h"
+#include "distributed/cp/ulysses.h"
 
 Test(fault_table, every_fault_has_a_unique_name_a_bug_and_a_place) {
     for (int f = 1; f < CPPARITY_FAULT_COUNT; f++) {

@@ -1,7 +1,7 @@
 /*
  * test_implementation_cpu.c — the float32 CPU model through the implementation-under-test
- * interface (distributed/implementation.h), the only way the harness reaches it: refusals before
- * compute, weights handed over by name, forward on the whole batch with each rank taking its
+ * interface (distributed/models/implementation.h), the only way the harness reaches it: refusals
+ * before compute, weights handed over by name, forward on the whole batch with each rank taking its
  * slice, the outputs read back by name, and every misuse refused as bad input. The results are
  * compared with the float64 reference on the same inputs.
  */
@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "common/model_parameters.h"
-#include "distributed/comm_local.h"
-#include "distributed/implementation.h"
-#include "distributed/kernel_cpu.h"
+#include "distributed/comm/comm_local.h"
+#include "distributed/models/implementation.h"
+#include "distributed/kernels/kernel_cpu.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "reference/model.h"

@@ -1,16 +1,16 @@
 /*
- * test_kernel_cpu.c — the CPU float32 kernel (distributed/kernel_cpu.c) through the kernel ABI,
- * against the float64 reference attention on the same inputs.
+ * test_kernel_cpu.c — the CPU float32 kernel (distributed/kernels/kernel_cpu.c) through the kernel
+ * ABI, against the float64 reference attention on the same inputs.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "distributed/kernel_cpu.h"
-#include "distributed/kernel_registry.h"
-#include "distributed/mask_description.h"
-#include "distributed/mask_predicate.h"
+#include "distributed/kernels/kernel_cpu.h"
+#include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/mask_description.h"
+#include "distributed/kernels/mask_predicate.h"
 #include "tests/support/attention_fixture.h"
 #include "tests/support/masked_values_contract.h"
 

@@ -7,9 +7,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "distributed/mask_description.h"
-#include "distributed/mask_predicate.h"
-#include "distributed/online_softmax.h"
+#include "distributed/kernels/mask_description.h"
+#include "distributed/kernels/mask_predicate.h"
+#include "distributed/kernels/online_softmax.h"
 #include "tests/support/test_layouts.h"
 
 static void check_layer(uint64_t seed, int64_t batch, int64_t seq_len,

@@ -1,8 +1,8 @@
 /*
  * test_memory_declared_estimate.c — the memory estimate adds up what each component declares
  * (harness/running/memory_estimate.h): a toy implementation, built here as a minimal table of
- * distributed/implementation.h with an `estimate`, moves an item's estimate by exactly what it
- * declares and gets a case refused naming its share; one without `estimate` is counted for the
+ * distributed/models/implementation.h with an `estimate`, moves an item's estimate by exactly what
+ * it declares and gets a case refused naming its share; one without `estimate` is counted for the
  * harness's share alone, and the messages say its own is unknown; a kernel's workspace_bytes
  * (cpparity/kernel.h) reaches the cpu implementation's figure, and is read only where the
  * descriptor's struct_size covers it.
@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "distributed/implementation.h"
-#include "distributed/kernel_cpu.h"
-#include "distributed/kernel_registry.h"
-#include "distributed/kernel_support.h"
+#include "distributed/models/implementation.h"
+#include "distributed/kernels/kernel_cpu.h"
+#include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/kernel_support.h"
 #include "harness/running/memory_estimate.h"
 #include "harness/running/run_plan.h"
 #include "tests/support/test_files.h"

@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "common/batch.h"
-#include "distributed/comm_local.h"
-#include "distributed/implementation.h"
-#include "distributed/kernel_cpu.h"
+#include "distributed/comm/comm_local.h"
+#include "distributed/models/implementation.h"
+#include "distributed/kernels/kernel_cpu.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "harness/judging/reference_cache.h"

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "common/model_parameters.h"
-#include "distributed/comm_local.h"
-#include "distributed/implementation.h"
-#include "distributed/kernel_cpu.h"
+#include "distributed/comm/comm_local.h"
+#include "distributed/models/implementation.h"
+#include "distributed/kernels/kernel_cpu.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "harness/judging/naive_model.h"

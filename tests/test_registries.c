@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "distributed/comm_launch.h"
-#include "distributed/implementation_registry.h"
-#include "distributed/kernel_cpu.h"
-#include "distributed/kernel_registry.h"
+#include "distributed/comm/comm_launch.h"
+#include "distributed/models/implementation_registry.h"
+#include "distributed/kernels/kernel_cpu.h"
+#include "distributed/kernels/kernel_registry.h"
 
 /* A kernel that is never called: registration only looks at the descriptor. */
 static int never_forward(void *context, void *out, float *lse, const void *q, const void *k,

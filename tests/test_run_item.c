@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "distributed/comm_local.h"
-#include "distributed/implementation.h"
-#include "distributed/kernel_cpu.h"
+#include "distributed/comm/comm_local.h"
+#include "distributed/models/implementation.h"
+#include "distributed/kernels/kernel_cpu.h"
 #include "harness/running/run_item.h"
 #include "tests/support/test_files.h"
 

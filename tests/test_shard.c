@@ -4,7 +4,7 @@
  */
 #include <criterion/criterion.h>
 
-#include "distributed/shard.h"
+#include "distributed/cp/shard.h"
 #include "fixtures/batch_fixture.h"
 
 Test(shard, s17_cp4__padded_to_20_with_slices_of_5) {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "distributed/comm_local.h"
-#include "distributed/ulysses.h"
+#include "distributed/comm/comm_local.h"
+#include "distributed/cp/ulysses.h"
 
 typedef struct layout_test {
     int64_t batch, local_len, heads, head_dim;

@@ -1,9 +1,9 @@
 /*
  * bench_attention_cuda.cu — `cpparity-bench-attention`: times a CUDA attention kernel of the
- * registry (distributed/kernel_cuda.h) forward and forward+backward on one shape and mask, and
- * prints one JSON object per line (the fields of `cpparity bench reference --json`, plus
- * `pass` and `implementation`), for harness/bench/torch_attention.py to put side by side with
- * PyTorch in the same run (scripts/device-check.sh). A program, not a test: run it on a GPU.
+ * registry (distributed/kernels/kernel_cuda.h) forward and forward+backward on one shape and mask,
+ * and prints one JSON object per line (the fields of `cpparity bench reference --json`, plus `pass`
+ * and `implementation`), for harness/bench/torch_attention.py to put side by side with PyTorch in
+ * the same run (scripts/device-check.sh). A program, not a test: run it on a GPU.
  *
  *   cpparity-bench-attention [--kernel cuda-bf16] [--seq-len 4096] [--heads 16]
  *                            [--head-dim 128] [--mask causal|sliding|chunked|packed]
@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "distributed/bfloat16.h"
-#include "distributed/kernel.h"
-#include "distributed/kernel_registry.h"
-#include "distributed/mask_description.h"
-#include "distributed/mask_predicate.h"
+#include "distributed/device/bfloat16.h"
+#include "distributed/kernels/kernel.h"
+#include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/mask_description.h"
+#include "distributed/kernels/mask_predicate.h"
 
 typedef struct bench_options {
     const char *kernel;

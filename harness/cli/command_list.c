@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/case.h"
-#include "distributed/implementation_registry.h"
+#include "distributed/models/implementation_registry.h"
 #include "harness/cli/commands.h"
 #include "harness/running/memory_estimate.h"
 #include "harness/suite/case_file.h"

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "common/interrupt.h"
-#include "distributed/comm_launch.h"
-#include "distributed/implementation_registry.h"
-#include "distributed/kernel_registry.h"
+#include "distributed/comm/comm_launch.h"
+#include "distributed/models/implementation_registry.h"
+#include "distributed/kernels/kernel_registry.h"
 #include "harness/bench/bench_model.h"
 #include "harness/bench/bench_reference.h"
 #include "harness/cli/commands.h"

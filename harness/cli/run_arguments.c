@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "common/names.h"
-#include "distributed/comm_launch.h"
-#include "distributed/implementation_registry.h"
-#include "distributed/kernel_registry.h"
+#include "distributed/comm/comm_launch.h"
+#include "distributed/models/implementation_registry.h"
+#include "distributed/kernels/kernel_registry.h"
 #include "harness/running/memory_estimate.h"
 
 /* getopt values of the options; outputs use OPTION_OUTPUT + their run_output. */

@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "common/checked_size.h"
-#include "distributed/kernel_call.h"
-#include "distributed/kernel_device_staging.h"
-#include "distributed/kernel_registry.h"
-#include "distributed/kernel_support.h"
-#include "distributed/mask_description.h"
+#include "distributed/kernels/kernel_call.h"
+#include "distributed/kernels/kernel_device_staging.h"
+#include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/kernel_support.h"
+#include "distributed/kernels/mask_description.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/random.h"
 #include "harness/judging/compare.h"

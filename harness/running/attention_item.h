@@ -13,7 +13,7 @@
  * fail as non-finite; a kernel that declares itself deterministic is called twice and must give
  * identical bits. A call the kernel does not support makes the item NOT RUN ("unsupported by
  * kernel"). float32 kernels: a CUDA kernel is staged from host buffers
- * (distributed/kernel_device_staging.h), its item NOT RUN with the reason when no device is
+ * (distributed/kernels/kernel_device_staging.h), its item NOT RUN with the reason when no device is
  * usable; a bfloat16 kernel's item is NOT RUN, saying so.
  */
 #ifndef CPPARITY_HARNESS_RUNNING_ATTENTION_ITEM_H
@@ -24,7 +24,7 @@
 #include "common/case.h"
 #include "common/error.h"
 #include "results_model/results.h"
-#include "distributed/kernel.h"
+#include "distributed/kernels/kernel.h"
 
 /* Runs and judges item (begun with run_item_begin) for case c; the item's message names the
  * seed of its inputs. CPPARITY_ERROR_RUNTIME only when out of memory or the reference fails. */

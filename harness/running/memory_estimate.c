@@ -13,9 +13,9 @@
 #include "common/checked_size.h"
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
-#include "distributed/comm_launch.h"
-#include "distributed/kernel_registry.h"
-#include "distributed/kernel_support.h"
+#include "distributed/comm/comm_launch.h"
+#include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/kernel_support.h"
 #include "harness/judging/naive_model.h"
 #include "reference/memory.h"
 

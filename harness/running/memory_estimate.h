@@ -25,11 +25,12 @@
  *     after the other: that thread holds max(reference, reference kept + baseline), and only
  *     for the first item of the case (and of each dtype); later items find them cached.
  *   implementation, per rank: the implementation's own share — its `estimate`
- *     (distributed/implementation.h; the cpu and cuda ones in distributed/model_memory.h, the
- *     attention kernel's workspace included through kernel_support.h) — plus what run_item.c
- *     run_on_rank gives and reads back: the whole batch, the weights in float64 8P, the outputs
- *     4·B·L·V + 4P and two parameter tables. An implementation without `estimate` counts only
- *     the latter: the refusal message then says its own share is unknown, and so does `list`
+ *     (distributed/models/implementation.h; the cpu and cuda ones in
+ * distributed/models/model_memory.h, the attention kernel's workspace included through
+ * kernel_support.h) — plus what run_item.c run_on_rank gives and reads back: the whole batch, the
+ * weights in float64 8P, the outputs 4·B·L·V + 4P and two parameter tables. An implementation
+ * without `estimate` counts only the latter: the refusal message then says its own share is
+ * unknown, and so does `list`
  *     ("+" after the figure), since such an estimate is a lower bound.
  *     An attention-level item runs a kernel alone (attention_item.c): its buffers, the batch,
  *     the reference's masks and attention backward (reference/memory.h) and a CPU kernel's
@@ -68,8 +69,8 @@
 #include "common/case.h"
 #include "common/error.h"
 #include "common/fault.h"
-#include "distributed/implementation.h"
-#include "distributed/kernel.h"
+#include "distributed/models/implementation.h"
+#include "distributed/kernels/kernel.h"
 #include "results_model/results.h"
 #include "harness/running/run_options.h"
 #include "harness/running/run_plan.h"

@@ -8,7 +8,7 @@
 #ifndef CPPARITY_HARNESS_RUNNING_RUN_H
 #define CPPARITY_HARNESS_RUNNING_RUN_H
 
-#include "distributed/comm.h"
+#include "distributed/comm/comm.h"
 #include "harness/judging/reference_cache.h"
 #include "harness/running/run_item.h"
 #include "harness/running/run_options.h"

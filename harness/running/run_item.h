@@ -1,8 +1,8 @@
 /*
  * run_item.h — running one (case, cp size, dtype) on a CP group: the implementation under test
- * (distributed/implementation.h) on every rank of the group with inputs and weights the harness
- * builds from the fixtures, its outputs gathered on the group's root, which takes the float64
- * reference from its cache and judges the item (harness/judging/judge_item.h).
+ * (distributed/models/implementation.h) on every rank of the group with inputs and weights the
+ * harness builds from the fixtures, its outputs gathered on the group's root, which takes the
+ * float64 reference from its cache and judges the item (harness/judging/judge_item.h).
  */
 #ifndef CPPARITY_HARNESS_RUNNING_RUN_ITEM_H
 #define CPPARITY_HARNESS_RUNNING_RUN_ITEM_H
@@ -11,9 +11,9 @@
 
 #include "common/error.h"
 #include "results_model/results.h"
-#include "distributed/comm.h"
-#include "distributed/implementation.h"
-#include "distributed/kernel.h"
+#include "distributed/comm/comm.h"
+#include "distributed/models/implementation.h"
+#include "distributed/kernels/kernel.h"
 #include "harness/judging/baseline_table.h"
 #include "harness/judging/reference_cache.h"
 #include "harness/running/run_options.h"

@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 #include "common/case.h"
-#include "distributed/implementation.h"
+#include "distributed/models/implementation.h"
 #include "harness/running/run_options.h"
 
 #define RUN_PLAN_REASON_TEXT 256 /* bytes of a not-run reason, NUL included */

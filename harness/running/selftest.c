@@ -8,7 +8,7 @@
 
 #include "common/monotonic_clock.h"
 #include "results_model/selftest_matrix.h"
-#include "distributed/kernel_cpu.h"
+#include "distributed/kernels/kernel_cpu.h"
 #include "results_model/selftest_file.h"
 #include "reports/selftest_console.h"
 

@@ -9,7 +9,7 @@
 #ifndef CPPARITY_HARNESS_RUNNING_SELFTEST_H
 #define CPPARITY_HARNESS_RUNNING_SELFTEST_H
 
-#include "distributed/comm.h"
+#include "distributed/comm/comm.h"
 #include "harness/running/run.h"
 
 /* Runs the self-test on world (every rank calls it with the same plan, options and target;

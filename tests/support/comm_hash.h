@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "distributed/comm.h"
+#include "distributed/comm/comm.h"
 
 /* Writes the element f(source, destination, index) of type to out: distinct for source and
  * destination < 4 and index < 16 in every type (the code 64·source + 16·destination + index fits

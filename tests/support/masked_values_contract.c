@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "common/attention_layer.h"
-#include "distributed/mask_description.h"
-#include "distributed/mask_predicate.h"
+#include "distributed/kernels/mask_description.h"
+#include "distributed/kernels/mask_predicate.h"
 
 /* One small problem: sizes, a layer, and the layout of its rows. */
 typedef struct contract_problem {

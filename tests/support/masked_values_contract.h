@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "distributed/kernel.h"
+#include "distributed/kernels/kernel.h"
 
 #ifdef __cplusplus
 extern "C" { /* C linkage for CUDA (C++) translation units */

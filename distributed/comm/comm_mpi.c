@@ -1,0 +1,530 @@
+/*
+ * comm_mpi.c — the `mpi` communicator (see comm_mpi.h) over a duplicate of MPI_COMM_WORLD with
+ * MPI_ERRORS_RETURN, so that every failed MPI call comes back to MPI_CHECK, which records the
+ * MPI error text, the world rank, the call and its source line.
+ *
+ * Every collective is started non-blocking (MPI_Ialltoall, MPI_Iallgather, ...) and completed by
+ * polling MPI_Test, sleeping 50 µs between tests after the first spins, until it completes or the
+ * deadline (comm->timeout_seconds) passes; then the rank prints "cpparity: rank R: MPI
+ * <collective> timed out after T s", removes its temporary files and output claims
+ * (common/temporary_files.h: MPI_Abort returns to no caller that could) and calls
+ * MPI_Abort(comm, 3): the job stops, it never hangs, and leaves nothing behind.
+ *
+ * Floating-point sums do not use MPI_SUM, whose order is the library's choice: every rank
+ * gathers all contributions (MPI_Iallgather) and adds them in rank order itself, so every rank
+ * ends with the same bits as the local communicator (the vectors are small: gradients of a tiny
+ * model). Integer sums use MPI_SUM, which is exact.
+ */
+#include "distributed/comm/comm_mpi.h"
+#include "distributed/comm/mpi_check.h"
+
+#include "common/monotonic_clock.h"
+#include "common/temporary_files.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* What an mpi communicator owns. */
+typedef struct mpi_state {
+    MPI_Comm communicator; /* private duplicate (or split) with MPI_ERRORS_RETURN */
+} mpi_state;
+
+static const cpparity_comm_operations mpi_operations;
+
+/* See mpi_check.h. */
+cpparity_status mpi_failure(int code, cpparity_error *error, const char *what, const char *call,
+                            const char *file, int line) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
+        snprintf(text, sizeof text, "MPI error code %d", code);
+    }
+    int world_rank = -1, initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    }
+    return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                              "MPI: %s failed on rank %d: %s returned \"%s\" (%s:%d)", what,
+                              world_rank, call, text, file, line);
+}
+
+/* The MPI datatype of type; MPI_DATATYPE_NULL for an unknown type. bfloat16 moves as 16-bit
+ * words (it is never summed here). */
+static MPI_Datatype mpi_datatype(cpparity_element_type type) {
+    switch (type) {
+    case CPPARITY_FLOAT32:
+        return MPI_FLOAT;
+    case CPPARITY_FLOAT64:
+        return MPI_DOUBLE;
+    case CPPARITY_INT64:
+        return MPI_INT64_T;
+    case CPPARITY_INT8:
+        return MPI_INT8_T;
+    case CPPARITY_BFLOAT16:
+        return MPI_UINT16_T;
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+/* The communicator's MPI handle. */
+static MPI_Comm mpi_handle(const cpparity_comm *comm) {
+    return ((const mpi_state *)comm->implementation)->communicator;
+}
+
+/* Completes request by polling MPI_Test until it is done or comm's deadline has passed; on
+ * timeout prints "cpparity: rank R: MPI <collective> timed out after T s" and stops the job with
+ * MPI_Abort(comm, 3) (returning CPPARITY_ERROR_RUNTIME only should MPI_Abort return). */
+static cpparity_status mpi_wait(const cpparity_comm *comm, MPI_Request *request,
+                                const char *collective, cpparity_error *error) {
+    double deadline = monotonic_seconds() + comm->timeout_seconds;
+    const struct timespec pause = {0, 50000L};
+    for (int spins = 0;; spins++) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE), error, collective);
+        if (done) {
+            return CPPARITY_OK;
+        }
+        if (monotonic_seconds() > deadline) {
+            fprintf(stderr, "cpparity: rank %d: MPI %s timed out after %g s\n", comm->world_rank,
+                    collective, comm->timeout_seconds);
+            fflush(stderr);
+            temporary_files_remove_all(); /* MPI_Abort ends this process: no claim left behind */
+            MPI_Abort(mpi_handle(comm), 3);
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                      "mpi communicator: %s timed out after %g s on rank %d and "
+                                      "MPI_Abort returned",
+                                      collective, comm->timeout_seconds, comm->world_rank);
+        }
+        if (spins >= 64) {
+            nanosleep(&pause, NULL);
+        }
+    }
+}
+
+/* What only the mpi communicator checks (comm.c has checked the rest): the stream must be NULL
+ * (MPI moves host memory here) and `blocks` blocks of count elements must fit MPI's int counts. */
+static cpparity_status mpi_check_buffers(const cpparity_comm *comm, const char *collective,
+                                         int64_t count, int64_t blocks, const void *stream,
+                                         cpparity_error *error) {
+    if (stream != NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "mpi communicator: %s on rank %d: stream must be NULL (the mpi "
+                                  "communicator moves host memory)",
+                                  collective, comm->world_rank);
+    }
+    if (count > INT_MAX / blocks) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "mpi communicator: %s on rank %d: count %lld out of range (MPI "
+                                  "counts are int)",
+                                  collective, comm->world_rank, (long long)count);
+    }
+    return CPPARITY_OK;
+}
+
+/* all_to_all (see comm.h). */
+static cpparity_status mpi_all_to_all(cpparity_comm *comm, const void *send, void *receive,
+                                      int64_t count_per_rank, cpparity_element_type type,
+                                      void *stream, cpparity_error *error) {
+    cpparity_status status =
+        mpi_check_buffers(comm, "all_to_all", count_per_rank, comm->size, stream, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    MPI_Request request;
+    MPI_Datatype datatype = mpi_datatype(type);
+    MPI_CHECK(MPI_Ialltoall(send, (int)count_per_rank, datatype, receive, (int)count_per_rank,
+                            datatype, mpi_handle(comm), &request),
+              error, "all_to_all");
+    return mpi_wait(comm, &request, "all_to_all", error);
+}
+
+/* Gathers count elements from every rank into gathered (size · count elements). */
+static cpparity_status mpi_gather_all(const cpparity_comm *comm, const void *send, void *gathered,
+                                      int64_t count, cpparity_element_type type,
+                                      const char *collective, cpparity_error *error) {
+    MPI_Request request;
+    MPI_Datatype datatype = mpi_datatype(type);
+    MPI_CHECK(MPI_Iallgather(send, (int)count, datatype, gathered, (int)count, datatype,
+                             mpi_handle(comm), &request),
+              error, collective);
+    return mpi_wait(comm, &request, collective, error);
+}
+
+/* receive[i] = ((all[0][i] + all[1][i]) + all[2][i]) + ... for `ranks` rows of count elements
+ * (float32 or float64). */
+static void mpi_sum_in_rank_order(const void *all, void *receive, int64_t count, int ranks,
+                                  cpparity_element_type type) {
+    for (int64_t i = 0; i < count; i++) {
+        if (type == CPPARITY_FLOAT32) {
+            const float *rows = all;
+            float sum = rows[i];
+            for (int rank = 1; rank < ranks; rank++) {
+                sum += rows[rank * count + i];
+            }
+            ((float *)receive)[i] = sum;
+        } else {
+            const double *rows = all;
+            double sum = rows[i];
+            for (int rank = 1; rank < ranks; rank++) {
+                sum += rows[rank * count + i];
+            }
+            ((double *)receive)[i] = sum;
+        }
+    }
+}
+
+/* all_reduce_sum (see comm.h): floating types gathered and summed in rank order here, integers
+ * with MPI_SUM; bfloat16 is refused. */
+static cpparity_status mpi_all_reduce_sum(cpparity_comm *comm, const void *send, void *receive,
+                                          int64_t count, cpparity_element_type type, void *stream,
+                                          cpparity_error *error) {
+    cpparity_status status = mpi_check_buffers(
+        comm, "all_reduce_sum", count,
+        type == CPPARITY_FLOAT32 || type == CPPARITY_FLOAT64 ? comm->size : 1, stream, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    if (type == CPPARITY_BFLOAT16) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "mpi communicator: all_reduce_sum on rank %d: bfloat16 sums are "
+                                  "not supported on the CPU",
+                                  comm->world_rank);
+    }
+    if (type == CPPARITY_INT64 || type == CPPARITY_INT8) {
+        MPI_Request request;
+        MPI_CHECK(MPI_Iallreduce(send == receive ? MPI_IN_PLACE : send, receive, (int)count,
+                                 mpi_datatype(type), MPI_SUM, mpi_handle(comm), &request),
+                  error, "all_reduce_sum");
+        return mpi_wait(comm, &request, "all_reduce_sum", error);
+    }
+    size_t bytes = (size_t)(comm->size * count * cpparity_element_size(type));
+    void *all = malloc(bytes > 0 ? bytes : 1);
+    if (all == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "mpi communicator: all_reduce_sum on rank %d: out of memory for "
+                                  "%zu bytes",
+                                  comm->world_rank, bytes);
+    }
+    status = mpi_gather_all(comm, send, all, count, type, "all_reduce_sum", error);
+    if (status == CPPARITY_OK) {
+        mpi_sum_in_rank_order(all, receive, count, comm->size, type);
+    }
+    free(all);
+    return status;
+}
+
+/* all_gather (see comm.h). */
+static cpparity_status mpi_all_gather(cpparity_comm *comm, const void *send, void *receive,
+                                      int64_t count_per_rank, cpparity_element_type type,
+                                      void *stream, cpparity_error *error) {
+    cpparity_status status =
+        mpi_check_buffers(comm, "all_gather", count_per_rank, comm->size, stream, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    return mpi_gather_all(comm, send, receive, count_per_rank, type, "all_gather", error);
+}
+
+/* broadcast (see comm.h). */
+static cpparity_status mpi_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
+                                     cpparity_element_type type, int root, void *stream,
+                                     cpparity_error *error) {
+    cpparity_status status = mpi_check_buffers(comm, "broadcast", count, 1, stream, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibcast(buffer, (int)count, mpi_datatype(type), root, mpi_handle(comm), &request),
+              error, "broadcast");
+    return mpi_wait(comm, &request, "broadcast", error);
+}
+
+/* The second step of gather_bytes: every rank's bytes into `gathered` on root, where counts and
+ * displacements (int, size entries) describe them; non-roots pass NULLs. */
+static cpparity_status mpi_gather_bytes_data(const cpparity_comm *comm, const void *send,
+                                             int send_bytes, void *gathered, const int *counts,
+                                             const int *displacements, int root,
+                                             cpparity_error *error) {
+    MPI_Request request;
+    MPI_CHECK(MPI_Igatherv(send, send_bytes, MPI_BYTE, gathered, counts, displacements, MPI_BYTE,
+                           root, mpi_handle(comm), &request),
+              error, "gather_bytes");
+    return mpi_wait(comm, &request, "gather_bytes", error);
+}
+
+/* gather_bytes (see comm.h): MPI_Igather of the lengths, then MPI_Igatherv of the bytes. If the
+ * root cannot hold the total (over INT_MAX bytes or out of memory) it returns the error and the
+ * other ranks end in the timeout. */
+static cpparity_status mpi_gather_bytes(cpparity_comm *comm, const void *send, int64_t send_bytes,
+                                        void **received, int64_t *sizes, int root,
+                                        cpparity_error *error) {
+    cpparity_status status = CPPARITY_OK;
+    const bool is_root = comm->rank == root;
+    if (send_bytes > INT_MAX) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "mpi communicator: gather_bytes on rank %d: %lld bytes, over "
+                                  "MPI's limit of INT_MAX",
+                                  comm->world_rank, (long long)send_bytes);
+    }
+    MPI_Request request;
+    MPI_CHECK(MPI_Igather(&send_bytes, 1, MPI_INT64_T, is_root ? sizes : NULL, 1, MPI_INT64_T, root,
+                          mpi_handle(comm), &request),
+              error, "gather_bytes");
+    status = mpi_wait(comm, &request, "gather_bytes", error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    if (!is_root) {
+        return mpi_gather_bytes_data(comm, send, (int)send_bytes, NULL, NULL, NULL, root, error);
+    }
+    int64_t total = 0;
+    for (int rank = 0; rank < comm->size; rank++) {
+        total += sizes[rank];
+    }
+    if (total > INT_MAX) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "mpi communicator: gather_bytes on rank %d: %lld bytes in all, "
+                                  "over the MPI limit of INT_MAX",
+                                  comm->world_rank, (long long)total);
+    }
+    int *counts = malloc(2 * (size_t)comm->size * sizeof *counts);
+    char *gathered = malloc(total > 0 ? (size_t)total : 1);
+    if (counts == NULL || gathered == NULL) {
+        free(counts);
+        free(gathered);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "mpi communicator: gather_bytes on rank %d: out of memory for "
+                                  "%lld bytes",
+                                  comm->world_rank, (long long)total);
+    }
+    int *displacements = counts + comm->size;
+    int offset = 0;
+    for (int rank = 0; rank < comm->size; rank++) {
+        counts[rank] = (int)sizes[rank];
+        displacements[rank] = offset;
+        offset += counts[rank];
+    }
+    status = mpi_gather_bytes_data(comm, send, (int)send_bytes, gathered, counts, displacements,
+                                   root, error);
+    free(counts);
+    if (status != CPPARITY_OK) {
+        free(gathered);
+        return status;
+    }
+    *received = gathered;
+    return CPPARITY_OK;
+}
+
+/* agree_status (see comm.h): MPI_MAX over the ranks' statuses. */
+static cpparity_status mpi_agree_status(cpparity_comm *comm, cpparity_status local,
+                                        cpparity_status *agreed, cpparity_error *error) {
+    int mine = (int)local, largest = 0;
+    MPI_Request request;
+    MPI_CHECK(MPI_Iallreduce(&mine, &largest, 1, MPI_INT, MPI_MAX, mpi_handle(comm), &request),
+              error, "agree_status");
+    cpparity_status status = mpi_wait(comm, &request, "agree_status", error);
+    if (status == CPPARITY_OK) {
+        *agreed = (cpparity_status)largest;
+    }
+    return status;
+}
+
+/* Wraps an MPI communicator (already given MPI_ERRORS_RETURN) as a cpparity_comm; on failure
+ * frees nothing (the caller frees `handle`). */
+static cpparity_status mpi_wrap(MPI_Comm handle, int world_rank, double timeout_seconds,
+                                cpparity_comm **result, cpparity_error *error) {
+    int rank = 0, size = 0;
+    MPI_CHECK(MPI_Comm_rank(handle, &rank), error, "creating a communicator");
+    MPI_CHECK(MPI_Comm_size(handle, &size), error, "creating a communicator");
+    cpparity_comm *comm = calloc(1, sizeof *comm);
+    mpi_state *state = calloc(1, sizeof *state);
+    if (comm == NULL || state == NULL) {
+        free(comm);
+        free(state);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "mpi communicator: out of memory on rank %d", world_rank);
+    }
+    state->communicator = handle;
+    comm->operations = &mpi_operations;
+    comm->kind = "mpi";
+    comm->rank = rank;
+    comm->size = size;
+    comm->world_rank = world_rank;
+    comm->timeout_seconds = timeout_seconds;
+    comm->implementation = state;
+    *result = comm;
+    return CPPARITY_OK;
+}
+
+/* Waits for every rank of comm to arrive (MPI_Ibarrier against the deadline), so that the
+ * blocking MPI_Comm_split after it cannot hang on a missing rank. */
+static cpparity_status mpi_split_barrier(const cpparity_comm *comm, cpparity_error *error) {
+    MPI_Request request;
+    MPI_CHECK(MPI_Ibarrier(mpi_handle(comm), &request), error, "split");
+    return mpi_wait(comm, &request, "split", error);
+}
+
+/* Sets MPI_ERRORS_RETURN on handle and wraps it; frees handle on failure. */
+static cpparity_status mpi_adopt(MPI_Comm handle, int world_rank, double timeout_seconds,
+                                 cpparity_comm **result, cpparity_error *error) {
+    int code = MPI_Comm_set_errhandler(handle, MPI_ERRORS_RETURN);
+    cpparity_status status =
+        code == MPI_SUCCESS
+            ? mpi_wrap(handle, world_rank, timeout_seconds, result, error)
+            : mpi_failure(code, error, "creating a communicator",
+                          "MPI_Comm_set_errhandler(handle, MPI_ERRORS_RETURN)", __FILE__, __LINE__);
+    if (status != CPPARITY_OK) {
+        MPI_Comm_free(&handle);
+    }
+    return status;
+}
+
+/* split (see comm.h): MPI_Comm_split after a timed barrier; a negative color (MPI_UNDEFINED)
+ * gives *result = NULL. The new communicator keeps the world rank and the timeout. */
+static cpparity_status mpi_split(cpparity_comm *comm, int color, int key, cpparity_comm **result,
+                                 cpparity_error *error) {
+    cpparity_status status = mpi_split_barrier(comm, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    MPI_Comm handle = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split(mpi_handle(comm), color < 0 ? MPI_UNDEFINED : color, key, &handle),
+              error, "split");
+    if (handle == MPI_COMM_NULL) {
+        return CPPARITY_OK;
+    }
+    return mpi_adopt(handle, comm->world_rank, comm->timeout_seconds, result, error);
+}
+
+/* abort (see comm.h): prints "cpparity: rank R: message" and calls MPI_Abort(MPI_COMM_WORLD,
+ * code), which ends every process of the job. */
+static void mpi_abort(cpparity_comm *comm, int code, const char *message) {
+    fprintf(stderr, "cpparity: rank %d: %s\n", comm->world_rank,
+            message != NULL ? message : "(no message)");
+    fflush(stderr);
+    temporary_files_remove_all(); /* MPI_Abort ends this process: no claim left behind */
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _Exit(code); /* MPI_Abort does not return; should it, the job still ends */
+}
+
+/* free (see comm.h): frees the MPI communicator unless MPI is already finalized. */
+static void mpi_free(cpparity_comm *comm) {
+    mpi_state *state = comm->implementation;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && state->communicator != MPI_COMM_NULL) {
+        MPI_Comm_free(&state->communicator);
+    }
+    free(state);
+    free(comm);
+}
+
+static const cpparity_comm_operations mpi_operations = {
+    .all_to_all = mpi_all_to_all,
+    .all_reduce_sum = mpi_all_reduce_sum,
+    .all_gather = mpi_all_gather,
+    .broadcast = mpi_broadcast,
+    .gather_bytes = mpi_gather_bytes,
+    .agree_status = mpi_agree_status,
+    .split = mpi_split,
+    .abort = mpi_abort,
+    .free = mpi_free,
+};
+
+bool comm_mpi_detected(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+           getenv("PMIX_RANK") != NULL;
+}
+
+void comm_mpi_library_version(char *text, size_t size) {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int length = 0;
+    if (MPI_Get_library_version(version, &length) != MPI_SUCCESS) {
+        snprintf(version, sizeof version, "MPI (version unavailable)");
+    }
+    version[strcspn(version, ",\n")] = '\0';
+    snprintf(text, size, "%s", version);
+}
+
+/* MPI_Init_thread with errors returned on MPI_COMM_WORLD; *initialised_here says whether this
+ * call started MPI (and so must finalise it). */
+static cpparity_status mpi_start(bool *initialised_here, cpparity_error *error) {
+    int initialized = 0, finalized = 0, provided = 0;
+    *initialised_here = false;
+    MPI_CHECK(MPI_Initialized(&initialized), error, "starting MPI");
+    MPI_CHECK(MPI_Finalized(&finalized), error, "starting MPI");
+    if (finalized) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "mpi communicator: MPI was already finalised in this process");
+    }
+    if (!initialized) {
+        MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided), error, "starting MPI");
+        *initialised_here = true;
+    }
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), error, "starting MPI");
+    return CPPARITY_OK;
+}
+
+cpparity_status comm_mpi_launch(int ranks, double timeout_seconds, cpparity_job_main main,
+                                void *argument, int *exit_code, cpparity_error *error) {
+    *exit_code = 3;
+    if (main == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "comm_mpi_launch: no job to run");
+    }
+    bool initialised_here = false;
+    cpparity_status status = mpi_start(&initialised_here, error);
+    cpparity_comm *world = NULL;
+    if (status == CPPARITY_OK) {
+        status = comm_mpi_create_world(&world, timeout_seconds, error);
+    }
+    if (status == CPPARITY_OK && ranks != 0 && ranks != world->size) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "mpi communicator: asked for %d ranks, the MPI job has %d (the "
+                                    "launcher sets them: mpirun -np %d)",
+                                    ranks, world->size, ranks);
+    }
+    if (status == CPPARITY_OK) {
+        *exit_code = main(world, argument);
+    }
+    cpparity_comm_free(world);
+    if (initialised_here) {
+        const int code = MPI_Finalize();
+        if (code != MPI_SUCCESS && status == CPPARITY_OK) {
+            status =
+                mpi_failure(code, error, "finalising MPI", "MPI_Finalize()", __FILE__, __LINE__);
+            *exit_code = *exit_code > 3 ? *exit_code : 3;
+        }
+    }
+    return status;
+}
+
+cpparity_status comm_mpi_create_world(cpparity_comm **comm, double timeout_seconds,
+                                      cpparity_error *error) {
+    if (comm == NULL || !(timeout_seconds > 0.0)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "comm_mpi_create_world: need a result pointer and a positive "
+                                  "timeout (got %g s)",
+                                  timeout_seconds);
+    }
+    *comm = NULL;
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "comm_mpi_create_world: MPI is not initialised (or already "
+                                  "finalized)");
+    }
+    int world_rank = 0;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), error, "creating the world");
+    MPI_Comm handle = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &handle), error, "creating the world");
+    return mpi_adopt(handle, world_rank, timeout_seconds, comm, error);
+}

@@ -1,0 +1,52 @@
+/*
+ * kernel_call.h — how the CPU model calls an attention kernel: the outputs are poisoned with NaN
+ * first, so an element the kernel never writes shows as a non-finite value where it is compared;
+ * and a kernel that is not built in (a plugin) writes into buffers with guard regions before and
+ * after each output, checked after the call, so a write out of bounds is reported as such (naming
+ * the kernel, the output and how far) instead of corrupting whatever lies next to it.
+ */
+#ifndef CPPARITY_DISTRIBUTED_KERNEL_CALL_H
+#define CPPARITY_DISTRIBUTED_KERNEL_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "distributed/kernels/kernel.h"
+
+/* Floats of each guard region (before and after every output of a guarded call). */
+#define KERNEL_CALL_GUARD 256
+
+/* The guard pattern: a NaN with a payload no arithmetic produces. */
+static inline float kernel_call_guard_value(void) {
+    const uint32_t bits = 0x7fc0c0deu;
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* How many of the count floats of a guard region no longer hold the pattern (bitwise). */
+static inline int64_t kernel_call_guards_overwritten(const float *region, int64_t count) {
+    const float guard = kernel_call_guard_value();
+    int64_t overwritten = 0;
+    for (int64_t i = 0; i < count; i++) {
+        overwritten += memcmp(&region[i], &guard, sizeof guard) != 0;
+    }
+    return overwritten;
+}
+
+/* kernel->forward into out [B, S, H, Dh] and lse [B, H, S]. 0, or non-zero with message filled
+ * (the kernel's own failure, a guard overwritten, or no memory for the guarded buffers). */
+int kernel_call_forward(const cpparity_attention_kernel *kernel, float *out, float *lse,
+                        const float *q, const float *k, const float *v,
+                        const cpparity_mask_description *mask, const cpparity_attention_dims *dims,
+                        float scale, char *message, size_t size);
+
+/* kernel->backward into dq [B, S, H, Dh], dk and dv [B, S, Hkv, Dh]; as kernel_call_forward. */
+int kernel_call_backward(const cpparity_attention_kernel *kernel, float *dq, float *dk, float *dv,
+                         const float *dout, const float *q, const float *k, const float *v,
+                         const float *out, const float *lse, const cpparity_mask_description *mask,
+                         const cpparity_attention_dims *dims, float scale, char *message,
+                         size_t size);
+
+#endif

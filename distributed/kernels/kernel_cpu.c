@@ -1,0 +1,343 @@
+/*
+ * kernel_cpu.c — the built-in CPU float32 attention kernel ("cpu-f32"), behind kernel.h (see
+ * kernel_cpu.h).
+ *
+ * Tiled like FlashAttention: for each tile of queries, key tiles are classified by
+ * mask_classify_tile (empty tiles skipped, the predicate evaluated only in partial tiles), and
+ * each query row merges tile after tile into an online softmax (online_softmax.h). Arithmetic is
+ * float32, as in the implementation under test; results are deterministic.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/checked_size.h"
+#include "distributed/kernels/kernel_cpu.h"
+#include "distributed/kernels/mask_predicate.h"
+#include "distributed/kernels/online_softmax.h"
+
+enum { MAX_TILE = 32 }; /* the largest tile (scores of one key tile live on the stack) */
+
+/* Offsets of token t, head h in a [B, S, heads, Dh] tensor. */
+static int64_t at(const cpparity_attention_dims *d, int64_t heads, int64_t b, int64_t t,
+                  int64_t h) {
+    return ((b * d->seq_len + t) * heads + h) * d->head_dim;
+}
+
+static float dot(const float *a, const float *b, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        sum += a[i] * b[i];
+    }
+    return sum;
+}
+
+/* The tile size of this copy (kernel_cpu.h): the options' tile, MAX_TILE without options. */
+static int64_t tile_of(const void *context) {
+    const kernel_cpu_options *options = context;
+    return options != NULL && options->tile >= 1 && options->tile <= MAX_TILE ? options->tile
+                                                                              : MAX_TILE;
+}
+
+/* The fault planted through the context (kernel_cpu.h), none without options. */
+static cpparity_fault fault_of(const void *context) {
+    const kernel_cpu_options *options = context;
+    return options != NULL ? options->fault : CPPARITY_FAULT_NONE;
+}
+
+/* The kv head query head h reads: h / group (gqa-kv-mapping: h mod kv_heads). */
+static int64_t kv_head(int64_t h, int64_t group, int64_t kv_heads, cpparity_fault fault) {
+    return fault == CPPARITY_FAULT_GQA_KV_MAPPING ? h % kv_heads : h / group;
+}
+
+/* End of the key tile starting at k0: min(k0 + tile, S); k0 (an empty tile) for a short last
+ * tile under kernel-tiling. */
+static int64_t key_tile_end(int64_t k0, int64_t seq_len, int64_t tile, cpparity_fault fault) {
+    const int64_t k1 = k0 + tile < seq_len ? k0 + tile : seq_len;
+    return fault == CPPARITY_FAULT_KERNEL_TILING && k1 - k0 < tile ? k0 : k1;
+}
+
+/* The shard-local faults' predicate: mask_allowed with the window compared on each token's index
+ * inside its shard (window-local), or with a chunk grid restarting at each shard's first token
+ * after left padding (chunk-local). */
+static bool allowed_shard_local(const cpparity_mask_description *mask,
+                                const kernel_cpu_options *options, int64_t b, int64_t q,
+                                int64_t k) {
+    const int64_t L = options->shard_length;
+    cpparity_mask_description plain = *mask;
+    if (options->fault == CPPARITY_FAULT_WINDOW_LOCAL && mask->layer_type == 1) {
+        plain.layer_type = 0;
+        return mask_allowed(&plain, b, q, k) && q % L - k % L < mask->window;
+    }
+    if (options->fault == CPPARITY_FAULT_CHUNK_LOCAL && mask->layer_type == 2 &&
+        mask->chunk_origin == 0) {
+        plain.layer_type = 0;
+        const int64_t lp = mask->left_padding[b];
+        const int64_t q_origin = q / L * L > lp ? q / L * L : lp;
+        const int64_t k_origin = k / L * L > lp ? k / L * L : lp;
+        return mask_allowed(&plain, b, q, k) && q / L == k / L &&
+               mask_floor_div(q - q_origin, mask->chunk_size) ==
+                   mask_floor_div(k - k_origin, mask->chunk_size);
+    }
+    return mask_allowed(mask, b, q, k);
+}
+
+/* May query q attend key k (in a PARTIAL tile)? */
+static bool allowed(const cpparity_mask_description *mask, const void *context, int64_t b,
+                    int64_t q, int64_t k) {
+    const cpparity_fault fault = fault_of(context);
+    if (fault == CPPARITY_FAULT_WINDOW_LOCAL || fault == CPPARITY_FAULT_CHUNK_LOCAL) {
+        return allowed_shard_local(mask, context, b, q, k);
+    }
+    return mask_allowed(mask, b, q, k);
+}
+
+/* The tile's class; under the shard-local faults every causal tile is PARTIAL (their predicate
+ * is not the one the classification assumes). */
+static int classify(const cpparity_mask_description *mask, const void *context, int64_t b,
+                    int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
+    const cpparity_fault fault = fault_of(context);
+    if (fault == CPPARITY_FAULT_WINDOW_LOCAL || fault == CPPARITY_FAULT_CHUNK_LOCAL) {
+        return k0 >= q1 || k1 <= k0 ? MASK_TILE_EMPTY : MASK_TILE_PARTIAL;
+    }
+    if (k1 <= k0) {
+        return MASK_TILE_EMPTY; /* a tile kernel-tiling dropped */
+    }
+    return mask_classify_tile_scanning(mask, b, q0, q1, k0, k1,
+                                       fault != CPPARITY_FAULT_TILE_CLASSIFICATION);
+}
+
+static int check_dims(const cpparity_attention_dims *d, const cpparity_mask_description *mask,
+                      char *error, size_t capacity) {
+    if (d->heads < 1 || d->kv_heads < 1 || d->head_dim < 1 || d->heads % d->kv_heads != 0 ||
+        d->batch != mask->batch || d->seq_len != mask->seq_len) {
+        snprintf(error, capacity,
+                 "cpu-f32 kernel: inconsistent sizes (B=%lld S=%lld H=%lld Hkv=%lld Dh=%lld, mask "
+                 "B=%lld S=%lld)",
+                 (long long)d->batch, (long long)d->seq_len, (long long)d->heads,
+                 (long long)d->kv_heads, (long long)d->head_dim, (long long)mask->batch,
+                 (long long)mask->seq_len);
+        return 1;
+    }
+    return 0;
+}
+
+static int cpu_forward(void *context, void *out_data, float *lse, const void *q_data,
+                       const void *k_data, const void *v_data,
+                       const cpparity_mask_description *mask, const cpparity_attention_dims *d,
+                       float scale, void *stream, char *error, size_t capacity) {
+    const cpparity_fault fault = fault_of(context);
+    const int64_t tile = tile_of(context);
+    if (stream != NULL || check_dims(d, mask, error, capacity)) {
+        if (stream != NULL) {
+            snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
+        }
+        return 1;
+    }
+    float *out = out_data;
+    const float *q = q_data, *k = k_data, *v = v_data;
+    const int64_t S = d->seq_len, Dh = d->head_dim, group = d->heads / d->kv_heads;
+    float *accumulator = malloc((size_t)(2 * Dh) * sizeof(float));
+    if (accumulator == NULL) {
+        snprintf(error, capacity, "cpu-f32 kernel: out of memory");
+        return 1;
+    }
+    float *tile_accumulator = accumulator + Dh;
+    for (int64_t b = 0; b < d->batch; b++) {
+        for (int64_t q0 = 0; q0 < S; q0 += tile) {
+            const int64_t q1 = q0 + tile < S ? q0 + tile : S;
+            for (int64_t h = 0; h < d->heads; h++) {
+                const int64_t g = kv_head(h, group, d->kv_heads, fault);
+                for (int64_t t = q0; t < q1; t++) {
+                    const float *query = q + at(d, d->heads, b, t, h);
+                    online_softmax state = {-INFINITY, 0.0f};
+                    memset(accumulator, 0, (size_t)Dh * sizeof(float));
+                    for (int64_t k0 = 0; k0 < q1; k0 += tile) {
+                        const int64_t k1 = key_tile_end(k0, S, tile, fault);
+                        const int tile_class = classify(mask, context, b, q0, q1, k0, k1);
+                        if (tile_class == MASK_TILE_EMPTY) {
+                            continue;
+                        }
+                        float scores[MAX_TILE];
+                        online_softmax tile_state = {-INFINITY, 0.0f};
+                        for (int64_t key = k0; key < k1; key++) {
+                            const bool pair_allowed =
+                                tile_class == MASK_TILE_FULL || allowed(mask, context, b, t, key);
+                            scores[key - k0] =
+                                pair_allowed
+                                    ? scale * dot(query, k + at(d, d->kv_heads, b, key, g), Dh)
+                                    : -INFINITY;
+                            if (scores[key - k0] > tile_state.maximum) {
+                                tile_state.maximum = scores[key - k0];
+                            }
+                        }
+                        if (tile_state.maximum == -INFINITY) {
+                            continue; /* no allowed key for this row in this tile */
+                        }
+                        memset(tile_accumulator, 0, (size_t)Dh * sizeof(float));
+                        for (int64_t key = k0; key < k1; key++) {
+                            if (scores[key - k0] == -INFINITY) {
+                                continue;
+                            }
+                            const float p = expf(scores[key - k0] - tile_state.maximum);
+                            tile_state.sum += p;
+                            const float *value = v + at(d, d->kv_heads, b, key, g);
+                            for (int64_t i = 0; i < Dh; i++) {
+                                tile_accumulator[i] += p * value[i];
+                            }
+                        }
+                        float tile_factor;
+                        const float factor = online_softmax_merge(&state, tile_state, &tile_factor);
+                        /* softmax-merge: what was accumulated keeps its old scale */
+                        const float kept = fault == CPPARITY_FAULT_SOFTMAX_MERGE ? 1.0f : factor;
+                        for (int64_t i = 0; i < Dh; i++) {
+                            accumulator[i] =
+                                accumulator[i] * kept + tile_accumulator[i] * tile_factor;
+                        }
+                    }
+                    float *output = out + at(d, d->heads, b, t, h);
+                    /* fully-masked-nan: no guard, 0 / 0 */
+                    const bool guarded = fault != CPPARITY_FAULT_FULLY_MASKED_NAN;
+                    for (int64_t i = 0; i < Dh; i++) {
+                        output[i] =
+                            state.sum > 0.0f || !guarded ? accumulator[i] / state.sum : 0.0f;
+                    }
+                    const int64_t lse_at = fault == CPPARITY_FAULT_LSE_LAYOUT
+                                               ? (b * S + t) * d->heads + h
+                                               : (b * d->heads + h) * S + t;
+                    lse[lse_at] = online_softmax_lse(state);
+                }
+            }
+        }
+    }
+    free(accumulator);
+    return 0;
+}
+
+static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_data,
+                        const void *dout_data, const void *q_data, const void *k_data,
+                        const void *v_data, const void *out_data, const float *lse,
+                        const cpparity_mask_description *mask, const cpparity_attention_dims *d,
+                        float scale, void *stream, char *error, size_t capacity) {
+    const cpparity_fault fault = fault_of(context);
+    const int64_t tile = tile_of(context);
+    if (stream != NULL || check_dims(d, mask, error, capacity)) {
+        if (stream != NULL) {
+            snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
+        }
+        return 1;
+    }
+    float *dq = dq_data, *dk = dk_data, *dv = dv_data;
+    const float *dout = dout_data, *q = q_data, *k = k_data, *v = v_data, *out = out_data;
+    const int64_t S = d->seq_len, Dh = d->head_dim, group = d->heads / d->kv_heads;
+    memset(dq, 0, (size_t)(d->batch * S * d->heads * Dh) * sizeof(float));
+    memset(dk, 0, (size_t)(d->batch * S * d->kv_heads * Dh) * sizeof(float));
+    memset(dv, 0, (size_t)(d->batch * S * d->kv_heads * Dh) * sizeof(float));
+    for (int64_t b = 0; b < d->batch; b++) {
+        for (int64_t q0 = 0; q0 < S; q0 += tile) {
+            const int64_t q1 = q0 + tile < S ? q0 + tile : S;
+            for (int64_t h = 0; h < d->heads; h++) {
+                const int64_t g = kv_head(h, group, d->kv_heads, fault);
+                for (int64_t t = q0; t < q1; t++) {
+                    const float row_lse = lse[(b * d->heads + h) * S + t];
+                    if (row_lse == -INFINITY) {
+                        continue; /* fully masked row: no gradient in or out */
+                    }
+                    const int64_t offset = at(d, d->heads, b, t, h);
+                    const float *query = q + offset, *grad_out = dout + offset;
+                    const float delta = dot(grad_out, out + offset, Dh);
+                    /* backward-only: dk without the softmax scale */
+                    const float dk_scale = fault == CPPARITY_FAULT_BACKWARD_ONLY ? 1.0f : scale;
+                    for (int64_t k0 = 0; k0 < q1; k0 += tile) {
+                        const int64_t k1 = key_tile_end(k0, S, tile, fault);
+                        const int tile_class = classify(mask, context, b, q0, q1, k0, k1);
+                        if (tile_class == MASK_TILE_EMPTY) {
+                            continue;
+                        }
+                        for (int64_t key = k0; key < k1; key++) {
+                            if (tile_class != MASK_TILE_FULL &&
+                                !allowed(mask, context, b, t, key)) {
+                                continue;
+                            }
+                            const int64_t kv = at(d, d->kv_heads, b, key, g);
+                            const float p = expf(scale * dot(query, k + kv, Dh) - row_lse);
+                            const float ds = p * (dot(grad_out, v + kv, Dh) - delta);
+                            for (int64_t i = 0; i < Dh; i++) {
+                                dq[offset + i] += scale * ds * k[kv + i];
+                                dk[kv + i] += dk_scale * ds * query[i];
+                                dv[kv + i] += p * grad_out[i];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* What a call allocates: forward's two accumulators of a query row (Dh floats each). */
+static int64_t cpu_workspace_bytes(void *context, const cpparity_attention_dims *d) {
+    (void)context;
+    int64_t bytes = 0;
+    return cpparity_multiply_checked(2 * (int64_t)sizeof(float), d->head_dim, &bytes) ? bytes : -1;
+}
+
+/* The small-tile copy: short sequences span many tiles (merges, classification, partial tiles). */
+static const kernel_cpu_options small_tile_options = {CPPARITY_FAULT_NONE, 0, 8};
+
+static const cpparity_attention_kernel cpu_f32_kernel = {
+    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+    .struct_size = sizeof(cpparity_attention_kernel),
+    .name = "cpu-f32",
+    .version = "1",
+    .device = CPPARITY_KERNEL_DEVICE_CPU,
+    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
+    .deterministic = 1,
+    .context = NULL,
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
+    .head_dim_count = 0,
+    .head_dims = NULL,
+    .supports = NULL,
+    .workspace_bytes = cpu_workspace_bytes,
+};
+
+static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
+    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+    .struct_size = sizeof(cpparity_attention_kernel),
+    .name = "cpu-f32-tile8",
+    .version = "1",
+    .device = CPPARITY_KERNEL_DEVICE_CPU,
+    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
+    .deterministic = 1,
+    .context = (void *)&small_tile_options,
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
+    .head_dim_count = 0,
+    .head_dims = NULL,
+    .supports = NULL,
+    .workspace_bytes = cpu_workspace_bytes,
+};
+
+const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void) {
+    return &cpu_f32_kernel;
+}
+
+const cpparity_attention_kernel *cpparity_cpu_f32_small_tile_kernel(void) {
+    return &cpu_f32_small_tile_kernel;
+}
+
+bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
+                             const cpparity_attention_kernel *kernel, kernel_cpu_options *options) {
+    if (kernel == NULL || kernel->forward != cpu_forward || kernel->backward != cpu_backward) {
+        return false;
+    }
+    options->tile = tile_of(kernel->context); /* the copy keeps the kernel's tile size */
+    *copy = *kernel;
+    copy->context = (void *)options;
+    return true;
+}

@@ -1,0 +1,222 @@
+/*
+ * model_cuda.h — the CUDA model under test: distributed/models/model_f32.h's model (docs/model.md,
+ * Ulysses context parallelism, same sharding, mask, loss, gradient all-reduce and bf16 storage
+ * points) with parameters, activations and gradients in device memory and the math on the GPU.
+ * CUDA code only (include from .cu files); the harness reaches it through
+ * distributed/models/implementation_cuda.cu.
+ *
+ * The simplest faithful port of the CPU path: every matrix product is cublasSgemm on float32
+ * buffers, float32 compute, pedantic math mode (no TF32, no atomics); with bf16 storage those
+ * buffers hold bfloat16-rounded values (rounded at model_f32.h's storage points by
+ * layers_cuda.h's cuda_round_bf16, the same round-to-nearest-even as bfloat16.h), exactly as the
+ * CPU does. The small layers are layers_cuda.h's kernels; attention goes through the setup's
+ * CUDA float32 kernel (kernel.h, device pointers, this instance's stream), for bf16 storage too,
+ * on the rounded values. The mask is rebuilt on the host (mask_description.h) from the gathered
+ * attention_mask and position_ids; the kernel gets that compact description.
+ *
+ * Streams and handles: each instance owns one cudaStream_t and one cuBLAS handle bound to it;
+ * all its work is enqueued there, so ranks sharing a device (local communicator threads) never
+ * share a stream, a handle or a buffer. cuBLAS is opened when the first instance is made
+ * (cublas_library.h), so runs on CPU ranks never load it. The instance runs on the device current
+ * when it was created (made current again at every call).
+ *
+ * Collectives: with the "nccl" communicator device pointers and the stream go straight to the
+ * communicator. Local ranks (threads of this process, each with its own stream, handle and
+ * buffers) that all run on one device exchange device to device: the host communicator swaps
+ * buffer pointers, each rank copies (all-to-all) or sums in rank order (all-reduce) from the
+ * others' buffers on its own stream, and all wait until every rank has read. This is how cp > 1
+ * runs on one GPU. Otherwise ("mpi", or local ranks on several devices) the data is staged
+ * through a pinned host buffer (cudaMemcpyAsync to the host, stream synchronize, the host
+ * collective, cudaMemcpyAsync back).
+ *
+ * Deterministic: no atomics anywhere (layers_cuda.h), fixed reduction trees, cuBLAS with one
+ * handle on one stream; the same inputs give the same bits. Built with -fmad=false
+ * (distributed/CMakeLists.txt): every product and sum rounds on its own, as in the CPU code, so
+ * element-wise kernels give the CPU's bits where their math functions agree.
+ */
+#ifndef CPPARITY_DISTRIBUTED_MODEL_CUDA_H
+#define CPPARITY_DISTRIBUTED_MODEL_CUDA_H
+
+#include <cuda_runtime.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+extern "C" {
+#include "common/batch.h"
+#include "common/case.h"
+#include "common/error.h"
+#include "common/model_config.h"
+#include "common/model_parameters.h"
+#include "common/tensor_table.h"
+#include "distributed/models/activation_layout.h"
+#include "distributed/comm/comm.h"
+#include "distributed/kernels/kernel.h"
+#include "distributed/models/layer_attention.h"
+#include "distributed/kernels/mask_description.h"
+#include "distributed/cp/shard.h"
+}
+
+#include "distributed/models/cublas_library.h" /* extern "C" itself: cublas_v2.h is C++ here */
+#include "distributed/models/layers_cuda.h"
+
+/* Offsets in the device activations of one layer's saved tensors: the CPU model's layout
+ * (activation_layout.h). */
+typedef model_layer_activations cuda_layer_activations;
+
+/* Device buffers of the backward, reused layer after layer (model_f32_backward.c's scratch). */
+typedef struct cuda_backward_buffers {
+    float *stream, *residual, *normed; /* [N, D] */
+    float *swiglu, *gate, *up;         /* [N, F] */
+    float *attention, *q;              /* [N, H·Dh] */
+    float *k, *v;                      /* [N, Hkv·Dh] */
+    float *sequence_out, *sequence_q;  /* [B, S, Hl, Dh] */
+    float *sequence_k, *sequence_v;    /* [B, S, Hkvl, Dh] */
+    float *logits;                     /* [N, V] */
+} cuda_backward_buffers;
+
+typedef struct cuda_model {
+    cpparity_model_config config;            /* validated copy */
+    cpparity_dtype dtype;                    /* float32, or bfloat16 at the storage points */
+    int64_t batch;                           /* B */
+    shard_layout shard;                      /* S, padded S, L, cp, rank */
+    int64_t local_heads, local_kv_heads;     /* H / cp; Hkv / cp or 1 (replicated) */
+    bool kv_replicated;                      /* cp is a multiple of Hkv */
+    cpparity_comm *comm;                     /* the CP group (borrowed) */
+    bool device_comm;                        /* comm->kind is "nccl": device pointers */
+    const cpparity_attention_kernel *kernel; /* CUDA float32 (borrowed) */
+    int device;                              /* the CUDA device of the instance */
+    cudaStream_t stream;                     /* all of this instance's work */
+    const cublas_library *blas;              /* cuBLAS's functions (loaded on first use) */
+    cublasHandle_t cublas;                   /* bound to stream */
+    cpparity_tensor_table parameter_table;   /* model.md names */
+    cpparity_model_parameters parameter;     /* offsets */
+    cpparity_tensor_table activation_table;  /* saved activations */
+    cuda_layer_activations layer[CPPARITY_MAX_LAYERS];
+    int64_t final_input, final_rstd, final_normed, logits; /* [B,L,D], [B,L], [B,L,D], [B,L,V] */
+    mask_storage mask;                                     /* host: over the gathered sequence */
+    /* device memory */
+    float *parameters;           /* [P] every rank holds all parameters */
+    float *gradients;            /* [P] all-reduced: identical on every rank */
+    float *activations;          /* activation_table.total */
+    int64_t *input_ids, *labels; /* [N] this rank's slice */
+    int64_t *positions;          /* [N] its position_ids (rotary) */
+    cuda_token_groups groups;    /* the slice's tokens by vocabulary row (device arrays) */
+    float *exchange;             /* 2·N·max(H, cp)·Dh: all-to-all send | receive */
+    float *repeated;             /* [N, cp, Dh] kv heads repeated to cp */
+    float *projection;           /* [N, D] */
+    float *row_loss;             /* [N] token losses */
+    float *loss_sum;             /* [1] */
+    cuda_backward_buffers grad;  /* backward scratch */
+    void *device_staging;        /* nccl only: host data of mask and loss collectives */
+    int64_t device_staging_bytes;
+    /* host memory */
+    float *host_staging;        /* host communicators: pinned, device collectives staged here */
+    int64_t host_staging_count; /* floats */
+    int64_t *host_groups;       /* [4N + 1]: building the token groups */
+    float loss;                 /* global loss, identical on every rank */
+    float loss_sum_local;       /* Σ token losses over this rank's labels */
+    int64_t labels_local;       /* labeled tokens on this rank */
+    int64_t labels_global;      /* labeled tokens in the whole batch */
+    /* local ranks all on this device (model_cuda.cu): collectives device to device */
+    bool shared_device_known, shared_device;
+    int64_t *peer_pointers;       /* host [cp]: the ranks' buffers of a collective */
+    float *reduce_scratch;        /* device: an all-reduce's sum (made at the first use) */
+    int64_t reduce_scratch_count; /* floats */
+    /* a planted fault (model_cuda_faults.cu; NONE normally) and its buffers */
+    cpparity_fault fault;
+    float *ordered;               /* device [N, max(H, cp), Dh]: a2a-head-order's head order */
+    int64_t *host_rope_positions; /* host [N]: positions-local's rotary positions */
+    float *reported_logits;       /* host [N, V]: stale-rank-slice's reported slice */
+} cuda_model;
+
+/* Allocates the model (stream, cuBLAS handle, device memory) for batches of B rows of seq_len
+ * tokens sharded over comm, storing in dtype, attention through kernel (CUDA, float32).
+ * Parameters are zero until cuda_model_load_parameters. Frees what it made on failure. */
+cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
+                                int64_t batch, int64_t seq_len, cpparity_dtype dtype,
+                                cpparity_comm *comm, const cpparity_attention_kernel *kernel,
+                                cpparity_error *error);
+
+/* Every parameter from values (table->total float64 elements), by model.md name and shape,
+ * rounded to float32 and then to the storage dtype on the host, copied to the device. */
+cpparity_status cuda_model_load_parameters(cuda_model *model, const cpparity_tensor_table *table,
+                                           const double *values, cpparity_error *error);
+
+/* Forward on this rank's slice (B × L host tokens, distributed/cp/shard.h): logits, loss. */
+cpparity_status cuda_model_forward(cuda_model *model, const cpparity_batch *local,
+                                   cpparity_error *error);
+
+/* Backward after forward: every parameter gradient, all-reduced over the group. */
+cpparity_status cuda_model_backward(cuda_model *model, cpparity_error *error);
+
+/* Copies count floats from device memory at source into host values (then synchronizes). */
+cpparity_status cuda_model_copy_out(cuda_model *model, float *values, const float *source,
+                                    int64_t count, cpparity_error *error);
+
+/* Makes the model's device current (every entry point calls it first). */
+cpparity_status cuda_model_use_device(const cuda_model *model, cpparity_error *error);
+
+/* Releases everything; safe on a zeroed model and after a failed init. */
+void cuda_model_free(cuda_model *model);
+
+/* --- shared by model_cuda.cu, model_cuda_forward.cu and model_cuda_backward.cu ------------- */
+
+/* Rounds count device values at x to the storage dtype (nothing for float32). */
+cpparity_status cuda_model_store(cuda_model *model, float *x, int64_t count, cpparity_error *error);
+
+/* out [N, O] = in [N, I] · weightᵀ (cublasSgemm). */
+cpparity_status cuda_model_linear_forward(cuda_model *model, float *out, const float *in,
+                                          const float *weight, int64_t rows, int64_t in_features,
+                                          int64_t out_features, cpparity_error *error);
+/* din [N, I] (+= when accumulate, else =) dout · weight;  dweight [O, I] += doutᵀ · in. */
+cpparity_status cuda_model_linear_backward(cuda_model *model, float *din, float *dweight,
+                                           const float *dout, const float *in, const float *weight,
+                                           int64_t rows, int64_t in_features, int64_t out_features,
+                                           bool accumulate, cpparity_error *error);
+
+/* Ulysses (ulysses.h) on device buffers: [B, L, heads, Dh] → [B, S, heads/cp, Dh] and back,
+ * through model->exchange and the communicator. */
+cpparity_status cuda_model_heads_to_sequence(cuda_model *model, float *out, const float *in,
+                                             int64_t heads, cpparity_error *error);
+cpparity_status cuda_model_sequence_to_heads(cuda_model *model, float *out, const float *in,
+                                             int64_t heads, cpparity_error *error);
+
+/* Collectives of the group. device_*: device buffers (staged through host memory for the host
+ * communicators); host_*: host buffers (staged through device memory for nccl). */
+cpparity_status cuda_model_all_reduce_device(cuda_model *model, float *values, int64_t count,
+                                             cpparity_error *error);
+cpparity_status cuda_model_all_reduce_host(cuda_model *model, void *values, int64_t count,
+                                           cpparity_element_type type, cpparity_error *error);
+cpparity_status cuda_model_all_gather_host(cuda_model *model, const void *send, void *receive,
+                                           int64_t count_per_rank, cpparity_element_type type,
+                                           cpparity_error *error);
+
+/* The mask description of layer l over model->mask (host arrays), and the kernel's scale, with
+ * the model's planted fault (layer_attention.h). */
+cpparity_mask_description cuda_model_layer_mask(const cuda_model *model, int64_t l);
+float cuda_model_attention_scale(const cuda_model *model);
+
+/* --- planted faults (model_cuda_faults.cu): the CPU model's deviations, at the same places ---- */
+
+/* Plants fault (fault.h) in the model, after init, before the first forward: an input error for
+ * the built-in CPU kernel's faults (implementation_cuda.cu refuses them before init), a runtime
+ * error when its buffers cannot be allocated. */
+cpparity_status cuda_model_set_fault(cuda_model *model, cpparity_fault fault,
+                                     cpparity_error *error);
+/* a2a-head-order: `in` [N, heads, Dh] reordered into ordered so that the normal packing sends
+ * rank j the heads ulysses_sent_head gives. */
+cpparity_status cuda_model_fault_order_heads(cuda_model *model, float *ordered, const float *in,
+                                             int64_t heads, cpparity_error *error);
+/* gqa-kv-mapping, kv-sum-back: ulysses_repeat_kv_mapped and ulysses_sum_repeated_kv_mapped. */
+cpparity_status cuda_model_fault_repeat_kv(cuda_model *model, float *out, const float *in,
+                                           cpparity_error *error);
+cpparity_status cuda_model_fault_sum_repeated_kv(cuda_model *model, float *out, const float *in,
+                                                 cpparity_error *error);
+/* autopad-truncate: the truncated tokens' logits zeroed. */
+cpparity_status cuda_model_fault_truncate_logits(cuda_model *model, cpparity_error *error);
+/* stale-rank-slice: reported_logits = the next rank's logits (a collective). */
+cpparity_status cuda_model_fault_report_stale_slice(cuda_model *model, cpparity_error *error);
+/* grad-not-reduced, grad-reduce-order, grad-scaled-by-cp: the gradient's reduction, deviated. */
+cpparity_status cuda_model_fault_reduce_gradients(cuda_model *model, cpparity_error *error);
+
+#endif

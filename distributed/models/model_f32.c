@@ -1,0 +1,170 @@
+/* model_f32.c — storage and set-up of the float32 context-parallel model (see model_f32.h). */
+#include "model_f32.h"
+
+#include "distributed/device/bfloat16.h"
+#include "distributed/models/layer_attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
+                                            cpparity_error *error) {
+    const int64_t H = config->num_attention_heads, Hkv = config->num_key_value_heads;
+    if (H % cp != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: num_attention_heads (%lld) must be a multiple of cp "
+                                  "(%lld) for Ulysses head sharding",
+                                  (long long)H, (long long)cp);
+    }
+    if (Hkv % cp != 0 && cp % Hkv != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: num_key_value_heads (%lld) must be a multiple of cp "
+                                  "(%lld) (kv heads sharded) or divide it (kv heads replicated)",
+                                  (long long)Hkv, (long long)cp);
+    }
+    return CPPARITY_OK;
+}
+
+/* The saved activations' table and offsets (activation_layout.h). */
+static cpparity_status build_activations(f32_model *model, cpparity_error *error) {
+    const activation_layout_sizes sizes = {model->batch, model->shard.local_len,
+                                           model->shard.padded_seq_len, model->local_heads,
+                                           model->local_kv_heads};
+    return activation_layout_build(&model->activation_table, model->layer, &model->final_input,
+                                   &model->final_rstd, &model->final_normed, &model->logits,
+                                   &model->config, &sizes, error);
+}
+
+void f32_model_store(const f32_model *model, float *x, int64_t count) {
+    if (model->dtype != CPPARITY_DTYPE_BF16) {
+        return;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        x[i] = bf16_round(x[i]);
+    }
+}
+
+cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
+                               int64_t seq_len, cpparity_dtype dtype, cpparity_comm *comm,
+                               const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    memset(model, 0, sizeof *model);
+    cpparity_status status = cpparity_model_config_validate(config, error);
+    if (status == CPPARITY_OK) {
+        status = f32_model_check_parallelism(config, comm->size, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    model->config = *config;
+    model->dtype = dtype;
+    model->batch = batch;
+    model->comm = comm;
+    model->kernel = kernel;
+    model->shard = shard_layout_make(seq_len, comm->size, comm->rank);
+    model->local_heads = config->num_attention_heads / comm->size;
+    model->kv_replicated = config->num_key_value_heads % comm->size != 0;
+    model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    status = cpparity_model_parameter_table(config, &model->parameter_table, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_model_parameters_locate(config, &model->parameter_table,
+                                                  &model->parameter, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = build_activations(model, error);
+    }
+    if (status == CPPARITY_OK) {
+        model->parameters = calloc((size_t)model->parameter_table.total, sizeof(float));
+        model->gradients = calloc((size_t)model->parameter_table.total, sizeof(float));
+        model->activations = calloc((size_t)model->activation_table.total, sizeof(float));
+        if (!model->parameters || !model->gradients || !model->activations) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "rank %d: out of memory (float32 model)", comm->rank);
+        }
+    }
+    if (status != CPPARITY_OK) {
+        f32_model_free(model);
+        return status;
+    }
+    return CPPARITY_OK;
+}
+
+cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tensor_table *table,
+                                          const double *values, cpparity_error *error) {
+    for (int64_t e = 0; e < model->parameter_table.count; e++) {
+        const cpparity_tensor_entry *entry = &model->parameter_table.entries[e];
+        const cpparity_tensor_entry *given = cpparity_tensor_table_find(table, entry->name);
+        if (given == NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "rank %d: no weights given for parameter %s",
+                                      model->comm->rank, entry->name);
+        }
+        bool same_shape = given->rank == entry->rank && given->count == entry->count;
+        for (int d = 0; same_shape && d < entry->rank; d++) {
+            same_shape = given->shape[d] == entry->shape[d];
+        }
+        if (!same_shape || given->offset + given->count > table->total) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "rank %d: the weights given for %s have %lld elements in "
+                                      "%d dimensions, the model holds %lld",
+                                      model->comm->rank, entry->name, (long long)given->count,
+                                      given->rank, (long long)entry->count);
+        }
+        for (int64_t i = 0; i < entry->count; i++) {
+            model->parameters[entry->offset + i] = (float)values[given->offset + i];
+        }
+        f32_model_store(model, model->parameters + entry->offset, entry->count);
+    }
+    return CPPARITY_OK;
+}
+
+const float *f32_model_logits(const f32_model *model) {
+    return model->reported_logits != NULL ? model->reported_logits
+                                          : model->activations + model->logits;
+}
+
+cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cpparity_error *error) {
+    const int64_t B = model->batch, L = model->shard.local_len;
+    model->fault = fault;
+    if (fault == CPPARITY_FAULT_POSITIONS_LOCAL && model->rope_positions == NULL) {
+        model->rope_positions = malloc((size_t)(B * L) * sizeof(int64_t));
+        for (int64_t i = 0; model->rope_positions != NULL && i < B * L; i++) {
+            model->rope_positions[i] = i % L; /* restarted at every shard */
+        }
+    }
+    if (fault == CPPARITY_FAULT_STALE_RANK_SLICE && model->reported_logits == NULL) {
+        model->reported_logits = calloc((size_t)(B * L * model->config.vocab_size), sizeof(float));
+    }
+    if ((fault == CPPARITY_FAULT_POSITIONS_LOCAL && model->rope_positions == NULL) ||
+        (fault == CPPARITY_FAULT_STALE_RANK_SLICE && model->reported_logits == NULL)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (fault %s)", model->comm->rank,
+                                  cpparity_fault_name(fault));
+    }
+    return CPPARITY_OK;
+}
+
+cpparity_mask_description f32_model_layer_mask(const f32_model *model, int64_t l) {
+    return layer_attention_mask(&model->mask, &model->config, l, model->fault);
+}
+
+float f32_model_attention_scale(const f32_model *model) {
+    return layer_attention_scale(model->config.head_dim, model->fault);
+}
+
+const int64_t *f32_model_rope_positions(const f32_model *model, const cpparity_batch *local) {
+    return model->rope_positions != NULL ? model->rope_positions : local->position_ids;
+}
+
+void f32_model_free(f32_model *model) {
+    mask_storage_free(&model->mask);
+    cpparity_tensor_table_free(&model->parameter_table);
+    cpparity_tensor_table_free(&model->activation_table);
+    free(model->parameters);
+    free(model->gradients);
+    free(model->activations);
+    free(model->rope_positions);
+    free(model->reported_logits);
+    memset(model, 0, sizeof *model);
+}

@@ -1,0 +1,124 @@
+/*
+ * model_f32.h — the implementation under test: the float32 model of docs/model.md with
+ * Ulysses context parallelism. Rank r of a cp-sized group holds a contiguous slice of L tokens of
+ * every row (distributed/cp/shard.h); around every attention an all-to-all turns [B, L, H, Dh] into
+ * [B, S, H/cp, Dh] and back (distributed/cp/ulysses.h); the mask is rebuilt over the whole sequence
+ * from the gathered attention_mask and position_ids (distributed/kernels/mask_description.h);
+ * attention runs through a kernel (distributed/kernels/kernel.h). The loss divides the sum of the
+ * rank's token losses by the global label count; parameter gradients are all-reduced over the group
+ * so that every rank ends with identical bits.
+ *
+ * Storage dtype. With float32 everything is float32. With bfloat16 the model is mixed precision
+ * as in bf16 training: arithmetic, every sum (matrix products, softmax statistics, norms, loss)
+ * and every gradient are float32, but each value the model stores is rounded to bfloat16
+ * (distributed/device/bfloat16.h) at these points — the storage points:
+ *   parameters (on load); per layer: the normed input, q, k and v after the projection and again
+ *   after rotary, the attention output (lse stays float32), the o_proj output, the residual
+ *   stream after the attention add, the post-attention normed input, gate, up, the SwiGLU
+ *   product, the down_proj output, the residual stream after the MLP add; the final normed input
+ *   and the logits. The embedding output is a parameter row, already bfloat16. Activation
+ *   gradients and parameter gradients stay float32 and are all-reduced in float32.
+ *
+ * It shares definitions with the reference (model config, parameter table) and none of its math.
+ * The harness reaches it only through distributed/models/implementation.h (implementation_cpu.c);
+ * its weights come from the harness (f32_model_load_parameters), never from fixtures.
+ */
+#ifndef CPPARITY_DISTRIBUTED_MODEL_F32_H
+#define CPPARITY_DISTRIBUTED_MODEL_F32_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/batch.h"
+#include "common/case.h"
+#include "common/error.h"
+#include "common/model_config.h"
+#include "common/model_parameters.h"
+#include "common/tensor_table.h"
+#include "distributed/models/activation_layout.h"
+#include "distributed/comm/comm.h"
+#include "common/fault.h"
+#include "distributed/kernels/kernel.h"
+#include "distributed/kernels/mask_description.h"
+#include "distributed/cp/shard.h"
+
+/* Offsets of one layer's saved activations (activation_layout.h, shared with the CUDA model). */
+typedef model_layer_activations f32_layer_activations;
+
+typedef struct f32_model {
+    cpparity_model_config config;            /* validated copy */
+    cpparity_dtype dtype;                    /* storage: float32, or bfloat16 at the storage
+                                                points above */
+    int64_t batch;                           /* B */
+    shard_layout shard;                      /* S, padded S, L, cp, rank */
+    int64_t local_heads;                     /* Hl = H / cp */
+    int64_t local_kv_heads;                  /* Hkv / cp (sharded) or 1 (replicated) */
+    bool kv_replicated;                      /* cp is a multiple of Hkv */
+    cpparity_comm *comm;                     /* the CP group (borrowed) */
+    const cpparity_attention_kernel *kernel; /* borrowed */
+    cpparity_tensor_table parameter_table;   /* model.md names */
+    cpparity_model_parameters parameter;     /* offsets */
+    float *parameters;                       /* every rank holds all parameters */
+    float *gradients;                        /* all-reduced: identical on every rank */
+    cpparity_tensor_table activation_table;  /* saved activations */
+    float *activations;
+    f32_layer_activations layer[CPPARITY_MAX_LAYERS];
+    int64_t final_input, final_rstd, final_normed, logits; /* [B,L,D], [B,L], [B,L,D], [B,L,V] */
+    mask_storage mask;                                     /* over the gathered, padded sequence */
+    float loss;              /* global loss, identical on every rank */
+    float loss_sum;          /* Σ token losses over this rank's labels */
+    int64_t labels_local;    /* labeled tokens on this rank */
+    int64_t labels_global;   /* labeled tokens in the whole batch */
+    cpparity_fault fault;    /* a fault planted for the self-test (fault.h), NONE as built */
+    int64_t *rope_positions; /* positions-local only: [B, L] shard-local indices, else NULL */
+    float *reported_logits;  /* stale-rank-slice only: the slice reported, else NULL */
+} f32_model;
+
+/* Checks that the configuration can run at comm->size ranks, before any compute. The message of
+ * a refusal names the constraint (num_attention_heads or num_key_value_heads and cp). */
+cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
+                                            cpparity_error *error);
+
+/* Allocates the model for batches of B rows of seq_len tokens sharded over comm, storing in
+ * dtype; parameters are zero until f32_model_load_parameters. */
+cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
+                               int64_t seq_len, cpparity_dtype dtype, cpparity_comm *comm,
+                               const cpparity_attention_kernel *kernel, cpparity_error *error);
+
+/* Rounds count stored values at x to the model's storage dtype (nothing for float32). */
+void f32_model_store(const f32_model *model, float *x, int64_t count);
+
+/* Rounds to the storage dtype every parameter of the model from values (table->total float64
+ * elements, described by table): each tensor is found by its model.md name and must have the same
+ * shape. CPPARITY_ERROR_INPUT naming the parameter when one is missing or misshapen. */
+cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tensor_table *table,
+                                          const double *values, cpparity_error *error);
+
+/* Plants fault (fault.h) in the model; call before the first forward. Runtime error when the
+ * fault's buffers cannot be allocated. */
+cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cpparity_error *error);
+
+/* The mask description of layer l (with the model's planted mask faults). */
+cpparity_mask_description f32_model_layer_mask(const f32_model *model, int64_t l);
+
+/* The softmax scale passed to the kernel: 1/sqrt(head_dim). */
+float f32_model_attention_scale(const f32_model *model);
+
+/* The positions rotary embeddings use for this rank's slice: its position_ids. */
+const int64_t *f32_model_rope_positions(const f32_model *model, const cpparity_batch *local);
+
+/* Forward on this rank's slice (B × L tokens, distributed/cp/shard.h): logits of the slice, loss.
+ */
+cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
+                                  cpparity_error *error);
+
+/* Backward after forward: gradients of every parameter, all-reduced over the group. */
+cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local,
+                                   cpparity_error *error);
+
+/* The logits [B, L, V] of this rank's slice. */
+const float *f32_model_logits(const f32_model *model);
+
+void f32_model_free(f32_model *model);
+
+#endif

@@ -1,0 +1,263 @@
+/* model_f32_forward.c — forward of the float32 context-parallel model (see model_f32.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "distributed/kernels/kernel_call.h"
+#include "distributed/models/layers_f32.h"
+#include "distributed/models/model_f32.h"
+#include "distributed/cp/ulysses.h"
+
+/* Gathers every rank's attention_mask and position_ids and rebuilds the compact mask over the
+ * whole padded sequence (once per step). */
+static cpparity_status gather_mask(f32_model *model, const cpparity_batch *local,
+                                   cpparity_error *error) {
+    const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
+    const int64_t S = model->shard.padded_seq_len;
+    int8_t *masks = malloc((size_t)(cp * B * L));
+    int64_t *positions = malloc((size_t)(cp * B * L) * sizeof(int64_t));
+    int8_t *mask_rows = malloc((size_t)(B * S));
+    int64_t *position_rows = malloc((size_t)(B * S) * sizeof(int64_t));
+    cpparity_status status = CPPARITY_OK;
+    if (!masks || !positions || !mask_rows || !position_rows) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (mask gather)");
+    }
+    if (status == CPPARITY_OK) {
+        status = cpparity_all_gather(model->comm, local->attention_mask, masks, B * L,
+                                     CPPARITY_INT8, NULL, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = cpparity_all_gather(model->comm, local->position_ids, positions, B * L,
+                                     CPPARITY_INT64, NULL, error);
+    }
+    if (status == CPPARITY_OK) {
+        /* gathered [cp, B, L] → rows [B, S]: rank i's tokens sit at [i·L, (i+1)·L) */
+        for (int64_t i = 0; i < cp; i++) {
+            for (int64_t b = 0; b < B; b++) {
+                memcpy(mask_rows + b * S + i * L, masks + (i * B + b) * L, (size_t)L);
+                memcpy(position_rows + b * S + i * L, positions + (i * B + b) * L,
+                       (size_t)L * sizeof(int64_t));
+            }
+        }
+        mask_storage_free(&model->mask);
+        status = mask_storage_build(&model->mask, B, S, mask_rows, position_rows, error);
+    }
+    if (status == CPPARITY_OK && model->fault != CPPARITY_FAULT_NONE) {
+        mask_storage_inject(&model->mask, model->fault, L);
+    }
+    free(masks);
+    free(positions);
+    free(mask_rows);
+    free(position_rows);
+    return status;
+}
+
+/* Scratch for one layer: the all-to-all buffers, kv repeats and a [B, L, D] projection. */
+typedef struct forward_scratch {
+    float *exchange;   /* 2·B·L·max(H, cp)·Dh */
+    float *repeated;   /* B·L·cp·Dh: kv heads repeated to cp when replicated */
+    float *projection; /* B·L·D */
+} forward_scratch;
+
+/* Moves kv heads [B, L, Hkv, Dh] to [B, S, Hkvl, Dh], repeating them first when replicated. */
+static cpparity_status kv_to_sequence(f32_model *model, float *out, const float *in,
+                                      forward_scratch *scratch, cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
+    if (!model->kv_replicated) {
+        return ulysses_heads_to_sequence_ordered(model->comm, out, in, B, L, c->num_key_value_heads,
+                                                 c->head_dim, scratch->exchange, model->fault,
+                                                 error);
+    }
+    ulysses_repeat_kv_mapped(scratch->repeated, in, B * L, c->num_key_value_heads, cp, c->head_dim,
+                             model->fault);
+    return ulysses_heads_to_sequence_ordered(model->comm, out, scratch->repeated, B, L, cp,
+                                             c->head_dim, scratch->exchange, model->fault, error);
+}
+
+static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity_batch *local,
+                                     float *out, forward_scratch *scratch, cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t B = model->batch, L = model->shard.local_len, N = B * L;
+    const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
+    const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    const cpparity_layer_parameters *p = &model->parameter.layers[l];
+    const f32_layer_activations *a = &model->layer[l];
+    float *act = model->activations;
+    const float *w = model->parameters;
+
+    f32_rmsnorm_forward(act + a->input_normed, act + a->input_rstd, act + a->input,
+                        w + p->input_layernorm, N, D, c->rms_norm_eps);
+    f32_model_store(model, act + a->input_normed, N * D);
+    f32_linear_forward(act + a->q, act + a->input_normed, w + p->q_proj, N, D, H * Dh);
+    f32_linear_forward(act + a->k, act + a->input_normed, w + p->k_proj, N, D, Hkv * Dh);
+    f32_linear_forward(act + a->v, act + a->input_normed, w + p->v_proj, N, D, Hkv * Dh);
+    f32_model_store(model, act + a->q, N * H * Dh);
+    f32_model_store(model, act + a->k, N * Hkv * Dh);
+    f32_model_store(model, act + a->v, N * Hkv * Dh);
+    const int64_t *positions = f32_model_rope_positions(model, local);
+    f32_rope_apply(act + a->q, positions, N, H, Dh, c->rope_theta, 1);
+    f32_rope_apply(act + a->k, positions, N, Hkv, Dh, c->rope_theta, 1);
+    f32_model_store(model, act + a->q, N * H * Dh);
+    f32_model_store(model, act + a->k, N * Hkv * Dh);
+
+    cpparity_status status =
+        ulysses_heads_to_sequence_ordered(model->comm, act + a->sequence_q, act + a->q, B, L, H, Dh,
+                                          scratch->exchange, model->fault, error);
+    if (status == CPPARITY_OK) {
+        status = kv_to_sequence(model, act + a->sequence_k, act + a->k, scratch, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = kv_to_sequence(model, act + a->sequence_v, act + a->v, scratch, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
+    const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
+                                          model->local_kv_heads, Dh};
+    char message[512] = "";
+    if (kernel_call_forward(model->kernel, act + a->sequence_out, act + a->sequence_lse,
+                            act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
+                            &dims, f32_model_attention_scale(model), message,
+                            sizeof message) != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d layer %lld: kernel %s forward failed: %s",
+                                  model->comm->rank, (long long)l, model->kernel->name, message);
+    }
+    f32_model_store(model, act + a->sequence_out, dims.batch * dims.seq_len * dims.heads * Dh);
+    status = ulysses_sequence_to_heads(model->comm, act + a->attention, act + a->sequence_out, B, L,
+                                       H, Dh, scratch->exchange, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    f32_linear_forward(scratch->projection, act + a->attention, w + p->o_proj, N, H * Dh, D);
+    f32_model_store(model, scratch->projection, N * D);
+    for (int64_t i = 0; i < N * D; i++) {
+        act[a->residual + i] = act[a->input + i] + scratch->projection[i];
+    }
+    f32_model_store(model, act + a->residual, N * D);
+    f32_rmsnorm_forward(act + a->post_normed, act + a->post_rstd, act + a->residual,
+                        w + p->post_attention_layernorm, N, D, c->rms_norm_eps);
+    f32_model_store(model, act + a->post_normed, N * D);
+    f32_linear_forward(act + a->gate, act + a->post_normed, w + p->gate_proj, N, D, F);
+    f32_linear_forward(act + a->up, act + a->post_normed, w + p->up_proj, N, D, F);
+    f32_model_store(model, act + a->gate, N * F);
+    f32_model_store(model, act + a->up, N * F);
+    f32_swiglu_forward(act + a->swiglu, act + a->gate, act + a->up, N * F);
+    f32_model_store(model, act + a->swiglu, N * F);
+    f32_linear_forward(scratch->projection, act + a->swiglu, w + p->down_proj, N, F, D);
+    f32_model_store(model, scratch->projection, N * D);
+    for (int64_t i = 0; i < N * D; i++) {
+        out[i] = act[a->residual + i] + scratch->projection[i];
+    }
+    f32_model_store(model, out, N * D);
+    return CPPARITY_OK;
+}
+
+/* stale-rank-slice: the slice reported is the next rank's (every rank's logits gathered). */
+static cpparity_status report_stale_slice(f32_model *model, cpparity_error *error) {
+    const int64_t slice = model->batch * model->shard.local_len * model->config.vocab_size;
+    const int64_t cp = model->shard.cp;
+    float *all = malloc((size_t)(cp * slice) * sizeof(float));
+    if (all == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: out of memory",
+                                  model->comm->rank);
+    }
+    cpparity_status status = cpparity_all_gather(model->comm, model->activations + model->logits,
+                                                 all, slice, CPPARITY_FLOAT32, NULL, error);
+    if (status == CPPARITY_OK) {
+        memcpy(model->reported_logits, all + (model->shard.rank + 1) % cp * slice,
+               (size_t)slice * sizeof(float));
+    }
+    free(all);
+    return status;
+}
+
+cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
+                                  cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const int64_t B = model->batch, L = model->shard.local_len, N = B * L, D = c->hidden_size;
+    if (local->batch != B || local->seq_len != L) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "rank %d: slice of %lld x %lld tokens, expected %lld x %lld",
+                                  model->comm->rank, (long long)local->batch,
+                                  (long long)local->seq_len, (long long)B, (long long)L);
+    }
+    cpparity_status status = gather_mask(model, local, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    const int64_t widest =
+        c->num_attention_heads > model->shard.cp ? c->num_attention_heads : model->shard.cp;
+    forward_scratch scratch = {
+        malloc((size_t)(2 * N * widest * c->head_dim) * sizeof(float)),
+        malloc((size_t)(N * model->shard.cp * c->head_dim) * sizeof(float)),
+        malloc((size_t)(N * D) * sizeof(float)),
+    };
+    if (!scratch.exchange || !scratch.repeated || !scratch.projection) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: out of memory",
+                                    model->comm->rank);
+    }
+    float *act = model->activations;
+    const float *w = model->parameters;
+    if (status == CPPARITY_OK) {
+        f32_embedding_forward(act + model->layer[0].input, local->input_ids,
+                              w + model->parameter.embed_tokens, N, D);
+    }
+    for (int64_t l = 0; l < c->num_hidden_layers && status == CPPARITY_OK; l++) {
+        float *out = l + 1 < c->num_hidden_layers ? act + model->layer[l + 1].input
+                                                  : act + model->final_input;
+        status = layer_forward(model, l, local, out, &scratch, error);
+    }
+    free(scratch.exchange);
+    free(scratch.repeated);
+    free(scratch.projection);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    f32_rmsnorm_forward(act + model->final_normed, act + model->final_rstd,
+                        act + model->final_input, w + model->parameter.norm, N, D, c->rms_norm_eps);
+    f32_model_store(model, act + model->final_normed, N * D);
+    f32_linear_forward(act + model->logits, act + model->final_normed, w + model->parameter.lm_head,
+                       N, D, c->vocab_size);
+    f32_model_store(model, act + model->logits, N * c->vocab_size);
+    if (model->fault == CPPARITY_FAULT_AUTOPAD_TRUNCATE) { /* truncated tokens: no logits */
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t t = 0; t < L; t++) {
+                if (model->shard.offset + t >= shard_truncated_length(&model->shard)) {
+                    memset(act + model->logits + (b * L + t) * c->vocab_size, 0,
+                           (size_t)c->vocab_size * sizeof(float));
+                }
+            }
+        }
+    }
+    model->loss_sum = f32_cross_entropy_sum(act + model->logits, local->labels, N, c->vocab_size,
+                                            &model->labels_local);
+    /* the global label count and loss sum: a mean of per-rank means would be wrong */
+    float loss_sum = model->loss_sum;
+    status = cpparity_all_reduce_sum(model->comm, &model->labels_local, &model->labels_global, 1,
+                                     CPPARITY_INT64, NULL, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_all_reduce_sum(model->comm, &loss_sum, &loss_sum, 1, CPPARITY_FLOAT32,
+                                         NULL, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    if (model->labels_global == 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "the batch has no valid label (every label is -100)");
+    }
+    model->loss = loss_sum / (float)model->labels_global;
+    if (model->fault == CPPARITY_FAULT_LOSS_MEAN_OF_MEANS) {
+        float mean = model->loss_sum / (float)model->labels_local;
+        status =
+            cpparity_all_reduce_sum(model->comm, &mean, &mean, 1, CPPARITY_FLOAT32, NULL, error);
+        model->loss = mean / (float)model->shard.cp;
+    }
+    if (status == CPPARITY_OK && model->fault == CPPARITY_FAULT_STALE_RANK_SLICE) {
+        status = report_stale_slice(model, error);
+    }
+    return status;
+}
