@@ -213,11 +213,17 @@ static void put_profile_item(FILE *out, const read_item *item) {
     put_item_label(out, item);
     fprintf(out, ",\"padded\":%" PRId64 ",\"bin\":%" PRId64 ",\"ranks\":[",
             item->padded_seq_len > 0 ? item->padded_seq_len : total, bin);
+    int64_t rows_before = 0; /* rows of the ranks drawn so far */
     for (int64_t p = 0; p < item->profile_count; p++) {
         const read_profile *profile = &item->profiles[p];
         const metrics_row *row = logits_row(item, profile->rank);
+        /* a rank whose rows are not consecutive positions (zigzag, round-robin: offset −1) is
+         * drawn after the ranks before it, its rows in its own order */
+        const int64_t offset =
+            profile->position_offset >= 0 ? profile->position_offset : rows_before;
+        rows_before += profile->length;
         fprintf(out, "%s{\"rank\":%d,\"offset\":%" PRId64 ",\"length\":%" PRId64 ",\"limit\":",
-                p > 0 ? "," : "", profile->rank, profile->position_offset, profile->length);
+                p > 0 ? "," : "", profile->rank, offset, profile->length);
         json_put_number(out, row != NULL ? html_tensor_limit(row) : NAN);
         fputs(",\"error\":[", out);
         for (int64_t start = 0; start < profile->length; start += bin) {

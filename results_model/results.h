@@ -78,10 +78,11 @@ typedef struct tensor_record {
     int rank;                        /* rank of the CP group that produced it */
     compare_metrics metrics;         /* against the float64 reference */
     int shape_rank;                  /* dimensions of the compared tensor */
-    int64_t shape[4];             /* its shape: loss (), logits [B, S/cp, V], grads as model.md */
-    int64_t position_offset;      /* first global position of this rank's slice (logits) */
-    int64_t worst[4];             /* coordinates of metrics.worst_index (logits: b, global
-                                     position, vocab; grads: row, column) */
+    int64_t shape[4];                /* its shape: loss (), logits [B, L_r, V], grads as model.md */
+    int64_t position_offset;         /* logits: global position of the rank's first row when its
+                                        rows are consecutive positions, else −1 (judge_item.h) */
+    int64_t worst[4];                /* coordinates of metrics.worst_index (logits: b, global
+                                        position, vocab; grads: row, column) */
     double baseline_error;        /* the naive same-dtype baseline's error on the same elements */
     double cp1_error;             /* the same tensor's error at cp = 1 (rank 0), NaN at cp = 1 */
     cpparity_tolerance tolerance; /* applied, with origins */

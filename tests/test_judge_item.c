@@ -2,7 +2,11 @@
  * test_judge_item.c — the judge's failure paths, fed synthetic outputs: a clean item passes;
  * a gradient that differs on one rank, a NaN in one element, one tensor just over its limit, a
  * missing tensor and a baseline over its ceiling each fail (or error) with their own message;
- * and every default tolerance is pinned, so weakening one fails a test.
+ * and every default tolerance is pinned, so weakening one fails a test. Then the token layouts
+ * (judge_inputs.positions): the reference itself laid out zigzag, round-robin (ranks of unequal
+ * length) or contiguous passes, automatic padding and fully masked rows uncompared; two rows of
+ * one rank swapped, or a NaN there, fail naming that rank and the global position; positions
+ * that do not partition the sequence are bad input.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -12,24 +16,34 @@
 
 #include "common/model_parameters.h"
 #include "harness/judging/judge_item.h"
+#include "harness/judging/token_layout.h"
 #include "harness/judging/tolerance.h"
 #include "tests/support/test_models.h"
 
 #define CP 2
 #define BATCH 1
-#define SEQ 4 /* L = 2 per rank */
+#define SEQ 4    /* L = 2 per rank */
+#define MAX_CP 4 /* the largest group a test judges */
+#define GARBAGE                                                                                    \
+    99.0f /* written where nothing is compared (automatic padding, fully masked rows)              \
+           */
 
-/* A case, float64 outputs, a naive baseline 1e-7 off, and per-rank outputs 1e-7 off too: well
- * inside ratio × 1e-7 + floor 1e-6 (float32 defaults). */
+/* A case, float64 outputs, a naive baseline 1e-7 off, and per-rank outputs: the reference cast to
+ * float32, within 6e-8 relative of it, so well inside ratio × 1e-7 + floor 1e-6 (float32
+ * defaults). */
 typedef struct judged {
     cpparity_case c;
     cpparity_row_layout row;
     int64_t length;
+    int64_t cp, batch, seq; /* group size, B, S */
     reference_outputs reference;
     naive_outputs naive;
-    float losses[CP];
-    float *logits;    /* [CP][B, L, V] */
-    float *gradients; /* [CP][P] */
+    float losses[MAX_CP];
+    float *whole;               /* [B, S, V] the reference cast to float32: the cp = 1 logits */
+    float *logits;              /* rank after rank, [B, L_r, V]: contiguous until lay_out */
+    float *gradients;           /* [cp][P] */
+    int64_t *positions[MAX_CP]; /* after lay_out: each rank's global positions; owned */
+    int64_t lengths[MAX_CP];    /* after lay_out: L_r */
     run_item item;
 } judged;
 
@@ -37,14 +51,43 @@ static double reference_value(int64_t i) {
     return 0.25 + 0.01 * (double)(i % 37); /* non-zero, varied */
 }
 
-static void prepare(judged *j) {
+/* The implementation's logit of batch row b at global position p: the reference cast to float32,
+ * GARBAGE past S or on a fully masked row. */
+static float implementation_logit(const judged *j, int64_t b, int64_t p, int64_t v) {
+    const reference_outputs *r = &j->reference;
+    if (p >= j->seq || r->fully_masked[b * j->seq + p]) {
+        return GARBAGE;
+    }
+    return (float)r->logits[(b * j->seq + p) * r->vocab + v];
+}
+
+/* Lays out j->logits in the contiguous layout of ceil(S / cp) positions per rank. */
+static void lay_out_contiguous(judged *j) {
+    const int64_t V = j->reference.vocab, L = (j->seq + j->cp - 1) / j->cp;
+    for (int64_t rank = 0; rank < j->cp; rank++) {
+        for (int64_t b = 0; b < j->batch; b++) {
+            for (int64_t t = 0; t < L; t++) {
+                for (int64_t v = 0; v < V; v++) {
+                    j->logits[((rank * j->batch + b) * L + t) * V + v] =
+                        implementation_logit(j, b, rank * L + t, v);
+                }
+            }
+        }
+    }
+}
+
+static void prepare_sized(judged *j, int64_t cp, int64_t batch, int64_t seq) {
     memset(j, 0, sizeof *j);
+    cr_assert(cp <= MAX_CP);
+    j->cp = cp;
+    j->batch = batch;
+    j->seq = seq;
     cpparity_case *c = &j->c;
     snprintf(c->name, sizeof c->name, "judged");
     c->model = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
-    c->seq_len = SEQ;
-    c->batch_size = BATCH;
-    j->length = SEQ;
+    c->seq_len = seq;
+    c->batch_size = batch;
+    j->length = seq;
     j->row = (cpparity_row_layout){0, 1, &j->length, 0, false, NULL};
     c->rows = &j->row;
     for (int d = 0; d < CPPARITY_DTYPE_COUNT; d++) {
@@ -58,64 +101,119 @@ static void prepare(judged *j) {
     cpparity_error error;
     cr_assert_eq(cpparity_model_parameter_table(&c->model, &r->parameter_table, &error),
                  CPPARITY_OK);
-    const int64_t P = r->parameter_table.total, logits = BATCH * SEQ * V;
-    r->batch = BATCH;
-    r->seq_len = SEQ;
+    const int64_t P = r->parameter_table.total, logits = batch * seq * V;
+    const int64_t padded = (seq + cp - 1) / cp * cp;
+    r->batch = batch;
+    r->seq_len = seq;
     r->vocab = V;
     r->loss = 2.5;
     r->logits = malloc((size_t)logits * sizeof(double));
     r->gradients = malloc((size_t)P * sizeof(double));
-    r->fully_masked = calloc((size_t)(BATCH * SEQ), 1);
+    r->fully_masked = calloc((size_t)(batch * seq), 1);
     j->naive.logits = malloc((size_t)logits * sizeof(float));
     j->naive.gradients = malloc((size_t)P * sizeof(float));
-    j->logits = malloc((size_t)logits * sizeof(float)); /* CP slices of L = S / CP each */
-    j->gradients = malloc((size_t)(CP * P) * sizeof(float));
+    j->whole = malloc((size_t)logits * sizeof(float));
+    /* room for any layout of the padded sequence (a multiple of 2·cp at most 2·cp − 1 over S) */
+    j->logits = malloc((size_t)(batch * (padded + 2 * cp) * V) * sizeof(float));
+    j->gradients = malloc((size_t)(cp * P) * sizeof(float));
     for (int64_t i = 0; i < logits; i++) {
         r->logits[i] = reference_value(i);
         j->naive.logits[i] = (float)(r->logits[i] * (1.0 + 1e-7));
+        j->whole[i] = (float)r->logits[i];
     }
     for (int64_t i = 0; i < P; i++) {
         r->gradients[i] = reference_value(i + 5);
         j->naive.gradients[i] = (float)(r->gradients[i] * (1.0 + 1e-7));
     }
     j->naive.loss = (float)(r->loss * (1.0 + 1e-7));
-    const int64_t L = SEQ / CP;
-    for (int rank = 0; rank < CP; rank++) {
+    for (int64_t rank = 0; rank < cp; rank++) {
         j->losses[rank] = (float)r->loss;
-        for (int64_t t = 0; t < L; t++) {
-            for (int64_t v = 0; v < V; v++) {
-                j->logits[(rank * L + t) * V + v] = (float)r->logits[(rank * L + t) * V + v];
-            }
-        }
         for (int64_t i = 0; i < P; i++) {
             j->gradients[rank * P + i] = (float)r->gradients[i];
         }
     }
+    lay_out_contiguous(j);
     memset(&j->item, 0, sizeof j->item);
     j->item.source = c;
-    j->item.cp = CP;
+    j->item.cp = cp;
     j->item.dtype = CPPARITY_DTYPE_F32;
     j->item.worst_tensor = -1;
 }
 
-/* Judges j's item with a cp = 1 table holding each tensor's own naive error (so the CP-only
- * check holds whenever the naive rule does). */
-static void judge(judged *j) {
+static void prepare(judged *j) {
+    prepare_sized(j, CP, BATCH, SEQ);
+}
+
+/* Marks batch row b's query at position p fully masked (j->whole keeps its reference value, the
+ * layouts write GARBAGE there); call before lay_out. */
+static void mask_fully(judged *j, int64_t b, int64_t p) {
+    j->reference.fully_masked[b * j->seq + p] = 1;
+    lay_out_contiguous(j);
+}
+
+/* Gives every rank its positions under layout (padded_len: Sp) and lays out j->logits rank after
+ * rank, [B, L_r, V], in that order. */
+static void lay_out(judged *j, const token_layout *layout) {
+    const int64_t V = j->reference.vocab;
+    float *out = j->logits;
+    for (int64_t rank = 0; rank < j->cp; rank++) {
+        cpparity_error error;
+        cr_assert_eq(token_layout_count(layout, rank, &j->lengths[rank], &error), CPPARITY_OK, "%s",
+                     error.message);
+        const int64_t L = j->lengths[rank];
+        j->positions[rank] = malloc((size_t)(L > 0 ? L : 1) * sizeof(int64_t));
+        cr_assert_eq(token_layout_fill(layout, rank, j->positions[rank], &error), CPPARITY_OK);
+        for (int64_t b = 0; b < j->batch; b++) {
+            for (int64_t t = 0; t < L; t++) {
+                for (int64_t v = 0; v < V; v++) {
+                    *out++ = implementation_logit(j, b, j->positions[rank][t], v);
+                }
+            }
+        }
+    }
+}
+
+/* rank's logits, [B, L_r, V], inside j->logits after lay_out. */
+static float *rank_logits(judged *j, int64_t rank) {
+    float *logits = j->logits;
+    for (int64_t q = 0; q < rank; q++) {
+        logits += j->batch * j->lengths[q] * j->reference.vocab;
+    }
+    return logits;
+}
+
+/* Judges j's item, with the positions of lay_out when there are some, after a cp = 1 item (the
+ * reference cast to float32, contiguous) whose errors fill the cp = 1 table: the CP-only check
+ * then holds whenever the naive rule does. Returns judge_item's status. */
+static cpparity_status judge_status(judged *j, cpparity_error *error) {
     baseline_table baselines = {0};
     run_item cp1 = j->item;
     cp1.cp = 1;
     cp1.is_baseline = true;
-    cpparity_error error;
-    /* B = 1: the cp = 1 slice is the whole sequence, the concatenation of the CP slices */
-    judge_inputs in = {&j->reference, &j->naive, j->losses,        j->logits,
-                       j->gradients,  SEQ,       RUN_STORE_METRICS};
-    cr_assert_eq(judge_item(&cp1, 0, &in, &baselines, &error), CPPARITY_OK, "%s", error.message);
-    cr_assert_eq(baseline_table_add(&baselines, 0, &cp1, &error), CPPARITY_OK);
-    in.local_len = SEQ / CP;
-    cr_assert_eq(judge_item(&j->item, 0, &in, &baselines, &error), CPPARITY_OK, "%s",
-                 error.message);
+    judge_inputs in = {.reference = &j->reference,
+                       .naive = &j->naive,
+                       .losses = j->losses,
+                       .logits = j->whole,
+                       .gradients = j->gradients,
+                       .local_len = j->seq,
+                       .store = RUN_STORE_METRICS};
+    cr_assert_eq(judge_item(&cp1, 0, &in, &baselines, error), CPPARITY_OK, "%s", error->message);
+    cr_assert_eq(baseline_table_add(&baselines, 0, &cp1, error), CPPARITY_OK);
+    in.logits = j->logits;
+    in.local_len = (j->seq + j->cp - 1) / j->cp;
+    if (j->positions[0] != NULL) {
+        in.positions = (const int64_t *const *)j->positions;
+        in.lengths = j->lengths;
+    }
+    const cpparity_status status = judge_item(&j->item, 0, &in, &baselines, error);
     run_item_free_tensors(&cp1);
     baseline_table_free(&baselines);
+    return status;
+}
+
+static void judge(judged *j) {
+    cpparity_error error;
+    cr_assert_eq(judge_status(j, &error), CPPARITY_OK, "%s", error.message);
 }
 
 static void release(judged *j) {
@@ -125,8 +223,12 @@ static void release(judged *j) {
     free(j->reference.fully_masked);
     cpparity_tensor_table_free(&j->reference.parameter_table);
     naive_outputs_free(&j->naive);
+    free(j->whole);
     free(j->logits);
     free(j->gradients);
+    for (int64_t rank = 0; rank < MAX_CP; rank++) {
+        free(j->positions[rank]);
+    }
 }
 
 static void expect(judged *j, run_outcome outcome, const char *text) {
@@ -208,4 +310,183 @@ Test(judge_item, defaults__pinned) {
                   t.floor_origin == CPPARITY_ORIGIN_DEFAULT &&
                   t.ceiling_origin == CPPARITY_ORIGIN_DEFAULT);
     }
+}
+
+/* The logits record of rank in j's item. */
+static const tensor_record *logits_record(const judged *j, int rank) {
+    for (int64_t i = 0; i < j->item.tensor_count; i++) {
+        const tensor_record *record = &j->item.tensors[i];
+        if (record->kind == CPPARITY_KIND_LOGITS && record->rank == rank) {
+            return record;
+        }
+    }
+    cr_assert_fail("no logits record for rank %d", rank);
+    return NULL;
+}
+
+/* Swaps rows t1 and t2 of rank's logits in every batch row (logits in the wrong order). */
+static void swap_rows(judged *j, int rank, int64_t t1, int64_t t2) {
+    const int64_t V = j->reference.vocab, L = j->lengths[rank];
+    float *logits = rank_logits(j, rank);
+    for (int64_t b = 0; b < j->batch; b++) {
+        for (int64_t v = 0; v < V; v++) {
+            const float kept = logits[(b * L + t1) * V + v];
+            logits[(b * L + t1) * V + v] = logits[(b * L + t2) * V + v];
+            logits[(b * L + t2) * V + v] = kept;
+        }
+    }
+}
+
+/* A failing item whose worst tensor is rank's logits, at one of the two given global positions,
+ * which the message names. */
+static void expect_failure_at(judged *j, int rank, int64_t p1, int64_t p2) {
+    judge(j);
+    cr_assert_eq(j->item.outcome, RUN_FAIL, "%s", j->item.message);
+    const tensor_record *record = logits_record(j, rank);
+    cr_assert(!record->decision.passed);
+    cr_assert(record->worst[1] == p1 || record->worst[1] == p2,
+              "worst at position %lld, expected %lld or %lld", (long long)record->worst[1],
+              (long long)p1, (long long)p2);
+    char where[96];
+    snprintf(where, sizeof where, "logits rank %d batch row %lld position %lld vocab", rank,
+             (long long)record->worst[0], (long long)record->worst[1]);
+    cr_assert(strstr(j->item.message, where) != NULL, "message '%s' lacks '%s'", j->item.message,
+              where);
+    for (int r = 0; r < j->cp; r++) { /* only that rank's logits fail */
+        cr_assert(r == rank || logits_record(j, r)->decision.passed, "logits rank %d failed", r);
+    }
+}
+
+Test(judge_item, zigzag_reference_itself__passes_padding_and_masked_rows_uncompared) {
+    judged j;
+    prepare_sized(&j, 2, 2, 7); /* padded to 8 = 2·cp chunks of 2: rank 0 {0,1,6,7} */
+    mask_fully(&j, 1, 2);
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ZIGZAG, 8, 2, 0});
+    judge(&j);
+    cr_assert_eq(j.item.outcome, RUN_PASS, "%s", j.item.message);
+    const int64_t V = j.reference.vocab;
+    /* position 7 in both batch rows (automatic padding) and batch row 1's position 2: GARBAGE */
+    cr_assert_eq(j.item.logits_excluded, 2 * V + V);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(logits_record(&j, r)->shape[1], 4);
+    }
+    /* rank 0's rows are not consecutive; rank 1's chunks 1 and 2 are: {2, 3, 4, 5} */
+    cr_assert_eq(logits_record(&j, 0)->position_offset, -1);
+    cr_assert_eq(logits_record(&j, 1)->position_offset, 2);
+    /* the profile is in the rank's row order: rank 0's row 3 is position 7, compared nowhere */
+    const double *profile = logits_record(&j, 0)->position_error;
+    cr_assert(isnan(profile[3]));
+    for (int t = 0; t < 3; t++) {
+        /* the reference cast to float32: under 2^-24 relative, at most 6e-8 */
+        cr_assert(profile[t] < 1e-7, "row %d: %g", t, profile[t]);
+    }
+    release(&j);
+}
+
+Test(judge_item, round_robin_reference_itself__passes_at_cp_4_and_with_unequal_ranks) {
+    judged j;
+    prepare_sized(&j, 4, 2, 7); /* chunks of 1 padded to 8: rank r holds {r, r + 4} */
+    mask_fully(&j, 0, 5);
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ROUND_ROBIN, 8, 4, 1});
+    judge(&j);
+    cr_assert_eq(j.item.outcome, RUN_PASS, "%s", j.item.message);
+    release(&j);
+
+    prepare_sized(&j, 3, 2, 7); /* chunks of 2 padded to 8: {0,1,6,7}, {2,3}, {4,5} */
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ROUND_ROBIN, 8, 3, 2});
+    judge(&j);
+    cr_assert_eq(j.item.outcome, RUN_PASS, "%s", j.item.message);
+    const int64_t lengths[] = {4, 2, 2}, offsets[] = {-1, 2, 4};
+    for (int r = 0; r < 3; r++) {
+        cr_assert_eq(logits_record(&j, r)->shape[1], lengths[r]);
+        /* consecutive rows keep position_offset: their profile is indexed by position − it */
+        cr_assert_eq(logits_record(&j, r)->position_offset, offsets[r], "rank %d", r);
+    }
+    release(&j);
+}
+
+Test(judge_item, explicit_contiguous_positions__judged_as_without_positions) {
+    judged plain, explicit;
+    prepare_sized(&plain, 2, 2, 7);
+    prepare_sized(&explicit, 2, 2, 7);
+    mask_fully(&plain, 0, 1);
+    mask_fully(&explicit, 0, 1);
+    plain.logits[5] += 1e-3f; /* rank 0, batch row 0, position 0: a visible error */
+    lay_out(&explicit, &(token_layout){TOKEN_LAYOUT_CONTIGUOUS, 8, 2, 0});
+    explicit.logits[5] += 1e-3f;
+    judge(&plain);
+    judge(&explicit);
+    cr_assert_eq(plain.item.outcome, explicit.item.outcome);
+    cr_assert_str_eq(plain.item.message, explicit.item.message);
+    cr_assert_eq(plain.item.logits_excluded, explicit.item.logits_excluded);
+    for (int r = 0; r < 2; r++) {
+        const tensor_record *a = logits_record(&plain, r), *b = logits_record(&explicit, r);
+        cr_assert(a->metrics.relative_l2 == b->metrics.relative_l2, "rank %d", r);
+        cr_assert(a->baseline_error == b->baseline_error);
+        cr_assert_eq(a->position_offset, 4 * r);
+        cr_assert_eq(b->position_offset, 4 * r);
+        cr_assert_arr_eq(a->worst, b->worst, sizeof a->worst);
+    }
+    release(&plain);
+    release(&explicit);
+}
+
+Test(judge_item, zigzag_two_rows_of_one_rank_swapped__fails_naming_rank_and_global_position) {
+    judged j;
+    prepare_sized(&j, 2, 2, 8);
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ZIGZAG, 8, 2, 0}); /* rank 1: {2, 3, 4, 5} */
+    swap_rows(&j, 1, 1, 2);                                     /* positions 3 and 4 */
+    expect_failure_at(&j, 1, 3, 4);
+    const double *profile = logits_record(&j, 1)->position_error;
+    /* rows 1 and 2 hold other rows' logits, off by tenths (reference_value steps 0.01 over
+     * 0.25 … 0.61); rows 0 and 3 only by float32 rounding, under 2^-24 relative */
+    cr_assert(profile[1] > 1e-3 && profile[2] > 1e-3, "%g %g", profile[1], profile[2]);
+    cr_assert(profile[0] < 1e-7 && profile[3] < 1e-7, "%g %g", profile[0], profile[3]);
+    release(&j);
+}
+
+Test(judge_item, round_robin_two_rows_of_one_rank_swapped__fails_naming_rank_and_global_position) {
+    judged j;
+    prepare_sized(&j, 4, 1, 8);
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ROUND_ROBIN, 8, 4, 1}); /* rank 2: {2, 6} */
+    swap_rows(&j, 2, 0, 1);
+    expect_failure_at(&j, 2, 2, 6);
+    release(&j);
+}
+
+Test(judge_item, nan_in_a_zigzag_rank__names_its_global_position) {
+    judged j;
+    prepare_sized(&j, 2, 2, 8);
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ZIGZAG, 8, 2, 0}); /* rank 0: {0, 1, 6, 7} */
+    const int64_t V = j.reference.vocab;
+    rank_logits(&j, 0)[(1 * 4 + 2) * V + 3] = NAN; /* batch row 1, row 2 = position 6, vocab 3 */
+    expect(&j, RUN_FAIL, "logits rank 0");
+    prepare_sized(&j, 2, 2, 8);
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ZIGZAG, 8, 2, 0});
+    rank_logits(&j, 0)[(1 * 4 + 2) * V + 3] = NAN;
+    char text[96];
+    snprintf(text, sizeof text,
+             "1 non-finite value (first at index %lld: batch row 1 position 6 "
+             "vocab 3)",
+             (long long)((1 * 4 + 2) * V + 3));
+    expect(&j, RUN_FAIL, text);
+}
+
+Test(judge_item, positions_not_a_partition__bad_input_naming_the_problem) {
+    judged j;
+    prepare_sized(&j, 2, 1, 4);
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ZIGZAG, 4, 2, 0}); /* {0, 3}, {1, 2} */
+    j.positions[1][1] = 3;
+    cpparity_error error;
+    cr_assert_eq(judge_status(&j, &error), CPPARITY_ERROR_INPUT);
+    cr_assert_str_eq(error.message,
+                     "position 3 is held twice: by rank 0 row 1 and by rank 1 row 1");
+    release(&j);
+
+    prepare_sized(&j, 2, 1, 4);
+    lay_out(&j, &(token_layout){TOKEN_LAYOUT_ZIGZAG, 4, 2, 0});
+    j.lengths[1] = 1; /* rank 1 drops position 2 */
+    cr_assert_eq(judge_status(&j, &error), CPPARITY_ERROR_INPUT);
+    cr_assert_str_eq(error.message, "the ranks hold 3 positions, fewer than the sequence's 4");
+    release(&j);
 }

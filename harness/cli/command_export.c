@@ -1,6 +1,7 @@
 /* command_export.c — `cpparity export SUITE.yaml --case NAME -o FILE.h5` (see export.h). */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "common/case.h"
 #include "common/interrupt.h"
@@ -55,36 +56,46 @@ int command_export(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    cpparity_suite suite;
+    cpparity_suite suite = {0};
     cpparity_error error;
-    cpparity_status status = cpparity_suite_load(argv[optind], &suite, &error);
+    char *suite_text = NULL; /* what is parsed is what the export keeps (/source/suite_yaml) */
+    size_t suite_length = 0;
+    cpparity_status status = cpparity_suite_read(argv[optind], &suite_text, &suite_length, &error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_suite_load_text(suite_text, suite_length, argv[optind], &suite, &error);
+    }
     if (status != CPPARITY_OK) {
         fprintf(stderr, "cpparity export: %s\n", error.message);
+        free(suite_text);
         return (int)status;
     }
+    const export_source source = {argv[optind], suite_text, suite_length};
     const cpparity_case *exported = cpparity_suite_find(&suite, case_name);
     if (exported == NULL) {
         fprintf(stderr, "cpparity export: --case %s: no such case in %s (cpparity list %s)\n",
                 case_name, argv[optind], argv[optind]);
         cpparity_suite_free(&suite);
+        free(suite_text);
         return 2;
     }
     status = output_file_check(output, "-o", &error); /* before the reference is computed */
     if (status != CPPARITY_OK) {
         fprintf(stderr, "cpparity export: %s\n", error.message);
         cpparity_suite_free(&suite);
+        free(suite_text);
         return (int)status;
     }
     interrupt_set_activity("the export of case '%s' to %s", case_name, output);
     output_claim claim; /* a second export to the same path stops now, not after computing */
     status = output_file_claim(&claim, output, "-o", &error);
     if (status == CPPARITY_OK) {
-        status = export_case(exported, output, &error);
+        status = export_case(exported, &source, output, &error);
         output_file_release(&claim);
     }
     if (status != CPPARITY_OK) {
         fprintf(stderr, "cpparity export: case %s: %s\n", case_name, error.message);
     }
     cpparity_suite_free(&suite);
+    free(suite_text);
     return (int)status;
 }

@@ -65,46 +65,6 @@ static void library_versions(char *text, size_t size, const cpparity_comm_backen
     }
 }
 
-/* results/<UTC timestamp>.h5 (selftest: results/selftest-<UTC timestamp>.h5), creating results/
- * when needed. */
-static void default_out_path(char *path, size_t size, run_command_kind kind) {
-    mkdir("results", 0775);
-    time_t now = time(NULL);
-    struct tm utc;
-    gmtime_r(&now, &utc);
-    char stamp[32];
-    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-    snprintf(path, size, "results/%s%s.h5", kind == RUN_COMMAND_SELFTEST ? "selftest-" : "", stamp);
-}
-
-/* Every output is checked before anything runs (output_file_check): an existing file is refused
- * (nothing is ever overwritten), and so is a folder that is missing or takes no new file. Then
- * each is claimed (output_file_claim), so a second run writing the same path stops now, not
- * after its compute; the claims are released by release_outputs. */
-static cpparity_status check_outputs(const run_options *options, const char *out_path,
-                                     output_claim claims[RUN_OUTPUT_COUNT], cpparity_error *error) {
-    cpparity_status status = CPPARITY_OK;
-    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
-        const char *path = o == RUN_OUTPUT_RESULTS ? out_path : options->outputs[o];
-        if (path != NULL) {
-            status = output_file_check(path, run_output_writers[o].flag, error);
-        }
-    }
-    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
-        const char *path = o == RUN_OUTPUT_RESULTS ? out_path : options->outputs[o];
-        if (path != NULL) {
-            status = output_file_claim(&claims[o], path, run_output_writers[o].flag, error);
-        }
-    }
-    return status;
-}
-
-static void release_outputs(output_claim claims[RUN_OUTPUT_COUNT]) {
-    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
-        output_file_release(&claims[o]);
-    }
-}
-
 /* Every rank agrees on local (the worst status wins); a rank that failed prints why, unless
  * rank 0 failed too (then rank 0 alone speaks). Returns the agreed status (3 when the
  * communicator itself failed). */
@@ -148,7 +108,12 @@ static int run_main(cpparity_comm *world, void *argument) {
     output_claim claims[RUN_OUTPUT_COUNT];
     memset(claims, 0, sizeof claims);
     if (world->rank == 0) {
-        outputs = check_outputs(command->options, command->environment->out_path, claims, &error);
+        const char *paths[RUN_OUTPUT_COUNT];
+        for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+            paths[o] = o == RUN_OUTPUT_RESULTS ? command->environment->out_path
+                                               : command->options->outputs[o];
+        }
+        outputs = run_outputs_claim(paths, claims, &error);
     }
     status = agree_and_report(world, command->name, outputs, &error);
     int code = (int)status;
@@ -159,7 +124,7 @@ static int run_main(cpparity_comm *world, void *argument) {
         code =
             run_job(world, command->plan, command->options, command->target, command->environment);
     }
-    release_outputs(claims);
+    run_outputs_release(claims);
     return code;
 }
 
@@ -280,7 +245,8 @@ static int command_main(int argc, char **argv, run_command_kind kind) {
     if (options.outputs[RUN_OUTPUT_RESULTS] != NULL) {
         snprintf(out_path, sizeof out_path, "%s", options.outputs[RUN_OUTPUT_RESULTS]);
     } else {
-        default_out_path(out_path, sizeof out_path, kind);
+        run_outputs_default_path(out_path, sizeof out_path,
+                                 kind == RUN_COMMAND_SELFTEST ? "selftest-" : "");
     }
     join_arguments(command_line, sizeof command_line, argc, argv);
     library_versions(libraries, sizeof libraries, backend);

@@ -8,6 +8,7 @@
 
 int command_list(int argc, char **argv);
 int command_export(int argc, char **argv);
+int command_judge(int argc, char **argv);
 int command_diff(int argc, char **argv);
 int command_report(int argc, char **argv);
 int command_run(int argc, char **argv);

@@ -27,6 +27,9 @@ static void usage(FILE *stream) {
             "  list [SUITE.yaml ...]                   one line per case\n"
             "  export SUITE.yaml --case NAME -o FILE.h5  inputs, weights, masks and\n"
             "                                          float64 reference outputs\n"
+            "  judge EXPORT.h5 DUMP.h5 ... [options]   the verdict of `run` on a framework's\n"
+            "                                          own run: one dump per rank\n"
+            "                                          (docs/dump-format.md)\n"
             "  diff OLD.h5 NEW.h5 [--factor F]         what changed between two runs; exit 1\n"
             "                                          on a regression\n"
             "  report RESULTS.h5 ... -o REPORT.html    one HTML page with plots, opens offline\n"
@@ -103,6 +106,9 @@ static int dispatch(int argc, char **argv) {
     }
     if (strcmp(argv[1], "bench") == 0) {
         return bench_main(argc - 1, argv + 1);
+    }
+    if (strcmp(argv[1], "judge") == 0) {
+        return command_judge(argc - 1, argv + 1);
     }
     if (strcmp(argv[1], "diff") == 0) {
         return command_diff(argc - 1, argv + 1);

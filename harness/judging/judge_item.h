@@ -1,9 +1,9 @@
 /*
  * judge_item.h — judging one run item with the policy of docs/tolerances.md: every rank's loss,
- * logits slice and gradients are compared with the float64 reference (compare.h), each tensor
- * is decided against the naive same-dtype baseline's error on the same elements (and, for
- * cp > 1, against its own error at cp = 1), counted
- * (a missing tensor fails the item), gradients are checked bit-identical across ranks, and the
+ * logits rows (at the global positions the rank holds) and gradients are compared with the
+ * float64 reference (compare.h), each tensor is decided against the naive same-dtype baseline's
+ * error on the same elements (and, for cp > 1, against its own error at cp = 1), counted (a
+ * missing tensor fails the item), gradients are checked bit-identical across ranks, and the
  * item gets its outcome and message. Values are kept as --store asks.
  */
 #ifndef CPPARITY_HARNESS_JUDGING_JUDGE_ITEM_H
@@ -16,21 +16,44 @@
 #include "harness/judging/baseline_table.h"
 #include "harness/judging/reference_cache.h"
 
-/* What the implementation under test produced on every rank of the item's group. */
+/* What the implementation under test produced on every rank of the item's group.
+ *
+ * Which rows a rank holds: with positions NULL, the contiguous layout, rank r holding the
+ * local_len positions [r·L, (r + 1)·L) (what `cpparity run` shards). Otherwise rank r holds
+ * lengths[r] rows (L_r; ranks may differ), and positions[r][t] is the global position, in the
+ * padded sequence, of its row t: the same for every batch row, in the order of its logits rows.
+ * The ranks' positions must partition [0, Sp) with Sp = Σ L_r >= S (token_layout.h fills the
+ * usual layouts). Positions at or past S (automatic padding) and fully masked query rows are
+ * not compared, whichever rank holds them.
+ *
+ * Each rank's logits record (results.h) has shape [B, L_r, V] in the rank's row order; its
+ * worst element and non-finite values are named by global position; its error profile
+ * (position_error, profiles/logits@rank<r>) has one entry per row of the rank, in the rank's
+ * row order. position_offset is the global position of the rank's row 0 when its rows are
+ * consecutive positions (every contiguous layout, where the profile is then indexed by global
+ * position − position_offset as before), and −1 when they are not (zigzag, round-robin, a
+ * permutation, an empty rank): the results file does not record the positions themselves. */
 typedef struct judge_inputs {
     const reference_outputs *reference; /* the case's float64 outputs */
     const naive_outputs *naive;         /* the naive same-dtype baseline of the item's dtype */
     const float *losses;                /* [cp] each rank's loss */
-    const float *logits;                /* [cp][B, L, V] each rank's slice */
+    const float *logits;                /* rank after rank, [B, L_r, V] each */
     const float *gradients;             /* [cp][P] each rank's gradients, laid out as
                                            reference->parameter_table */
-    int64_t local_len;                  /* L = ceil(S / cp): rank r's slice starts at r·L */
+    int64_t local_len;                  /* positions NULL: L = ceil(S / cp), every rank's L_r;
+                                           rank r's slice starts at r·L. Ignored otherwise */
     run_store store;                    /* which values to keep */
+    const int64_t *const *positions;    /* NULL (contiguous), or [cp] arrays: positions[r] holds
+                                           the global positions of rank r's rows, (lengths[r]) */
+    const int64_t *lengths;             /* [cp] L_r with positions; ignored when it is NULL */
 } judge_inputs;
 
 /* Fills item's tensor records from in and decides item (its source, cp, dtype and is_baseline
- * must be set). baselines holds the cp = 1 errors (empty for a cp = 1 item).
- * CPPARITY_ERROR_RUNTIME only when out of memory. */
+ * must be set). baselines holds the cp = 1 errors (empty for a cp = 1 item); NULL makes no
+ * CP-only check (`cpparity judge` without the framework's own cp = 1 dumps). Returns
+ * CPPARITY_ERROR_INPUT, saying why (token_layout_check_partition's message, or the ranks holding
+ * fewer than S positions), when in's positions are given and do not partition [0, Σ L_r) ⊇
+ * [0, S), before comparing anything; CPPARITY_ERROR_RUNTIME when out of memory. */
 cpparity_status judge_item(run_item *item, int64_t case_index, const judge_inputs *in,
                            const baseline_table *baselines, cpparity_error *error);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/digest.h"
 #include "common/output_file.h"
 
 static const char magic[8] = {'C', 'P', 'P', 'R', 'E', 'F', '0', '1'};
@@ -21,32 +22,12 @@ static uint64_t fnv(uint64_t hash, const void *data, size_t size) {
     return hash;
 }
 
-/* Both hashes of the key over one value (each its own basis: independent words). */
-static void mix(uint64_t words[2], const void *data, size_t size) {
-    words[0] = fnv(words[0], data, size);
-    words[1] = fnv(words[1] ^ 0x9e3779b97f4a7c15u, data, size);
-}
-
-static void mix_int(uint64_t words[2], int64_t value) {
-    mix(words, &value, sizeof value);
-}
-
-static void mix_double(uint64_t words[2], double value) {
-    mix(words, &value, sizeof value); /* the bits: 0.1 and 0.1000000001 differ */
-}
-
-static void mix_text(uint64_t words[2], const char *text) {
-    mix(words, text, strlen(text) + 1);
-}
-
 reference_store_key reference_store_key_of(const cpparity_case *c, uint64_t seed) {
     reference_store_key key;
-    key.words[0] = 0xcbf29ce484222325u;
-    key.words[1] = 0x84222325cbf29ce4u;
-    mix_text(key.words, "cpparity reference outputs");
-    mix_int(key.words, REFERENCE_STORE_VERSION);
-    mix_text(key.words, openblas_get_corename());
-    mix_int(key.words, (int64_t)seed);
+    cpparity_digest digest = cpparity_digest_start("cpparity reference outputs");
+    cpparity_digest_int(&digest, REFERENCE_STORE_VERSION);
+    cpparity_digest_text(&digest, openblas_get_corename());
+    cpparity_digest_int(&digest, (int64_t)seed);
     const cpparity_model_config *m = &c->model;
     const int64_t sizes[] = {m->vocab_size,
                              m->hidden_size,
@@ -60,28 +41,30 @@ reference_store_key reference_store_key_of(const cpparity_case *c, uint64_t seed
                              m->chunk_origin,
                              m->tie_word_embeddings ? 1 : 0};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-        mix_int(key.words, sizes[i]);
+        cpparity_digest_int(&digest, sizes[i]);
     }
-    mix_double(key.words, m->rms_norm_eps);
-    mix_double(key.words, m->rope_theta);
+    cpparity_digest_double(&digest, m->rms_norm_eps);
+    cpparity_digest_double(&digest, m->rope_theta);
     for (int64_t l = 0; l < m->num_hidden_layers; l++) {
-        mix_int(key.words, m->layer_types[l]);
+        cpparity_digest_int(&digest, m->layer_types[l]);
     }
-    mix_int(key.words, c->seq_len);
-    mix_int(key.words, c->batch_size);
+    cpparity_digest_int(&digest, c->seq_len);
+    cpparity_digest_int(&digest, c->batch_size);
     for (int64_t b = 0; b < c->batch_size; b++) {
         const cpparity_row_layout *row = &c->rows[b];
-        mix_int(key.words, row->left_padding);
-        mix_int(key.words, row->right_padding);
-        mix_int(key.words, row->padding_continues ? 1 : 0);
-        mix_int(key.words, row->document_count);
+        cpparity_digest_int(&digest, row->left_padding);
+        cpparity_digest_int(&digest, row->right_padding);
+        cpparity_digest_int(&digest, row->padding_continues ? 1 : 0);
+        cpparity_digest_int(&digest, row->document_count);
         for (int64_t d = 0; d < row->document_count; d++) {
-            mix_int(key.words, row->document_lengths[d]);
-            mix_int(key.words, row->start_positions != NULL ? row->start_positions[d] : -1);
+            cpparity_digest_int(&digest, row->document_lengths[d]);
+            cpparity_digest_int(&digest,
+                                row->start_positions != NULL ? row->start_positions[d] : -1);
         }
     }
-    snprintf(key.hex, sizeof key.hex, "%016llx%016llx", (unsigned long long)key.words[0],
-             (unsigned long long)key.words[1]);
+    key.words[0] = digest.words[0];
+    key.words[1] = digest.words[1];
+    cpparity_digest_hex(&digest, key.hex);
     return key;
 }
 

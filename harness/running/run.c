@@ -310,37 +310,15 @@ void run_results_count(run_results *results) {
     }
 }
 
-/* Every output of the run, each written to its temporary file, then published together; when one
- * fails none is published and no temporary file is left. */
+/* Every output of the run (run_outputs_write): the results file at environment->out_path, the
+ * others where options ask. */
 static cpparity_status write_outputs(const run_results *results, const run_options *options,
                                      const run_environment *environment, cpparity_error *error) {
-    output_set set = {0};
-    cpparity_status status = CPPARITY_OK;
-    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
-        const run_output_writer *writer = &run_output_writers[o];
-        const char *path = o == RUN_OUTPUT_RESULTS ? environment->out_path : options->outputs[o];
-        output_file *file = NULL;
-        if (path == NULL) {
-            continue;
-        }
-        interrupt_set_activity("writing the %s %s", writer->what, path);
-        status = output_set_add(&set, path, writer->flag, &file, error);
-        if (status == CPPARITY_OK && writer->write(results, file, error) != CPPARITY_OK) {
-            char reason[CPPARITY_ERROR_TEXT];
-            snprintf(reason, sizeof reason, "%s", error->message);
-            status = error->status;
-            if (strncmp(reason, writer->flag, strlen(writer->flag)) != 0) { /* not named yet */
-                cpparity_error_set(error, status, "writing the %s %s (%s): %s", writer->what, path,
-                                   writer->flag, reason);
-            }
-        }
+    const char *paths[RUN_OUTPUT_COUNT];
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        paths[o] = o == RUN_OUTPUT_RESULTS ? environment->out_path : options->outputs[o];
     }
-    if (status != CPPARITY_OK) {
-        output_set_abandon(&set);
-        return status;
-    }
-    interrupt_set_activity("publishing the outputs");
-    return output_set_publish(&set, error);
+    return run_outputs_write(results, paths, error);
 }
 
 static int finish(run_results *results, run_plan *plan, const run_options *options,

@@ -374,9 +374,13 @@ static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *
         /* the reference's (and the naive baseline's) time is counted once, for the item that
          * computed it */
         item->reference_seconds = prefetch->seconds_now;
-        const judge_inputs in = {
-            reference, &reference->naive[planned->dtype],  losses,        logits,
-            gradients, expected_local_len(c->seq_len, cp), options->store};
+        const judge_inputs in = {.reference = reference,
+                                 .naive = &reference->naive[planned->dtype],
+                                 .losses = losses,
+                                 .logits = logits,
+                                 .gradients = gradients,
+                                 .local_len = expected_local_len(c->seq_len, cp),
+                                 .store = options->store}; /* contiguous: positions NULL */
         status = judge_item(item, planned->case_index, &in, baselines, error);
     }
     free(losses);

@@ -1,6 +1,12 @@
 /* run_outputs.c — the table of a run's outputs (see run_outputs.h). */
 #include "harness/running/run_outputs.h"
 
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/interrupt.h"
 #include "results_model/results_file.h"
 #include "reports/junit.h"
 #include "reports/markdown.h"
@@ -14,3 +20,70 @@ const run_output_writer run_output_writers[RUN_OUTPUT_COUNT] = {
     [RUN_OUTPUT_MARKDOWN] = {"--markdown", "FILE.md", "summary table (for CI job summaries)",
                              "Markdown summary", markdown_write_staged},
 };
+
+void run_outputs_default_path(char *path, size_t size, const char *prefix) {
+    mkdir("results", 0775);
+    time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    snprintf(path, size, "results/%s%s.h5", prefix, stamp);
+}
+
+cpparity_status run_outputs_claim(const char *const paths[RUN_OUTPUT_COUNT],
+                                  output_claim claims[RUN_OUTPUT_COUNT], cpparity_error *error) {
+    cpparity_status status = CPPARITY_OK;
+    memset(claims, 0, RUN_OUTPUT_COUNT * sizeof *claims);
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        claims[o].slot = -1;
+    }
+    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
+        if (paths[o] != NULL) {
+            status = output_file_check(paths[o], run_output_writers[o].flag, error);
+        }
+    }
+    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
+        if (paths[o] != NULL) {
+            status = output_file_claim(&claims[o], paths[o], run_output_writers[o].flag, error);
+        }
+    }
+    return status;
+}
+
+void run_outputs_release(output_claim claims[RUN_OUTPUT_COUNT]) {
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        output_file_release(&claims[o]);
+    }
+}
+
+cpparity_status run_outputs_write(const run_results *results,
+                                  const char *const paths[RUN_OUTPUT_COUNT],
+                                  cpparity_error *error) {
+    output_set set = {0};
+    cpparity_status status = CPPARITY_OK;
+    for (int o = 0; o < RUN_OUTPUT_COUNT && status == CPPARITY_OK; o++) {
+        const run_output_writer *writer = &run_output_writers[o];
+        output_file *file = NULL;
+        if (paths[o] == NULL) {
+            continue;
+        }
+        interrupt_set_activity("writing the %s %s", writer->what, paths[o]);
+        status = output_set_add(&set, paths[o], writer->flag, &file, error);
+        if (status == CPPARITY_OK && writer->write(results, file, error) != CPPARITY_OK) {
+            char reason[CPPARITY_ERROR_TEXT];
+            snprintf(reason, sizeof reason, "%s", error->message);
+            status = error->status;
+            if (strncmp(reason, writer->flag, strlen(writer->flag)) != 0) { /* not named yet */
+                cpparity_error_set(error, status, "writing the %s %s (%s): %s", writer->what,
+                                   paths[o], writer->flag, reason);
+            }
+        }
+    }
+    if (status != CPPARITY_OK) {
+        output_set_abandon(&set);
+        return status;
+    }
+    interrupt_set_activity("publishing the outputs");
+    return output_set_publish(&set, error);
+}

@@ -7,6 +7,8 @@
 #ifndef CPPARITY_HARNESS_RUNNING_RUN_OUTPUTS_H
 #define CPPARITY_HARNESS_RUNNING_RUN_OUTPUTS_H
 
+#include <stddef.h>
+
 #include "common/error.h"
 #include "common/output_file.h"
 #include "results_model/results.h"
@@ -31,5 +33,23 @@ typedef struct run_output_writer {
 
 /* Indexed by run_output. */
 extern const run_output_writer run_output_writers[RUN_OUTPUT_COUNT];
+
+/* results/<prefix><UTC timestamp>.h5 into path, creating results/ (the default --out). */
+void run_outputs_default_path(char *path, size_t size, const char *prefix);
+
+/* Before anything runs: every output of paths (indexed by run_output, NULL = not written) is
+ * checked (output_file_check: an existing file is refused, nothing is ever overwritten, and so is
+ * a folder that is missing or takes no new file), then claimed (output_file_claim), so a second
+ * command writing the same path stops now, not after its compute. Release with
+ * run_outputs_release, whatever happened. */
+cpparity_status run_outputs_claim(const char *const paths[RUN_OUTPUT_COUNT],
+                                  output_claim claims[RUN_OUTPUT_COUNT], cpparity_error *error);
+
+void run_outputs_release(output_claim claims[RUN_OUTPUT_COUNT]);
+
+/* Every output of paths written from results, each to its temporary file, then published
+ * together; when one fails none is published and no temporary file is left. */
+cpparity_status run_outputs_write(const run_results *results,
+                                  const char *const paths[RUN_OUTPUT_COUNT], cpparity_error *error);
 
 #endif

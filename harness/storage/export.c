@@ -21,17 +21,48 @@ fail:
     return group;
 }
 
-/* /model: the configuration, then the seed and the case name. */
+void export_digest(const char *suite_text, size_t length, const char *case_name, uint64_t seed,
+                   char hex[CPPARITY_DIGEST_HEX]) {
+    cpparity_digest digest = cpparity_digest_start("cpparity export 1");
+    cpparity_digest_int(&digest, (int64_t)length);
+    cpparity_digest_bytes(&digest, suite_text, length);
+    cpparity_digest_text(&digest, case_name);
+    cpparity_digest_int(&digest, (int64_t)seed);
+    cpparity_digest_hex(&digest, hex);
+}
+
+/* /model: the configuration, then the seed, the case name and the export's digest. */
 static cpparity_status write_model_attributes(hid_t file, const cpparity_case *c,
-                                              cpparity_error *error) {
+                                              const export_source *source, cpparity_error *error) {
     const hid_t group = create_group(file, "/model", error);
     if (group < 0) {
         return CPPARITY_ERROR_RUNTIME;
     }
+    char digest[CPPARITY_DIGEST_HEX];
+    export_digest(source->suite_text, source->suite_length, c->name, c->seed, digest);
     const bool written =
         hdf5_write_model_config(group, &c->model, error) == CPPARITY_OK &&
         hdf5_attribute_int64(group, "seed", (int64_t)c->seed, error) == CPPARITY_OK &&
-        hdf5_attribute_string(group, "case", c->name, error) == CPPARITY_OK;
+        hdf5_attribute_string(group, "case", c->name, error) == CPPARITY_OK &&
+        hdf5_attribute_string(group, "digest", digest, error) == CPPARITY_OK;
+    return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
+}
+
+/* /source: the suite file the case came from, whole, so that `cpparity judge` rebuilds the very
+ * case (its rows, tolerances, dtypes) from the export alone. */
+static cpparity_status write_source(hid_t file, const export_source *source,
+                                    cpparity_error *error) {
+    const hid_t group = create_group(file, "/source", error);
+    if (group < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    const int64_t dims[1] = {(int64_t)source->suite_length};
+    const bool written =
+        hdf5_attribute_string(group, "path", source->suite_path, error) == CPPARITY_OK &&
+        hdf5_write_dataset(group, "suite_yaml", H5T_NATIVE_UINT8, 1, dims, source->suite_text,
+                           "the suite file's bytes (UTF-8 YAML, cases/README.md) the case was "
+                           "read from; /model's case names it",
+                           error) == CPPARITY_OK;
     return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
 
@@ -44,15 +75,21 @@ static cpparity_status write_inputs(hid_t file, const cpparity_batch *batch,
     const int64_t dims[2] = {batch->batch, batch->seq_len};
     const bool written =
         hdf5_write_dataset(group, "input_ids", H5T_NATIVE_INT64, 2, dims, batch->input_ids,
-                           "token ids [B,S]", error) == CPPARITY_OK &&
+                           "token ids in [0, vocab_size) [B,S]", error) == CPPARITY_OK &&
         hdf5_write_dataset(group, "labels", H5T_NATIVE_INT64, 2, dims, batch->labels,
-                           "next token of the same document, shifted once over the whole row; "
-                           "-100 = ignored [B,S]",
+                           "input_ids[t+1] where t and t+1 are real tokens of the same "
+                           "document, shifted once over the whole row; -100 = ignored (every "
+                           "padding token, a document's last token) [B,S]",
                            error) == CPPARITY_OK &&
         hdf5_write_dataset(group, "attention_mask", H5T_NATIVE_INT8, 2, dims, batch->attention_mask,
-                           "1 = real token, 0 = padding [B,S]", error) == CPPARITY_OK &&
+                           "1 = real token, 0 = padding (leading: left, trailing: right) [B,S]",
+                           error) == CPPARITY_OK &&
         hdf5_write_dataset(group, "position_ids", H5T_NATIVE_INT64, 2, dims, batch->position_ids,
-                           "position inside the document, 0 on padding [B,S]",
+                           "position of each token (docs/masks.md): counts on by 1 inside a "
+                           "document from its start position (a row's start_positions, else 0, or "
+                           "continuing the left padding's count); padding has 0 "
+                           "(padding_positions: zero) or counts on (continue); a step other "
+                           "than +1 starts a new document [B,S]",
                            error) == CPPARITY_OK;
     return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
@@ -154,8 +191,8 @@ static cpparity_status write_reference(hid_t file, const reference_model *model,
     return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
 
-cpparity_status export_case(const cpparity_case *exported, const char *path,
-                            cpparity_error *error) {
+cpparity_status export_case(const cpparity_case *exported, const export_source *source,
+                            const char *path, cpparity_error *error) {
     output_file output;
     cpparity_status status = output_file_begin(&output, path, "-o", error);
     if (status != CPPARITY_OK) {
@@ -184,7 +221,8 @@ cpparity_status export_case(const cpparity_case *exported, const char *path,
     status = CPPARITY_ERROR_RUNTIME;
     HDF5_CHECK(file = H5Fcreate(output.temporary, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), error,
                "creating -o %s (as %s)", path, output.temporary);
-    if (write_model_attributes(file, exported, error) != CPPARITY_OK ||
+    if (write_model_attributes(file, exported, source, error) != CPPARITY_OK ||
+        write_source(file, source, error) != CPPARITY_OK ||
         write_inputs(file, &batch, error) != CPPARITY_OK ||
         write_tensors(file, "weights", &model.parameter_table, model.parameters,
                       "float64 fixture weight", error) != CPPARITY_OK ||

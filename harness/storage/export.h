@@ -5,7 +5,8 @@
  *
  *   /model                  attributes: model.md's configuration names (int64 / float64),
  *                           layer_types (strings), chunk_origin, tie_word_embeddings (0/1),
- *                           case, seed
+ *                           case, seed, digest (export_digest: what rank dumps must copy)
+ *   /source/suite_yaml      uint8 [n]: the suite file's bytes; attribute path
  *   /inputs/input_ids       int64 [B,S]      /inputs/labels         int64 [B,S] (−100 ignored)
  *   /inputs/attention_mask  int8  [B,S]      /inputs/position_ids   int64 [B,S]
  *   /weights/<name>         float64, model.md's names and shapes
@@ -16,14 +17,31 @@
 #ifndef CPPARITY_HARNESS_STORAGE_EXPORT_H
 #define CPPARITY_HARNESS_STORAGE_EXPORT_H
 
-#include "common/error.h"
+#include <stddef.h>
+#include <stdint.h>
+
 #include "common/case.h"
+#include "common/digest.h"
+#include "common/error.h"
 
 /* Largest S for which dense masks are written. */
 #define EXPORT_DENSE_MASK_LIMIT 1024
 
+/* The suite file the exported case was read from. */
+typedef struct export_source {
+    const char *suite_path; /* as given on the command line */
+    const char *suite_text; /* its bytes */
+    size_t suite_length;
+} export_source;
+
+/* The export's digest: of the suite file's bytes, the case's name and its seed (docs/
+ * dump-format.md: a rank dump copies it, so a dump of another export or seed is refused). */
+void export_digest(const char *suite_text, size_t length, const char *case_name, uint64_t seed,
+                   char hex[CPPARITY_DIGEST_HEX]);
+
 /* Runs the reference on the case and writes path (never overwriting: CPPARITY_ERROR_INPUT if it
  * exists). Nothing is left at path on failure. */
-cpparity_status export_case(const cpparity_case *exported, const char *path, cpparity_error *error);
+cpparity_status export_case(const cpparity_case *exported, const export_source *source,
+                            const char *path, cpparity_error *error);
 
 #endif

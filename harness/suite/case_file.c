@@ -206,10 +206,10 @@ cpparity_status cpparity_suite_load_text(const char *text, size_t length, const 
     return CPPARITY_OK;
 }
 
-cpparity_status cpparity_suite_load(const char *path, cpparity_suite *suite,
+cpparity_status cpparity_suite_read(const char *path, char **text_out, size_t *length_out,
                                     cpparity_error *error) {
-    memset(suite, 0, sizeof *suite);
-    cpparity_error_clear(error);
+    *text_out = NULL;
+    *length_out = 0;
     FILE *file = fopen(path, "rb");
     if (file == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s: cannot read: %s", path,
@@ -252,7 +252,21 @@ cpparity_status cpparity_suite_load(const char *path, cpparity_suite *suite,
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s: cannot read: %s", path,
                                   strerror(read_error != 0 ? read_error : EIO));
     }
-    cpparity_status status = cpparity_suite_load_text(text, length, path, suite, error);
+    *text_out = text;
+    *length_out = length;
+    return CPPARITY_OK;
+}
+
+cpparity_status cpparity_suite_load(const char *path, cpparity_suite *suite,
+                                    cpparity_error *error) {
+    memset(suite, 0, sizeof *suite);
+    cpparity_error_clear(error);
+    char *text = NULL;
+    size_t length = 0;
+    cpparity_status status = cpparity_suite_read(path, &text, &length, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_suite_load_text(text, length, path, suite, error);
+    }
     free(text);
     return status;
 }

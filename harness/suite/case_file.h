@@ -18,6 +18,12 @@
  * cleared on entry: free a previously loaded one first (cpparity_suite_free). */
 cpparity_status cpparity_suite_load(const char *path, cpparity_suite *suite, cpparity_error *error);
 
+/* A suite file's bytes, whole (at most 256 MiB; cases/README.md, Limits), into *text (malloc'd,
+ * not NUL-terminated; free it) and *length. CPPARITY_ERROR_INPUT naming the file when it cannot
+ * be read or is too large. */
+cpparity_status cpparity_suite_read(const char *path, char **text, size_t *length,
+                                    cpparity_error *error);
+
 /* The same from YAML text in memory; display_path is used in messages. */
 cpparity_status cpparity_suite_load_text(const char *text, size_t length, const char *display_path,
                                          cpparity_suite *suite, cpparity_error *error);

@@ -239,47 +239,53 @@ static void poison_position(float *tensor, const contract_state *state, int64_t 
     }
 }
 
-static bool check_key_poison(contract_state *state, const contract_run *clean,
-                             contract_run *poisoned, int64_t b, int64_t j) {
-    char poison[96];
-    snprintf(poison, sizeof poison, "k = NaN, v = Inf at batch row %lld, position %lld",
-             (long long)b, (long long)j);
-    run_copy_inputs(poisoned, clean, state);
-    poison_position(poisoned->k, state, state->dims.kv_heads, b, j, NAN);
-    poison_position(poisoned->v, state, state->dims.kv_heads, b, j, INFINITY);
-    const int64_t H = state->dims.heads, Hkv = state->dims.kv_heads, Dh = state->dims.head_dim;
-    return run_kernel(state, poisoned, poison) &&
-           compare_tensor(state, "out", poison, clean->out, poisoned->out, H, Dh, b, j,
-                          query_sees_key) &&
-           compare_tensor(state, "lse", poison, clean->lse, poisoned->lse, H, 0, b, j,
-                          query_sees_key) &&
-           compare_tensor(state, "dq", poison, clean->dq, poisoned->dq, H, Dh, b, j,
-                          query_sees_key) &&
-           compare_tensor(state, "dk", poison, clean->dk, poisoned->dk, Hkv, Dh, b, j,
-                          key_shares_query) &&
-           compare_tensor(state, "dv", poison, clean->dv, poisoned->dv, Hkv, Dh, b, j,
-                          key_shares_query);
-}
+/* One way of poisoning a position: which inputs get NaN and Inf there, and which elements the
+ * poison may reach (out, lse and dq are query-side; dk and dv key-side). */
+typedef struct poison_kind {
+    const char *description; /* "k = NaN, v = Inf" */
+    bool key_side;           /* the poisoned inputs are k and v (else q and dout) */
+    reach_test query_reach;  /* out, lse, dq at (b, t) */
+    reach_test key_reach;    /* dk, dv at (b, k) */
+} poison_kind;
 
-static bool check_query_poison(contract_state *state, const contract_run *clean,
-                               contract_run *poisoned, int64_t b, int64_t i) {
+static const poison_kind poison_kinds[] = {
+    {"k = NaN, v = Inf", true, query_sees_key, key_shares_query},
+    {"q = NaN, dout = Inf", false, same_query, key_seen_by_query},
+};
+
+static bool check_poison(contract_state *state, const contract_run *clean, contract_run *poisoned,
+                         const poison_kind *kind, int64_t b, int64_t at) {
     char poison[96];
-    snprintf(poison, sizeof poison, "q = NaN, dout = Inf at batch row %lld, position %lld",
-             (long long)b, (long long)i);
-    run_copy_inputs(poisoned, clean, state);
-    poison_position(poisoned->q, state, state->dims.heads, b, i, NAN);
-    poison_position(poisoned->dout, state, state->dims.heads, b, i, INFINITY);
+    snprintf(poison, sizeof poison, "%s at batch row %lld, position %lld", kind->description,
+             (long long)b, (long long)at);
     const int64_t H = state->dims.heads, Hkv = state->dims.kv_heads, Dh = state->dims.head_dim;
-    return run_kernel(state, poisoned, poison) &&
-           compare_tensor(state, "out", poison, clean->out, poisoned->out, H, Dh, b, i,
-                          same_query) &&
-           compare_tensor(state, "lse", poison, clean->lse, poisoned->lse, H, 0, b, i,
-                          same_query) &&
-           compare_tensor(state, "dq", poison, clean->dq, poisoned->dq, H, Dh, b, i, same_query) &&
-           compare_tensor(state, "dk", poison, clean->dk, poisoned->dk, Hkv, Dh, b, i,
-                          key_seen_by_query) &&
-           compare_tensor(state, "dv", poison, clean->dv, poisoned->dv, Hkv, Dh, b, i,
-                          key_seen_by_query);
+    run_copy_inputs(poisoned, clean, state);
+    poison_position(kind->key_side ? poisoned->k : poisoned->q, state, kind->key_side ? Hkv : H, b,
+                    at, NAN);
+    poison_position(kind->key_side ? poisoned->v : poisoned->dout, state, kind->key_side ? Hkv : H,
+                    b, at, INFINITY);
+    const struct {
+        const char *name;
+        const float *clean, *poisoned;
+        int64_t heads, head_dim;
+        reach_test reach;
+    } tensors[] = {
+        {"out", clean->out, poisoned->out, H, Dh, kind->query_reach},
+        {"lse", clean->lse, poisoned->lse, H, 0, kind->query_reach},
+        {"dq", clean->dq, poisoned->dq, H, Dh, kind->query_reach},
+        {"dk", clean->dk, poisoned->dk, Hkv, Dh, kind->key_reach},
+        {"dv", clean->dv, poisoned->dv, Hkv, Dh, kind->key_reach},
+    };
+    if (!run_kernel(state, poisoned, poison)) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) {
+        if (!compare_tensor(state, tensors[i].name, poison, tensors[i].clean, tensors[i].poisoned,
+                            tensors[i].heads, tensors[i].head_dim, b, at, tensors[i].reach)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* attention_mask and position_ids of the problem's rows: padding (position 0), then documents of
@@ -375,8 +381,10 @@ static bool check_problem(contract_state *state, bool *ran) {
                 int64_t positions[8];
                 const int64_t count = poisoned_positions(problem, b, positions);
                 for (int64_t p = 0; ok && p < count; p++) {
-                    ok = check_key_poison(state, &clean, &poisoned, b, positions[p]) &&
-                         check_query_poison(state, &clean, &poisoned, b, positions[p]);
+                    for (size_t k = 0; ok && k < sizeof poison_kinds / sizeof *poison_kinds; k++) {
+                        ok = check_poison(state, &clean, &poisoned, &poison_kinds[k], b,
+                                          positions[p]);
+                    }
                 }
             }
         }

@@ -1,0 +1,400 @@
+/*
+ * command_judge.c — `cpparity judge EXPORT.h5 DUMP.h5 ... [--baseline CP1_DUMP.h5 ...]`: the
+ * verdict of `cpparity run` on a framework's own run (docs/dump-format.md). The case is rebuilt
+ * from the export's suite (/source), its float64 reference and naive same-dtype baseline are
+ * computed as `run` computes them (cached with --reference-cache), the dumps are read and
+ * checked as one run (harness/running/judge_dumps.h), and judge_item decides, with the CP-only
+ * check against the framework's own cp = 1 dumps when --baseline gives them. The outputs are
+ * `run`'s (--out, --junit, --markdown), so `report` and `diff` read them unchanged.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/interrupt.h"
+#include "common/model_parameters.h"
+#include "harness/cli/commands.h"
+#include "harness/judging/judge_item.h"
+#include "harness/judging/reference_cache.h"
+#include "harness/running/judge_dumps.h"
+#include "harness/running/run.h"
+#include "harness/running/run_outputs.h"
+#include "harness/storage/export_reader.h"
+#include "harness/suite/case_file.h"
+#include "harness/version.h"
+#include "reference/threads.h"
+#include "reports/console.h"
+
+#define JUDGE_MAX_DUMPS 4096 /* dumps of one run, and of its cp = 1 baseline */
+
+typedef struct judge_options {
+    const char *export_path;
+    const char *dumps[JUDGE_MAX_DUMPS];
+    int64_t dump_count;
+    const char *baselines[JUDGE_MAX_DUMPS];
+    int64_t baseline_count;
+    const char *outputs[RUN_OUTPUT_COUNT];
+    run_store store;
+    const char *reference_cache;
+    int threads;
+    bool help;
+} judge_options;
+
+static void usage(FILE *stream) {
+    fprintf(stream,
+            "usage: cpparity judge EXPORT.h5 DUMP.h5 ... [options]\n"
+            "  The verdict of `cpparity run` on a framework's own context-parallel run: one\n"
+            "  dump per rank (docs/dump-format.md) of the case `cpparity export` wrote.\n"
+            "options:\n"
+            "  --baseline DUMP.h5  the framework's own cp = 1 dump, for the CP-only check of\n"
+            "                      docs/tolerances.md (without it the check is not made)\n"
+            "  --out FILE.h5       results file (default results/judge-<UTC timestamp>.h5)\n"
+            "  --junit FILE.xml    JUnit XML\n"
+            "  --markdown FILE.md  summary table\n"
+            "  --store MODE        metrics|failures|all (default failures)\n"
+            "  --reference-cache DIR  float64 reference outputs kept on disk between runs\n"
+            "  --threads N         threads of the float64 reference (default: the cores)\n"
+            "exit: 0 every tensor passed, 1 a parity failure, 2 bad input (a file and the HDF5\n"
+            "path named), 3 a runtime failure\n");
+}
+
+static cpparity_status parse(judge_options *options, int argc, char **argv, cpparity_error *error) {
+    memset(options, 0, sizeof *options);
+    options->store = RUN_STORE_FAILURES;
+    enum {
+        OPTION_BASELINE = 256,
+        OPTION_OUT,
+        OPTION_JUNIT,
+        OPTION_MARKDOWN,
+        OPTION_STORE,
+        OPTION_CACHE,
+        OPTION_THREADS
+    };
+    static const struct option long_options[] = {
+        {"baseline", required_argument, NULL, OPTION_BASELINE},
+        {"out", required_argument, NULL, OPTION_OUT},
+        {"junit", required_argument, NULL, OPTION_JUNIT},
+        {"markdown", required_argument, NULL, OPTION_MARKDOWN},
+        {"store", required_argument, NULL, OPTION_STORE},
+        {"reference-cache", required_argument, NULL, OPTION_CACHE},
+        {"threads", required_argument, NULL, OPTION_THREADS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int option;
+    while ((option = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+        switch (option) {
+        case OPTION_BASELINE:
+            if (options->baseline_count == JUDGE_MAX_DUMPS) {
+                return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                          "--baseline: at most %d dumps", JUDGE_MAX_DUMPS);
+            }
+            options->baselines[options->baseline_count++] = optarg;
+            break;
+        case OPTION_OUT:
+            options->outputs[RUN_OUTPUT_RESULTS] = optarg;
+            break;
+        case OPTION_JUNIT:
+            options->outputs[RUN_OUTPUT_JUNIT] = optarg;
+            break;
+        case OPTION_MARKDOWN:
+            options->outputs[RUN_OUTPUT_MARKDOWN] = optarg;
+            break;
+        case OPTION_STORE: {
+            int found = -1;
+            for (int s = 0; s < RUN_STORE_COUNT; s++) {
+                found = strcmp(optarg, run_store_names[s]) == 0 ? s : found;
+            }
+            if (found < 0) {
+                return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                          "--store %s: not metrics, failures or all", optarg);
+            }
+            options->store = (run_store)found;
+            break;
+        }
+        case OPTION_CACHE:
+            options->reference_cache = optarg;
+            break;
+        case OPTION_THREADS: {
+            char *end = NULL;
+            const long threads = strtol(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || threads < 1 || threads > 4096) {
+                return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                          "--threads %s: a whole number from 1 to 4096", optarg);
+            }
+            options->threads = (int)threads;
+            break;
+        }
+        case 'h':
+            options->help = true;
+            return CPPARITY_OK;
+        default:
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "unknown option or missing value '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind < 2) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s",
+                                  argc - optind < 1 ? "missing EXPORT.h5 and the rank dumps"
+                                                    : "missing the rank dumps (DUMP.h5 ...)");
+    }
+    options->export_path = argv[optind++];
+    if (argc - optind > JUDGE_MAX_DUMPS) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "at most %d rank dumps",
+                                  JUDGE_MAX_DUMPS);
+    }
+    while (optind < argc) {
+        options->dumps[options->dump_count++] = argv[optind++];
+    }
+    return CPPARITY_OK;
+}
+
+/* What the judge works on: the case, rebuilt from the export, and its parameter table. */
+typedef struct judge_case {
+    export_reading reading;
+    cpparity_suite suite;
+    const cpparity_case *c;
+    cpparity_tensor_table parameters;
+    char suite_path[EXPORT_READER_TEXT + 300]; /* "EXPORT.h5:/source/suite_yaml (SUITE)" */
+} judge_case;
+
+static cpparity_status load_case(const char *export_path, judge_case *loaded,
+                                 cpparity_error *error) {
+    memset(loaded, 0, sizeof *loaded);
+    cpparity_status status = export_read(export_path, &loaded->reading, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    snprintf(loaded->suite_path, sizeof loaded->suite_path, "%s:/source/suite_yaml (%s)",
+             export_path, loaded->reading.suite_path);
+    status = cpparity_suite_load_text(loaded->reading.suite_text, loaded->reading.suite_length,
+                                      loaded->suite_path, &loaded->suite, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    loaded->c = cpparity_suite_find(&loaded->suite, loaded->reading.case_name);
+    if (loaded->c == NULL || loaded->c->seed != loaded->reading.seed) {
+        return cpparity_error_set(
+            error, CPPARITY_ERROR_INPUT, "%s: /model: case %s (seed %llu) is not in its own suite",
+            export_path, loaded->reading.case_name, (unsigned long long)loaded->reading.seed);
+    }
+    return cpparity_model_parameter_table(&loaded->c->model, &loaded->parameters, error);
+}
+
+static void free_case(judge_case *loaded) {
+    cpparity_tensor_table_free(&loaded->parameters);
+    cpparity_suite_free(&loaded->suite);
+    export_reading_free(&loaded->reading);
+}
+
+static void utc_now(char *text, size_t size) {
+    const time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    strftime(text, size, "%Y-%m-%dT%H:%M:%SZ", &utc);
+}
+
+static void fill_provenance(run_provenance *p, const judge_dump_set *set, const judge_options *o,
+                            int argc, char **argv) {
+    snprintf(p->version, sizeof p->version, "%s", CPPARITY_VERSION);
+    snprintf(p->git_commit, sizeof p->git_commit, "%s", CPPARITY_GIT_COMMIT);
+    gethostname(p->host, sizeof p->host - 1);
+    size_t used = (size_t)snprintf(p->command_line, sizeof p->command_line, "cpparity");
+    for (int i = 0; i < argc && used < sizeof p->command_line; i++) {
+        used +=
+            (size_t)snprintf(p->command_line + used, sizeof p->command_line - used, " %s", argv[i]);
+    }
+    const rank_dump *first = &set->dumps[0];
+    snprintf(p->comm, sizeof p->comm, "judge");
+    snprintf(p->device, sizeof p->device, "framework");
+    snprintf(p->implementation, sizeof p->implementation, "%.40s %.20s", first->framework,
+             first->framework_version);
+    snprintf(p->kernel, sizeof p->kernel, "%s", first->kernel);
+    snprintf(p->fault, sizeof p->fault, "none");
+    p->ranks = (int)set->cp;
+    snprintf(p->store, sizeof p->store, "%s", run_store_name(o->store));
+    utc_now(p->start_time, sizeof p->start_time);
+}
+
+/* Judges one set of dumps as an item of the case. */
+static cpparity_status judge_set(const judge_case *loaded, const judge_dump_set *set,
+                                 const reference_outputs *reference, const judge_options *options,
+                                 const baseline_table *baselines, bool is_baseline, run_item *item,
+                                 cpparity_error *error) {
+    memset(item, 0, sizeof *item);
+    item->source = loaded->c;
+    snprintf(item->suite_path, sizeof item->suite_path, "%.*s", (int)sizeof item->suite_path - 1,
+             loaded->suite_path);
+    item->cp = set->cp;
+    item->dtype = set->dtype;
+    item->is_baseline = is_baseline;
+    item->worst_tensor = -1;
+    item->padded_seq_len = set->padded_len;
+    const judge_inputs in = {reference,      &reference->naive[set->dtype],
+                             set->losses,    set->logits,
+                             set->gradients, 0,
+                             options->store, set->positions,
+                             set->lengths};
+    return judge_item(item, 0, &in, baselines, error);
+}
+
+/* The exit code of `run` (docs/command-line.md): the worst item decides. */
+static int exit_code_of(const run_results *results) {
+    int code = 0;
+    for (int64_t i = 0; i < results->item_count; i++) {
+        const run_item *item = &results->items[i];
+        const int item_code = item->outcome == RUN_FAIL ? 1
+                              : item->outcome == RUN_ERROR
+                                  ? (item->error_status == CPPARITY_ERROR_RUNTIME ? 3 : 2)
+                                  : 0;
+        code = item_code > code ? item_code : code;
+    }
+    return code;
+}
+
+static int judge(const judge_options *options, int argc, char **argv) {
+    cpparity_error error;
+    cpparity_error_clear(&error);
+    char default_out[512];
+    const char *paths[RUN_OUTPUT_COUNT];
+    for (int o = 0; o < RUN_OUTPUT_COUNT; o++) {
+        paths[o] = options->outputs[o];
+    }
+    if (paths[RUN_OUTPUT_RESULTS] == NULL) {
+        run_outputs_default_path(default_out, sizeof default_out, "judge-");
+        paths[RUN_OUTPUT_RESULTS] = default_out;
+    }
+    output_claim claims[RUN_OUTPUT_COUNT];
+    judge_case loaded;
+    judge_dump_set set = {0}, baseline = {0};
+    reference_cache cache = {.directory = options->reference_cache};
+    run_results results = {0};
+    baseline_table baselines = {0};
+    cpparity_status status = run_outputs_claim(paths, claims, &error);
+    if (status == CPPARITY_OK) {
+        interrupt_set_activity("reading the export %s", options->export_path);
+        status = load_case(options->export_path, &loaded, &error);
+    } else {
+        memset(&loaded, 0, sizeof loaded);
+    }
+    if (status == CPPARITY_OK) {
+        interrupt_set_activity("reading the rank dumps");
+        status = judge_dumps_load(options->dumps, options->dump_count, &loaded.reading, loaded.c,
+                                  &loaded.parameters, &set, &error);
+    }
+    if (status == CPPARITY_OK && options->baseline_count > 0) {
+        status = judge_dumps_load(options->baselines, options->baseline_count, &loaded.reading,
+                                  loaded.c, &loaded.parameters, &baseline, &error);
+        if (status == CPPARITY_OK && (baseline.cp != 1 || baseline.dtype != set.dtype)) {
+            status =
+                cpparity_error_set(&error, CPPARITY_ERROR_INPUT,
+                                   "--baseline %s: a cp = 1 dump of dtype %s expected, not cp "
+                                   "%lld of %s",
+                                   options->baselines[0], cpparity_dtype_name(set.dtype),
+                                   (long long)baseline.cp, cpparity_dtype_name(baseline.dtype));
+        }
+        if (status == CPPARITY_OK && set.cp == 1) {
+            status = cpparity_error_set(&error, CPPARITY_ERROR_INPUT,
+                                        "--baseline: the dumps are of cp 1 already; a baseline is "
+                                        "for judging cp > 1");
+        }
+    }
+    const bool with_baseline = options->baseline_count > 0;
+    const int64_t item_count = with_baseline ? 2 : 1;
+    if (status == CPPARITY_OK) {
+        results.items = calloc((size_t)item_count, sizeof *results.items);
+        status = results.items == NULL
+                     ? cpparity_error_set(&error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                     : CPPARITY_OK;
+    }
+    if (status != CPPARITY_OK) {
+        fprintf(stderr, "cpparity judge: %s\n", error.message);
+        judge_dump_set_free(&set);
+        judge_dump_set_free(&baseline);
+        free_case(&loaded);
+        run_outputs_release(claims);
+        return (int)status;
+    }
+    fill_provenance(&results.provenance, &set, options, argc, argv);
+    results.item_count = item_count;
+    console_preamble(stdout, &results.provenance, 1, item_count);
+    printf("# layout: %s (cp %lld, %lld positions for S = %lld), framework %s %s, kernel %s\n",
+           token_layout_kind_name(set.layout), (long long)set.cp, (long long)set.padded_len,
+           (long long)loaded.c->seq_len, set.dumps[0].framework, set.dumps[0].framework_version,
+           set.dumps[0].kernel);
+    console_table_header(stdout);
+    reference_set_threads(options->threads > 0 ? options->threads
+                                               : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    const reference_outputs *reference = NULL;
+    double seconds = 0.0;
+    interrupt_set_activity("the float64 reference of case '%s'", loaded.c->name);
+    status = reference_cache_get_with_naive(&cache, 0, loaded.c, loaded.c->seed, set.dtype,
+                                            &reference, &seconds, &error);
+    int64_t next = 0;
+    interrupt_set_activity("judging the dumps of case '%s'", loaded.c->name);
+    if (status == CPPARITY_OK && with_baseline) {
+        run_item *item = &results.items[next++];
+        status = judge_set(&loaded, &baseline, reference, options, &baselines, true, item, &error);
+        item->reference_seconds = seconds;
+        if (status == CPPARITY_OK) {
+            console_item(stdout, item);
+            status = baseline_table_add(&baselines, 0, item, &error);
+        }
+    }
+    if (status == CPPARITY_OK) {
+        run_item *item = &results.items[next];
+        /* without --baseline there is no cp = 1 error to check against: NULL skips that check */
+        status = judge_set(&loaded, &set, reference, options, with_baseline ? &baselines : NULL,
+                           set.cp == 1, item, &error);
+        item->reference_seconds = with_baseline ? 0.0 : seconds;
+        if (status == CPPARITY_OK) {
+            console_item(stdout, item);
+        }
+    }
+    int code = 0;
+    if (status != CPPARITY_OK) {
+        fprintf(stderr, "cpparity judge: %s\n", error.message);
+        code = (int)status;
+    } else {
+        run_results_count(&results);
+        code = exit_code_of(&results);
+        utc_now(results.provenance.end_time, sizeof results.provenance.end_time);
+        const cpparity_status written = run_outputs_write(&results, paths, &error);
+        if (written != CPPARITY_OK) {
+            fprintf(stderr, "cpparity judge: %s; no output was published\n", error.message);
+            code = code > (int)written ? code : (int)written;
+        }
+        console_footer(stdout, &results, written == CPPARITY_OK ? paths[RUN_OUTPUT_RESULTS] : NULL,
+                       false);
+    }
+    fflush(stdout);
+    baseline_table_free(&baselines);
+    run_results_free(&results);
+    reference_cache_free(&cache);
+    judge_dump_set_free(&set);
+    judge_dump_set_free(&baseline);
+    free_case(&loaded);
+    run_outputs_release(claims);
+    return code;
+}
+
+int command_judge(int argc, char **argv) {
+    judge_options options;
+    cpparity_error error;
+    if (parse(&options, argc, argv, &error) != CPPARITY_OK) {
+        fprintf(stderr, "cpparity judge: %s\n", error.message);
+        usage(stderr);
+        return 2;
+    }
+    if (options.help) {
+        usage(stdout);
+        return 0;
+    }
+    interrupt_set_activity("cpparity judge");
+    return judge(&options, argc, argv);
+}

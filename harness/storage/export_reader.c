@@ -1,0 +1,80 @@
+/* export_reader.c — see export_reader.h. */
+#include "harness/storage/export_reader.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/storage/export.h"
+#include "results_model/hdf5_input.h"
+
+/* The largest suite an export holds: the loader's own limit (cases/README.md, Limits). */
+#define EXPORT_READER_MAX_SUITE ((int64_t)256 << 20)
+
+cpparity_status export_read(const char *path, export_reading *reading, cpparity_error *error) {
+    memset(reading, 0, sizeof *reading);
+    hdf5_input input;
+    int64_t seed = 0;
+    int rank = 0;
+    int64_t dims[HDF5_INPUT_MAX_RANK] = {0};
+    cpparity_status status = hdf5_input_open(&input, path, error);
+    if (status == CPPARITY_OK &&
+        !(hdf5_input_exists(&input, "/", "model") && hdf5_input_exists(&input, "/", "source"))) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "%s: not an export of this cpparity (no /model or /source: "
+                                    "make it with `cpparity export`)",
+                                    path);
+    }
+    if (status == CPPARITY_OK) {
+        status = hdf5_input_string(&input, "/model", "case", reading->case_name,
+                                   sizeof reading->case_name, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = hdf5_input_string(&input, "/model", "digest", reading->digest,
+                                   sizeof reading->digest, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = hdf5_input_int64(&input, "/model", "seed", &seed, error);
+        reading->seed = (uint64_t)seed;
+    }
+    if (status == CPPARITY_OK) {
+        status = hdf5_input_string(&input, "/source", "path", reading->suite_path,
+                                   sizeof reading->suite_path, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = hdf5_input_shape(&input, "/source/suite_yaml", H5T_INTEGER, &rank, dims, error);
+    }
+    if (status == CPPARITY_OK && (rank != 1 || dims[0] < 1 || dims[0] > EXPORT_READER_MAX_SUITE)) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "%s: /source/suite_yaml: 1 to %lld bytes expected", path,
+                                    (long long)EXPORT_READER_MAX_SUITE);
+    }
+    if (status == CPPARITY_OK) {
+        reading->suite_text = malloc((size_t)dims[0]);
+        reading->suite_length = (size_t)dims[0];
+        status = reading->suite_text == NULL
+                     ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                     : hdf5_input_read(&input, "/source/suite_yaml", H5T_INTEGER, 1, dims,
+                                       H5T_NATIVE_UINT8, reading->suite_text, error);
+    }
+    if (status == CPPARITY_OK) {
+        char digest[CPPARITY_DIGEST_HEX];
+        export_digest(reading->suite_text, reading->suite_length, reading->case_name, reading->seed,
+                      digest);
+        if (strcmp(digest, reading->digest) != 0) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                        "%s: /model: digest %s does not match its /source, case "
+                                        "and seed (%s): the export was changed after it was made",
+                                        path, reading->digest, digest);
+        }
+    }
+    hdf5_input_close(&input);
+    if (status != CPPARITY_OK) {
+        export_reading_free(reading);
+    }
+    return status;
+}
+
+void export_reading_free(export_reading *reading) {
+    free(reading->suite_text);
+    memset(reading, 0, sizeof *reading);
+}

@@ -1,0 +1,31 @@
+/*
+ * export_reader.h — what `cpparity judge` needs of an export (export.h): the suite file it was
+ * made from (/source/suite_yaml), the case's name, the seed and the digest (/model), checked to
+ * agree with one another (the digest is recomputed from the other three). Anything missing or
+ * inconsistent is CPPARITY_ERROR_INPUT naming the file and the HDF5 path.
+ */
+#ifndef CPPARITY_HARNESS_STORAGE_EXPORT_READER_H
+#define CPPARITY_HARNESS_STORAGE_EXPORT_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/digest.h"
+#include "common/error.h"
+
+#define EXPORT_READER_TEXT 256 /* bytes of the case name and the suite path, NUL included */
+
+typedef struct export_reading {
+    char case_name[EXPORT_READER_TEXT];
+    char suite_path[EXPORT_READER_TEXT]; /* as it was given to `cpparity export` */
+    char digest[CPPARITY_DIGEST_HEX];
+    uint64_t seed;
+    char *suite_text; /* (suite_length) owned */
+    size_t suite_length;
+} export_reading;
+
+cpparity_status export_read(const char *path, export_reading *reading, cpparity_error *error);
+
+void export_reading_free(export_reading *reading);
+
+#endif

@@ -1,0 +1,250 @@
+/* rank_dump.c — see rank_dump.h. */
+#include "harness/storage/rank_dump.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "results_model/hdf5_input.h"
+
+/* The root attributes: what made the dump and what it claims to be a run of. */
+static cpparity_status read_attributes(const hdf5_input *input, rank_dump *dump,
+                                       cpparity_error *error) {
+    char format[RANK_DUMP_TEXT], dtype[RANK_DUMP_TEXT];
+    int64_t version = 0;
+    cpparity_status status = hdf5_input_string(input, "/", "format", format, sizeof format, error);
+    if (status != CPPARITY_OK) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /: not a cpparity rank dump (no attribute format = \"%s\"; "
+                                  "docs/dump-format.md)",
+                                  input->path, RANK_DUMP_FORMAT);
+    }
+    if (strcmp(format, RANK_DUMP_FORMAT) != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /: format is \"%s\", not \"%s\" (docs/dump-format.md)",
+                                  input->path, format, RANK_DUMP_FORMAT);
+    }
+    status = hdf5_input_int64(input, "/", "format_version", &version, error);
+    if (status == CPPARITY_OK && version != RANK_DUMP_VERSION) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /: format_version %lld; this cpparity reads version %d "
+                                  "(docs/dump-format.md)",
+                                  input->path, (long long)version, RANK_DUMP_VERSION);
+    }
+    const struct {
+        const char *name;
+        char *text;
+        size_t size;
+    } strings[] = {
+        {"framework", dump->framework, sizeof dump->framework},
+        {"framework_version", dump->framework_version, sizeof dump->framework_version},
+        {"kernel", dump->kernel, sizeof dump->kernel},
+        {"dtype", dtype, sizeof dtype},
+        {"case", dump->case_name, sizeof dump->case_name},
+        {"export_digest", dump->export_digest, sizeof dump->export_digest},
+    };
+    for (size_t i = 0; status == CPPARITY_OK && i < sizeof strings / sizeof *strings; i++) {
+        status =
+            hdf5_input_string(input, "/", strings[i].name, strings[i].text, strings[i].size, error);
+    }
+    const struct {
+        const char *name;
+        int64_t *value;
+    } numbers[] = {{"cp", &dump->cp}, {"rank", &dump->rank}, {"seed", &dump->seed}};
+    for (size_t i = 0; status == CPPARITY_OK && i < sizeof numbers / sizeof *numbers; i++) {
+        status = hdf5_input_int64(input, "/", numbers[i].name, numbers[i].value, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    int found = -1;
+    for (int d = 0; d < CPPARITY_DTYPE_COUNT; d++) {
+        found = strcmp(dtype, cpparity_dtype_names[d]) == 0 ? d : found;
+    }
+    if (found < 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /: dtype \"%s\" is neither f32 nor bf16", input->path,
+                                  dtype);
+    }
+    dump->dtype = (cpparity_dtype)found;
+    if (dump->cp < 1 || dump->rank < 0 || dump->rank >= dump->cp) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /: rank %lld of cp %lld (0 <= rank < cp, cp >= 1)",
+                                  input->path, (long long)dump->rank, (long long)dump->cp);
+    }
+    return CPPARITY_OK;
+}
+
+/* /token_indices [B, L_r] (every batch row alike), /loss, /logits [B, L_r, V]. */
+static cpparity_status read_rows(const hdf5_input *input, const cpparity_case *c, rank_dump *dump,
+                                 cpparity_error *error) {
+    const int64_t B = c->batch_size, V = c->model.vocab_size;
+    int rank = 0;
+    int64_t dims[HDF5_INPUT_MAX_RANK];
+    cpparity_status status =
+        hdf5_input_shape(input, "/token_indices", H5T_INTEGER, &rank, dims, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    /* a rank holds at most the padded sequence, which is shorter than S + 2·cp (docs/masks.md) */
+    const int64_t most = c->seq_len + 2 * dump->cp;
+    if (rank != 2 || dims[0] != B || dims[1] < 0 || dims[1] >= most) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /token_indices: shape [B, L_r] expected, B = %lld and L_r "
+                                  "below %lld (S + 2·cp)",
+                                  input->path, (long long)B, (long long)most);
+    }
+    const int64_t L = dims[1];
+    int64_t *indices = malloc((size_t)(B * L > 0 ? B * L : 1) * sizeof *indices);
+    dump->positions = malloc((size_t)(L > 0 ? L : 1) * sizeof *dump->positions);
+    dump->logits = malloc((size_t)(B * L * V > 0 ? B * L * V : 1) * sizeof *dump->logits);
+    if (indices == NULL || dump->positions == NULL || dump->logits == NULL) {
+        free(indices);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "%s: out of memory for %lld rows",
+                                  input->path, (long long)L);
+    }
+    status = hdf5_input_read(input, "/token_indices", H5T_INTEGER, 2, dims, H5T_NATIVE_INT64,
+                             indices, error);
+    for (int64_t b = 1; status == CPPARITY_OK && b < B; b++) {
+        for (int64_t i = 0; i < L; i++) {
+            if (indices[b * L + i] != indices[i]) {
+                status = cpparity_error_set(
+                    error, CPPARITY_ERROR_INPUT,
+                    "%s: /token_indices: batch row %lld differs from row 0 at entry %lld (%lld, "
+                    "not %lld); version 1 takes one layout for every row",
+                    input->path, (long long)b, (long long)i, (long long)indices[b * L + i],
+                    (long long)indices[i]);
+                break;
+            }
+        }
+    }
+    if (status == CPPARITY_OK) {
+        memcpy(dump->positions, indices, (size_t)L * sizeof *dump->positions);
+        dump->rows = L;
+    }
+    free(indices);
+    const int64_t logits_dims[3] = {B, L, V};
+    if (status == CPPARITY_OK) {
+        status = hdf5_input_read(input, "/loss", H5T_FLOAT, 0, NULL, H5T_NATIVE_DOUBLE, &dump->loss,
+                                 error);
+    }
+    if (status == CPPARITY_OK) {
+        status = hdf5_input_read(input, "/logits", H5T_FLOAT, 3, logits_dims, H5T_NATIVE_FLOAT,
+                                 dump->logits, error);
+    }
+    return status;
+}
+
+/* Every parameter under /gradients (its shape) or /gradient_slices (1-D, attribute offset), and
+ * no other name under either. */
+static cpparity_status read_gradients(const hdf5_input *input,
+                                      const cpparity_tensor_table *parameters, rank_dump *dump,
+                                      cpparity_error *error) {
+    const int64_t count = parameters->count;
+    dump->gradients =
+        malloc((size_t)(parameters->total > 0 ? parameters->total : 1) * sizeof(float));
+    dump->sliced = calloc((size_t)(count > 0 ? count : 1), sizeof *dump->sliced);
+    dump->slice_offset = calloc((size_t)(count > 0 ? count : 1), sizeof *dump->slice_offset);
+    dump->slice_length = calloc((size_t)(count > 0 ? count : 1), sizeof *dump->slice_length);
+    if (!dump->gradients || !dump->sliced || !dump->slice_offset || !dump->slice_length) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+    }
+    for (int64_t i = 0; i < parameters->total; i++) {
+        dump->gradients[i] = NAN;
+    }
+    cpparity_status status = CPPARITY_OK;
+    char path[CPPARITY_TENSOR_NAME + 32];
+    for (int64_t p = 0; status == CPPARITY_OK && p < count; p++) {
+        const cpparity_tensor_entry *entry = &parameters->entries[p];
+        const bool full = hdf5_input_exists(input, "/gradients", entry->name);
+        const bool slice = hdf5_input_exists(input, "/gradient_slices", entry->name);
+        if (full == slice) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "%s: /gradients/%s: %s (every parameter once, in full or "
+                                      "under /gradient_slices)",
+                                      input->path, entry->name,
+                                      full ? "given both in full and as a slice" : "missing");
+        }
+        float *values = dump->gradients + entry->offset;
+        if (full) {
+            snprintf(path, sizeof path, "/gradients/%s", entry->name);
+            status = hdf5_input_read(input, path, H5T_FLOAT, entry->rank, entry->shape,
+                                     H5T_NATIVE_FLOAT, values, error);
+            continue;
+        }
+        snprintf(path, sizeof path, "/gradient_slices/%s", entry->name);
+        int rank = 0;
+        int64_t dims[HDF5_INPUT_MAX_RANK], offset = 0;
+        status = hdf5_input_shape(input, path, H5T_FLOAT, &rank, dims, error);
+        if (status == CPPARITY_OK) {
+            status = hdf5_input_int64(input, path, "offset", &offset, error);
+        }
+        if (status == CPPARITY_OK && (rank != 1 || offset < 0 || dims[0] > entry->count - offset)) {
+            return cpparity_error_set(
+                error, CPPARITY_ERROR_INPUT,
+                "%s: %s: a slice must be 1-D within the tensor's %lld elements (offset %lld, %lld "
+                "elements)",
+                input->path, path, (long long)entry->count, (long long)offset,
+                (long long)(rank == 1 ? dims[0] : -1));
+        }
+        if (status == CPPARITY_OK) {
+            status = hdf5_input_read(input, path, H5T_FLOAT, 1, dims, H5T_NATIVE_FLOAT,
+                                     values + offset, error);
+            dump->sliced[p] = true;
+            dump->slice_offset[p] = offset;
+            dump->slice_length[p] = dims[0];
+        }
+    }
+    const char *const groups[] = {"/gradients", "/gradient_slices"};
+    for (size_t g = 0; status == CPPARITY_OK && g < 2; g++) {
+        char *names = NULL;
+        int64_t found = 0;
+        status = hdf5_input_names(input, groups[g], CPPARITY_TENSOR_NAME, &names, &found, error);
+        for (int64_t n = 0; status == CPPARITY_OK && n < found; n++) {
+            const char *name = names + (size_t)n * CPPARITY_TENSOR_NAME;
+            if (cpparity_tensor_table_find(parameters, name) == NULL) {
+                status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                            "%s: %s/%s: the model has no such parameter "
+                                            "(docs/model.md's names)",
+                                            input->path, groups[g], name);
+            }
+        }
+        free(names);
+    }
+    return status;
+}
+
+cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
+                               const cpparity_tensor_table *parameters, rank_dump *dump,
+                               cpparity_error *error) {
+    memset(dump, 0, sizeof *dump);
+    dump->path = path;
+    hdf5_input input;
+    cpparity_status status = hdf5_input_open(&input, path, error);
+    if (status == CPPARITY_OK) {
+        status = read_attributes(&input, dump, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = read_rows(&input, c, dump, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = read_gradients(&input, parameters, dump, error);
+    }
+    hdf5_input_close(&input);
+    if (status != CPPARITY_OK) {
+        rank_dump_free(dump);
+        dump->path = path;
+    }
+    return status;
+}
+
+void rank_dump_free(rank_dump *dump) {
+    free(dump->positions);
+    free(dump->logits);
+    free(dump->gradients);
+    free(dump->sliced);
+    free(dump->slice_offset);
+    free(dump->slice_length);
+    memset(dump, 0, sizeof *dump);
+}

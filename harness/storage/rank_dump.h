@@ -1,0 +1,51 @@
+/*
+ * rank_dump.h — one rank's dump of a framework's run (docs/dump-format.md, version 1), read and
+ * checked against the case it claims to be a run of: every attribute, every dataset's type and
+ * shape, every gradient name of model.md's table (in full or as a flat slice). Anything wrong
+ * is CPPARITY_ERROR_INPUT naming the file and the HDF5 path; nothing is trusted before it is
+ * checked. What holds across the ranks of a run (cp, ranks, the partition of the positions,
+ * slices tiling their tensor) is judge_dumps.h's.
+ */
+#ifndef CPPARITY_HARNESS_STORAGE_RANK_DUMP_H
+#define CPPARITY_HARNESS_STORAGE_RANK_DUMP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/case.h"
+#include "common/digest.h"
+#include "common/error.h"
+#include "common/tensor_table.h"
+
+#define RANK_DUMP_FORMAT "cpparity-rank-dump"
+#define RANK_DUMP_VERSION 1
+#define RANK_DUMP_TEXT 256 /* bytes of a name attribute (framework, kernel, ...), NUL included */
+
+typedef struct rank_dump {
+    const char *path; /* as given (not owned) */
+    char framework[RANK_DUMP_TEXT], framework_version[RANK_DUMP_TEXT], kernel[RANK_DUMP_TEXT];
+    char case_name[RANK_DUMP_TEXT];
+    char export_digest[CPPARITY_DIGEST_HEX];
+    cpparity_dtype dtype;
+    int64_t cp, rank, seed;
+    int64_t rows;       /* L_r: logits rows of this rank */
+    int64_t *positions; /* [L_r] global positions of those rows (every batch row alike) */
+    double loss;        /* the loss as the framework reports it on this rank */
+    float *logits;      /* [B, L_r, V] */
+    float *gradients;   /* laid out as the parameter table; a sliced tensor holds its slice
+                           at [offset, offset + length) and NaN elsewhere */
+    bool *sliced;       /* [parameter count]: given under /gradient_slices */
+    int64_t *slice_offset, *slice_length; /* [parameter count]: the slice, when sliced */
+} rank_dump;
+
+/* Reads path as a dump of case c, whose parameters table describes (model.md's names and
+ * shapes). CPPARITY_ERROR_INPUT naming the file and the HDF5 path for anything that is not as
+ * docs/dump-format.md says; CPPARITY_ERROR_RUNTIME when out of memory. dump is freed on failure. */
+cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
+                               const cpparity_tensor_table *parameters, rank_dump *dump,
+                               cpparity_error *error);
+
+/* Releases what rank_dump_read allocated; safe on a zeroed dump. */
+void rank_dump_free(rank_dump *dump);
+
+#endif

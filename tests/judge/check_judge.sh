@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# check_judge.sh CPPARITY SOURCE_DIR PYTHON — `cpparity judge` end to end, as a framework author
+# uses it: `cpparity export` of CI cases, rank dumps written with python/cpparity_dump.py by
+# tests/judge/make_dumps.py (a "framework" whose outputs are the float64 reference rounded to the
+# dtype, so a correct run must pass), then
+#   - every layout (contiguous, zigzag, round-robin), cp 1, 2 and 4, gradients in full and in
+#     slices, f32 and bf16, with and without the framework's own cp = 1 dump as --baseline: exit 0,
+#     and the results file reads in `cpparity report` and `cpparity diff`;
+#   - each planted framework bug (make_dumps.py --wrong): exit 1, naming the tensor and the rank;
+#   - each malformed dump (--malformed): exit 2, naming the file and the HDF5 path;
+#   - a tampered export, an export that is not HDF5, no dumps, an existing --out: exit 2.
+# Exit 0 when all of that holds, 1 at the first surprise.
+set -u
+cpparity=$1
+source_dir=$2
+python=$3
+make_dumps=$source_dir/tests/judge/make_dumps.py
+work=$(mktemp -d /tmp/cpparity-judge-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+checks=0
+fail() {
+    echo "FAILED: $*" >&2
+    for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
+    exit 1
+}
+dumps() { # OUT_DIR ARGS...: make_dumps.py on the export
+    local dir=$1
+    shift
+    rm -rf "$dir"
+    "$python" "$make_dumps" "$work/export.h5" "$dir" "$@" > "$work/make.out" 2>&1 ||
+        fail "make_dumps.py $*"
+}
+judge() { # EXPECTED_EXIT ARGS...: cpparity judge, its output in $work/judge.out
+    local expected=$1
+    shift
+    rm -f "$work/judged.h5"
+    "$cpparity" judge "$work/export.h5" "$@" --out "$work/judged.h5" > "$work/judge.out" 2>&1
+    local code=$?
+    [ $code = "$expected" ] || fail "judge $*: exit $code, expected $expected"
+    checks=$((checks + 1))
+}
+
+# A case with left and right padding in one batch (fully masked rows, automatic padding at cp 4
+# is none: S = 16), and one with packed documents across rank boundaries.
+for case in full-left-and-right-padding-in-one-batch packed-documents-spanning-ranks-with-length-1; do
+    rm -f "$work/export.h5"
+    "$cpparity" export "$source_dir/cases/ci.yaml" --case "$case" -o "$work/export.h5" \
+        > "$work/export.out" 2>&1 || fail "export of $case"
+    for dtype in f32 bf16; do
+        dumps "$work/cp1" --cp 1 --dtype "$dtype"
+        judge 0 "$work"/cp1/rank_*.h5
+        for spec in "2 zigzag full" "2 contiguous slices" "4 round-robin full" "4 zigzag slices" \
+            "4 contiguous full"; do
+            read -r cp layout gradients <<< "$spec"
+            dumps "$work/run" --cp "$cp" --layout "$layout" --gradients "$gradients" --dtype "$dtype"
+            judge 0 "$work"/run/rank_*.h5
+            grep -q "# layout: $layout (cp $cp" "$work/judge.out" ||
+                fail "$case $dtype $spec: the layout is not named $layout"
+            judge 0 "$work"/run/rank_*.h5 --baseline "$work/cp1/rank_0.h5"
+        done
+    done
+done
+"$cpparity" report "$work/judged.h5" -o "$work/judged.html" > "$work/report.out" 2>&1 ||
+    fail "cpparity report cannot read a judge's results file"
+"$cpparity" diff "$work/judged.h5" "$work/judged.h5" > "$work/diff.out" 2>&1 ||
+    fail "cpparity diff cannot read a judge's results file"
+
+# Planted framework bugs: exit 1, the failing tensor and rank named (f32: bf16's wider limits
+# could hide 1e-2 noise).
+for spec in "logits-rows-swapped logits rank 1" "zigzag-second-chunk-reversed logits rank 0" \
+    "gradient-not-reduced grads/model.layers.0.self_attn.q_proj.weight rank 1" \
+    "loss-mean-of-means loss rank" "logits-noise logits rank 0"; do
+    read -r wrong tensor rank <<< "$spec"
+    dumps "$work/wrong" --cp 2 --layout zigzag --wrong "$wrong"
+    judge 1 "$work"/wrong/rank_*.h5
+    grep -q "FAIL $tensor $rank" "$work/judge.out" ||
+        fail "--wrong $wrong: the output does not say 'FAIL $tensor $rank'"
+done
+
+# Malformed dumps: exit 2, the file and the HDF5 path named.
+for spec in "missing-rank no dump of rank 1" "duplicate-rank both are rank 0" \
+    "cp-disagree rank_1.h5: /: cp 3" "wrong-digest rank_0.h5: /: export_digest" \
+    "wrong-version rank_0.h5: /: format_version 2" "missing-gradient rank_0.h5: /gradients/" \
+    "extra-gradient rank_0.h5: /gradients/bogus" "wrong-logits-shape rank_0.h5: /logits: shape" \
+    "indices-overlap /token_indices: the ranks' positions do not partition" \
+    "indices-out-of-range rank_1.h5: /token_indices" "not-a-dump rank_0.h5: /: not a cpparity" \
+    "slices-hole /gradient_slices/"; do
+    read -r malformed message <<< "$spec"
+    dumps "$work/bad" --cp 2 --layout zigzag --malformed "$malformed"
+    judge 2 "$work"/bad/rank_*.h5
+    grep -qF -- "$message" "$work/judge.out" ||
+        fail "--malformed $malformed: the message does not say '$message'"
+    [ ! -e "$work/judged.h5" ] || fail "--malformed $malformed: a results file was written"
+done
+
+# The export itself, the command line and the outputs.
+dumps "$work/run" --cp 2
+cp "$work/export.h5" "$work/tampered.h5"
+"$python" -c 'import h5py, sys; h5py.File(sys.argv[1], "r+")["/model"].attrs["seed"] = 7' \
+    "$work/tampered.h5"
+"$cpparity" judge "$work/tampered.h5" "$work"/run/rank_*.h5 --out "$work/t.h5" > "$work/judge.out" 2>&1
+[ $? = 2 ] && grep -q "tampered.h5: /model: digest" "$work/judge.out" ||
+    fail "a tampered export is not refused naming /model"
+echo "not HDF5" > "$work/text.h5"
+"$cpparity" judge "$work/text.h5" "$work"/run/rank_*.h5 --out "$work/t.h5" > "$work/judge.out" 2>&1
+[ $? = 2 ] && grep -q "text.h5: not an HDF5 file" "$work/judge.out" || fail "a text export"
+"$cpparity" judge "$work/export.h5" > "$work/judge.out" 2>&1
+[ $? = 2 ] && grep -q "missing the rank dumps" "$work/judge.out" || fail "no dumps"
+touch "$work/exists.h5"
+"$cpparity" judge "$work/export.h5" "$work"/run/rank_*.h5 --out "$work/exists.h5" \
+    > "$work/judge.out" 2>&1
+[ $? = 2 ] && grep -q -- "--out $work/exists.h5" "$work/judge.out" || fail "an existing --out"
+checks=$((checks + 4))
+echo "judge: $checks checks passed"
