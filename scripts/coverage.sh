@@ -78,7 +78,10 @@ for objects in "$build"/distributed/CMakeFiles/*.dir; do
   case $(basename "$objects") in
     cpparity_comm_nccl* | cpparity_kernel_staging* | cpparity_cublas_library*) continue ;;
   esac
-  (cd "$report" && gcov -b -c -o "$objects" "$objects"/*.gcda >/dev/null 2>&1) || true
+  # the objects of each source folder (kernels/, models/, ...) lie in a folder of their own
+  while IFS= read -r folder; do
+    (cd "$report" && gcov -b -c -o "$folder" "$folder"/*.gcda >/dev/null 2>&1) || true
+  done < <(find "$objects" -name '*.gcda' -printf '%h\n' | sort -u)
 done
 python3 - "$report" "$source_dir" "$build/uncovered.txt" "$min_lines" "$min_branches" <<'PYTHON'
 import glob, os, re, sys
