@@ -23,6 +23,11 @@
 #   CPPARITY_NIGHTLY_ARGS     more flags for `cpparity run` (e.g. "--case 'packed-*'")
 #   CPPARITY_NIGHTLY_DEVICE   cpu or cuda: skip the detection
 #   CPPARITY_NIGHTLY_TREND    earlier runs in the report's trend (default 30)
+#   CPPARITY_NIGHTLY_JUDGE    instead of `cpparity run`: judge a framework's own run with
+#                             `cpparity judge`, given its words "EXPORT.h5 DUMP.h5 ... [--baseline
+#                             CP1_DUMP.h5]" (shell words, globs expanded; docs/dump-format.md).
+#                             A framework's nightly job runs its own code, writes one dump per
+#                             rank, then this script: same outputs, trend, diff and exit codes
 set -uo pipefail
 results=${1:?usage: scripts/nightly.sh RESULTS_DIR}
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
@@ -89,9 +94,16 @@ while IFS= read -r file; do
   earlier+=("$file")
 done < <(find "$results" -maxdepth 1 -name '[0-9]*T[0-9]*Z.h5' -type f | sort)
 
-echo "nightly: $device, ${#earlier[@]} earlier runs in $results; suite $suite"
-"${run[@]}" "$suite" "${placement[@]}" "${extra[@]}" --out "$out.h5" --junit "$out.xml" \
-  --markdown "$out.md"
+if [ -n "${CPPARITY_NIGHTLY_JUDGE:-}" ]; then
+  eval "judged=(${CPPARITY_NIGHTLY_JUDGE})"
+  echo "nightly: judging ${judged[0]} and ${#judged[@]} more files, ${#earlier[@]} earlier runs in $results"
+  "$cpparity" judge "${judged[@]}" --reference-cache "$results/reference-cache" \
+    --out "$out.h5" --junit "$out.xml" --markdown "$out.md"
+else
+  echo "nightly: $device, ${#earlier[@]} earlier runs in $results; suite $suite"
+  "${run[@]}" "$suite" "${placement[@]}" "${extra[@]}" --out "$out.h5" --junit "$out.xml" \
+    --markdown "$out.md"
+fi
 run_code=$?
 if [ ! -f "$out.h5" ]; then
   echo "nightly: the run wrote no results (exit $run_code)" >&2

@@ -8,7 +8,8 @@
 #     and the results file reads in `cpparity report` and `cpparity diff`;
 #   - each planted framework bug (make_dumps.py --wrong): exit 1, naming the tensor and the rank;
 #   - each malformed dump (--malformed): exit 2, naming the file and the HDF5 path;
-#   - a tampered export, an export that is not HDF5, no dumps, an existing --out: exit 2.
+#   - a tampered export, an export that is not HDF5, no dumps, an existing --out: exit 2;
+#   - scripts/nightly.sh judging a framework's dumps (CPPARITY_NIGHTLY_JUDGE), night after night.
 # Exit 0 when all of that holds, 1 at the first surprise.
 set -u
 cpparity=$1
@@ -111,4 +112,20 @@ touch "$work/exists.h5"
     > "$work/judge.out" 2>&1
 [ $? = 2 ] && grep -q -- "--out $work/exists.h5" "$work/judge.out" || fail "an existing --out"
 checks=$((checks + 4))
+
+# A framework's nightly job: scripts/nightly.sh with CPPARITY_NIGHTLY_JUDGE, twice on correct
+# dumps (exit 0, no regression), then on dumps with a bug (exit 1, a new failure in the diff).
+export CPPARITY="$cpparity"
+dumps "$work/night" --cp 2 --layout zigzag
+export CPPARITY_NIGHTLY_JUDGE="$work/export.h5 $work/night/rank_*.h5"
+for night in 1 2; do
+    "$source_dir/scripts/nightly.sh" "$work/nights" > "$work/night-$night.out" 2>&1 ||
+        fail "nightly.sh judging correct dumps, night $night"
+done
+grep -q "NO REGRESSION" "$work/night-2.out" || fail "the second night's diff"
+dumps "$work/night" --cp 2 --layout zigzag --wrong logits-noise
+"$source_dir/scripts/nightly.sh" "$work/nights" > "$work/night-3.out" 2>&1
+[ $? = 1 ] && grep -q "new failure" "$work"/nights/latest.diff.md ||
+    fail "nightly.sh judging dumps with a bug: exit 1 and a new failure expected"
+checks=$((checks + 3))
 echo "judge: $checks checks passed"
