@@ -8,6 +8,7 @@
  * `run`'s (--out, --junit, --markdown), so `report` and `diff` read them unchanged.
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "common/interrupt.h"
 #include "common/model_parameters.h"
 #include "harness/cli/commands.h"
+#include "harness/judging/discrimination.h"
 #include "harness/judging/judge_item.h"
 #include "harness/judging/reference_cache.h"
 #include "harness/running/judge_dumps.h"
@@ -243,6 +245,19 @@ static cpparity_status judge_set(const judge_case *loaded, const judge_dump_set 
     return judge_item(item, 0, &in, baselines, error);
 }
 
+/* The tightest limit the judged tensors got (the pass rule's ratio × naive error + floor): the
+ * discrimination check's threshold is 10 × it (tolerances.md); infinite when nothing compared. */
+static double tightest_limit(const run_results *results) {
+    double tightest = INFINITY;
+    for (int64_t i = 0; i < results->item_count; i++) {
+        for (int64_t t = 0; t < results->items[i].tensor_count; t++) {
+            const double limit = results->items[i].tensors[t].decision.limit;
+            tightest = isfinite(limit) && limit > 0.0 && limit < tightest ? limit : tightest;
+        }
+    }
+    return tightest;
+}
+
 /* The exit code of `run` (docs/command-line.md): the worst item decides. */
 static int exit_code_of(const run_results *results) {
     int code = 0;
@@ -356,12 +371,21 @@ static int judge(const judge_options *options, int argc, char **argv) {
             console_item(stdout, item);
         }
     }
+    if (status == CPPARITY_OK) { /* discrimination (tolerances.md): as `run` checks it */
+        interrupt_set_activity("the discrimination check of case '%s'", loaded.c->name);
+        status = discrimination_check(&results, loaded.c, reference, loaded.c->seed,
+                                      tightest_limit(&results), &error);
+        for (int64_t r = 0; r < results.discrimination_count; r++) {
+            results.discrimination[r].source = loaded.c;
+        }
+    }
     int code = 0;
     if (status != CPPARITY_OK) {
         fprintf(stderr, "cpparity judge: %s\n", error.message);
         code = (int)status;
     } else {
         run_results_count(&results);
+        console_discrimination(stdout, &results);
         code = exit_code_of(&results);
         utc_now(results.provenance.end_time, sizeof results.provenance.end_time);
         const cpparity_status written = run_outputs_write(&results, paths, &error);

@@ -57,6 +57,8 @@ for case in full-left-and-right-padding-in-one-batch packed-documents-spanning-r
             judge 0 "$work"/run/rank_*.h5
             grep -q "# layout: $layout (cp $cp" "$work/judge.out" ||
                 fail "$case $dtype $spec: the layout is not named $layout"
+            grep -q "# discrimination: [1-9]" "$work/judge.out" ||
+                fail "$case $dtype $spec: no discrimination check"
             judge 0 "$work"/run/rank_*.h5 --baseline "$work/cp1/rank_0.h5"
         done
     done

@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""Run model.md's model with Ulysses context parallelism on CPU processes, one dump per rank.
+
+    run.py EXPORT.h5 --cp N --attention ulysses --out DIR [--dtype f32] [--wrong NAME]
+
+Starts N processes (torch.multiprocessing, torch.distributed with gloo on 127.0.0.1). Each reads
+the export (python/cpparity_dump.py), takes its contiguous shard of the padded inputs, runs one
+forward and backward step and writes DIR/rank_<r>.h5 for `cpparity judge EXPORT.h5
+DIR/rank_*.h5`: its logits, the global loss and every parameter's full, all-reduced gradient.
+
+--wrong plants one bug a CP implementation can have; the judge must fail it:
+  mask-from-local-positions  each rank finds documents in its own positions only, so every
+                             document crossing a shard boundary is split there
+  labels-shifted-in-shard    labels re-derived inside each shard from its input_ids instead of
+                             the global labels: the target across each shard boundary is lost
+  gradients-not-reduced      the all-reduce of the gradients is skipped
+"""
+
+import argparse
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import cpparity_dump  # noqa: E402
+import ulysses  # noqa: E402
+from model import CausalLM, Config, shifted_labels, summed_cross_entropy  # noqa: E402
+
+WRONG = ("mask-from-local-positions", "labels-shifted-in-shard", "gradients-not-reduced")
+DTYPES = {"f32": torch.float32}
+KERNEL = "eager-masked-softmax"
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_rank(rank, args, port):
+    """One rank: join the gloo group, run the step on this rank's shard, write its dump."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=args.cp)
+    try:
+        write_step_dump(rank, args)
+    finally:
+        dist.destroy_process_group()
+
+
+def write_step_dump(rank, args):
+    cp = args.cp
+    dtype = DTYPES[args.dtype]
+    export = cpparity_dump.read_export(args.export)
+    config = Config(export.model)
+    model = CausalLM(config).to(dtype)
+    model.load_weights(export.weights)
+
+    # this rank's shard of the padded inputs: all it holds of the sequence
+    padded_len = export.padded_length(cp)
+    positions = export.token_indices("contiguous", cp, rank, padded_len)
+    shard = {name: torch.as_tensor(value[:, positions], dtype=torch.int64)
+             for name, value in export.pad_inputs(padded_len).items()}
+    labels = shard["labels"]
+    if args.wrong == "labels-shifted-in-shard":
+        labels = shifted_labels(shard["input_ids"], shard["attention_mask"],
+                                shard["position_ids"])
+
+    attention = ulysses.UlyssesAttention(
+        config, shard["position_ids"], shard["attention_mask"],
+        documents_from_shard=args.wrong == "mask-from-local-positions")
+    logits = model(shard["input_ids"], shard["position_ids"], attention)
+    to_backward, loss = ulysses.global_mean_loss(summed_cross_entropy(logits, labels),
+                                                 int((labels != -100).sum()))
+    to_backward.backward()
+    if args.wrong != "gradients-not-reduced":
+        ulysses.all_reduce_gradients(model)
+
+    cpparity_dump.write_rank_dump(
+        os.path.join(args.out, f"rank_{rank}.h5"), export=export, rank=rank, cp=cp,
+        token_indices=positions, loss=loss, logits=logits,
+        gradients={name: parameter.grad for name, parameter in model.named_parameters()},
+        framework="torch", framework_version=str(torch.__version__), dtype=args.dtype,
+        kernel=KERNEL)
+
+
+def parse_arguments(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 2)[2])
+    parser.add_argument("export", help="a `cpparity export` file")
+    parser.add_argument("--cp", type=int, required=True, help="number of ranks (processes)")
+    parser.add_argument("--attention", choices=("ulysses",), required=True,
+                        help="the context-parallel attention scheme")
+    parser.add_argument("--out", required=True, help="directory for rank_<r>.h5 (created)")
+    parser.add_argument("--dtype", choices=tuple(DTYPES), default="f32")
+    parser.add_argument("--wrong", choices=WRONG, help="plant a CP bug (see above)")
+    args = parser.parse_args(argv)
+    if args.cp < 1:
+        parser.error(f"--cp {args.cp}: expected >= 1")
+    return args
+
+
+def main(argv):
+    args = parse_arguments(argv)
+    os.makedirs(args.out, exist_ok=True)
+    mp.spawn(run_rank, args=(args, free_port()), nprocs=args.cp, join=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
