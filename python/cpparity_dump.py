@@ -323,9 +323,10 @@ def write_rank_dump(path, *, export, rank, cp, token_indices, loss, logits, grad
             attrs = file.attrs
             attrs["format"] = DUMP_FORMAT
             attrs["format_version"] = np.int64(DUMP_FORMAT_VERSION)
-            attrs["framework"] = framework
-            attrs["framework_version"] = framework_version
-            attrs["kernel"] = kernel
+            # str(): torch.__version__ is a str subclass h5py cannot convert
+            attrs["framework"] = str(framework)
+            attrs["framework_version"] = str(framework_version)
+            attrs["kernel"] = str(kernel)
             attrs["cp"] = np.int64(cp)
             attrs["rank"] = np.int64(rank)
             attrs["dtype"] = dtype

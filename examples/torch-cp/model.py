@@ -110,6 +110,31 @@ def masked_softmax_attention(q, k, v, allowed):
     return torch.matmul(probs, v).transpose(1, 2)
 
 
+class RoundToBfloat16(torch.autograd.Function):
+    """Store a float32 value as bfloat16 (round to nearest even), keep computing in float32.
+
+    The backward passes the gradient through unrounded: in model.md's bf16 every activation
+    gradient and every parameter gradient stays float32.
+    """
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.to(torch.bfloat16).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def store_as(dtype):
+    """The function applied wherever model.md's bf16 stores a value: rounding, or nothing."""
+    if dtype == "bf16":
+        return RoundToBfloat16.apply
+    if dtype == "f32":
+        return lambda x: x
+    raise ValueError(f"dtype {dtype!r}: expected 'f32' or 'bf16'")
+
+
 def repeat_kv(x, groups):
     """[B, S, Hkv, Dh] -> [B, S, Hkv * groups, Dh]: query head j uses kv head j // groups."""
     return x.repeat_interleave(groups, dim=2)
@@ -140,9 +165,10 @@ def rotary(x, position_ids, theta):
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, store):
         super().__init__()
         self.config = config
+        self.store = store
         heads, kv_heads, head_dim = (config.num_attention_heads, config.num_key_value_heads,
                                      config.head_dim)
         self.q_proj = nn.Linear(config.hidden_size, heads * head_dim, bias=False)
@@ -153,56 +179,68 @@ class SelfAttention(nn.Module):
     def forward(self, h, position_ids, layer_type, attention):
         batch, length = h.shape[:2]
         config = self.config
-        q = self.q_proj(h).view(batch, length, config.num_attention_heads, config.head_dim)
-        k = self.k_proj(h).view(batch, length, config.num_key_value_heads, config.head_dim)
-        v = self.v_proj(h).view(batch, length, config.num_key_value_heads, config.head_dim)
-        q = rotary(q, position_ids, config.rope_theta)
-        k = rotary(k, position_ids, config.rope_theta)
-        out = attention(q, k, v, layer_type)
-        return self.o_proj(out.reshape(batch, length, -1))
+        store = self.store
+        q = store(self.q_proj(h)).view(batch, length, config.num_attention_heads, config.head_dim)
+        k = store(self.k_proj(h)).view(batch, length, config.num_key_value_heads, config.head_dim)
+        v = store(self.v_proj(h)).view(batch, length, config.num_key_value_heads, config.head_dim)
+        q = store(rotary(q, position_ids, config.rope_theta))
+        k = store(rotary(k, position_ids, config.rope_theta))
+        out = store(attention(q, k, v, layer_type))
+        return store(self.o_proj(out.reshape(batch, length, -1)))
 
 
 class MLP(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, store):
         super().__init__()
+        self.store = store
         self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, h):
-        return self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+        store = self.store
+        product = store(F.silu(store(self.gate_proj(h))) * store(self.up_proj(h)))
+        return store(self.down_proj(product))
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config, layer_type):
+    def __init__(self, config, layer_type, store):
         super().__init__()
         self.layer_type = layer_type
+        self.store = store
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = SelfAttention(config)
+        self.self_attn = SelfAttention(config, store)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = MLP(config)
+        self.mlp = MLP(config, store)
 
     def forward(self, x, position_ids, attention):
-        x = x + self.self_attn(self.input_layernorm(x), position_ids, self.layer_type, attention)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        store = self.store
+        h = store(self.input_layernorm(x))
+        x = store(x + self.self_attn(h, position_ids, self.layer_type, attention))
+        return store(x + self.mlp(store(self.post_attention_layernorm(x))))
 
 
 class DecoderModel(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, store):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(config, layer_type)
+        self.layers = nn.ModuleList(DecoderLayer(config, layer_type, store)
                                     for layer_type in config.layer_types)
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
 class CausalLM(nn.Module):
-    """model.md's model; `forward` returns the logits of the tokens given."""
+    """model.md's model; `forward` returns the logits of the tokens given.
 
-    def __init__(self, config):
+    Parameters and arithmetic are float32. dtype "bf16" is model.md's mixed precision: the
+    parameters and every stored activation rounded to bfloat16, gradients float32.
+    """
+
+    def __init__(self, config, dtype="f32"):
         super().__init__()
         self.config = config
-        self.model = DecoderModel(config)
+        self.store = store_as(dtype)
+        self.model = DecoderModel(config, self.store)
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
 
@@ -215,7 +253,7 @@ class CausalLM(nn.Module):
                              f"{sorted(set(weights) - set(own))}")
         with torch.no_grad():
             for name, value in weights.items():
-                own[name].copy_(torch.as_tensor(value))
+                own[name].copy_(self.store(torch.as_tensor(value, dtype=torch.float32)))
 
     def forward(self, input_ids, position_ids, attention):
         """input_ids, position_ids [B, L] -> logits [B, L, V].
@@ -226,10 +264,10 @@ class CausalLM(nn.Module):
         x = self.model.embed_tokens(input_ids)
         for layer in self.model.layers:
             x = layer(x, position_ids, attention)
-        x = self.model.norm(x)
+        x = self.store(self.model.norm(x))
         head = (self.model.embed_tokens.weight if self.config.tie_word_embeddings
                 else self.lm_head.weight)
-        return torch.matmul(x, head.t())
+        return self.store(torch.matmul(x, head.t()))
 
 
 def summed_cross_entropy(logits, labels):

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""Run model.md's model with Ulysses context parallelism on CPU processes, one dump per rank.
+"""Run model.md's model with context-parallel attention on CPU processes, one dump per rank.
 
-    run.py EXPORT.h5 --cp N --attention ulysses --out DIR [--dtype f32] [--wrong NAME]
+    run.py EXPORT.h5 --cp N --attention ulysses|ring --out DIR [--dtype f32|bf16] [--wrong NAME]
 
 Starts N processes (torch.multiprocessing, torch.distributed with gloo on 127.0.0.1). Each reads
-the export (python/cpparity_dump.py), takes its contiguous shard of the padded inputs, runs one
-forward and backward step and writes DIR/rank_<r>.h5 for `cpparity judge EXPORT.h5
-DIR/rank_*.h5`: its logits, the global loss and every parameter's full, all-reduced gradient.
+the export (python/cpparity_dump.py), takes its shard of the padded inputs (contiguous for
+Ulysses, zigzag for ring attention), runs one forward and backward step and writes
+DIR/rank_<r>.h5 for `cpparity judge EXPORT.h5 DIR/rank_*.h5`: its logits, the global loss and
+every parameter's full, all-reduced gradient.
 
 --wrong plants one bug a CP implementation can have; the judge must fail it:
   mask-from-local-positions  each rank finds documents in its own positions only, so every
@@ -29,13 +30,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
+import cp_common  # noqa: E402
 import cpparity_dump  # noqa: E402
-import ulysses  # noqa: E402
 from model import CausalLM, Config, shifted_labels, summed_cross_entropy  # noqa: E402
+from ring import RingAttention  # noqa: E402
+from ulysses import UlyssesAttention  # noqa: E402
 
 WRONG = ("mask-from-local-positions", "labels-shifted-in-shard", "gradients-not-reduced")
-DTYPES = {"f32": torch.float32}
-KERNEL = "eager-masked-softmax"
+DTYPES = ("f32", "bf16")
+LAYOUTS = {"ulysses": "contiguous", "ring": "zigzag"}
+KERNELS = {"ulysses": "eager-masked-softmax", "ring": "eager-ring-lse-merge"}
 
 
 def free_port():
@@ -59,15 +63,15 @@ def run_rank(rank, args, port):
 
 def write_step_dump(rank, args):
     cp = args.cp
-    dtype = DTYPES[args.dtype]
     export = cpparity_dump.read_export(args.export)
     config = Config(export.model)
-    model = CausalLM(config).to(dtype)
+    model = CausalLM(config, args.dtype)
     model.load_weights(export.weights)
 
     # this rank's shard of the padded inputs: all it holds of the sequence
-    padded_len = export.padded_length(cp)
-    positions = export.token_indices("contiguous", cp, rank, padded_len)
+    layout = LAYOUTS[args.attention]
+    padded_len = export.padded_length(cp, cpparity_dump.LAYOUT_CHUNKS_PER_RANK[layout])
+    positions = export.token_indices(layout, cp, rank, padded_len)
     shard = {name: torch.as_tensor(value[:, positions], dtype=torch.int64)
              for name, value in export.pad_inputs(padded_len).items()}
     labels = shard["labels"]
@@ -75,22 +79,28 @@ def write_step_dump(rank, args):
         labels = shifted_labels(shard["input_ids"], shard["attention_mask"],
                                 shard["position_ids"])
 
-    attention = ulysses.UlyssesAttention(
-        config, shard["position_ids"], shard["attention_mask"],
+    masks = cp_common.global_masks(
+        config, torch.as_tensor(positions), shard["position_ids"], shard["attention_mask"],
         documents_from_shard=args.wrong == "mask-from-local-positions")
+    if args.attention == "ulysses":
+        attention = UlyssesAttention(config, masks)
+    else:
+        every_rank = [torch.as_tensor(export.token_indices(layout, cp, other, padded_len))
+                      for other in range(cp)]
+        attention = RingAttention(config, every_rank, masks)
     logits = model(shard["input_ids"], shard["position_ids"], attention)
-    to_backward, loss = ulysses.global_mean_loss(summed_cross_entropy(logits, labels),
+    to_backward, loss = cp_common.global_mean_loss(summed_cross_entropy(logits, labels),
                                                  int((labels != -100).sum()))
     to_backward.backward()
     if args.wrong != "gradients-not-reduced":
-        ulysses.all_reduce_gradients(model)
+        cp_common.all_reduce_gradients(model)
 
     cpparity_dump.write_rank_dump(
         os.path.join(args.out, f"rank_{rank}.h5"), export=export, rank=rank, cp=cp,
         token_indices=positions, loss=loss, logits=logits,
         gradients={name: parameter.grad for name, parameter in model.named_parameters()},
         framework="torch", framework_version=str(torch.__version__), dtype=args.dtype,
-        kernel=KERNEL)
+        kernel=KERNELS[args.attention])
 
 
 def parse_arguments(argv):
@@ -99,10 +109,11 @@ def parse_arguments(argv):
                                      epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("export", help="a `cpparity export` file")
     parser.add_argument("--cp", type=int, required=True, help="number of ranks (processes)")
-    parser.add_argument("--attention", choices=("ulysses",), required=True,
+    parser.add_argument("--attention", choices=tuple(LAYOUTS), required=True,
                         help="the context-parallel attention scheme")
     parser.add_argument("--out", required=True, help="directory for rank_<r>.h5 (created)")
-    parser.add_argument("--dtype", choices=tuple(DTYPES), default="f32")
+    parser.add_argument("--dtype", choices=DTYPES, default="f32",
+                        help="f32, or model.md's bf16 mixed precision (default f32)")
     parser.add_argument("--wrong", choices=WRONG, help="plant a CP bug (see above)")
     args = parser.parse_args(argv)
     if args.cp < 1:

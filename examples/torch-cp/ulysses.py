@@ -8,16 +8,13 @@ split for a head split: q, k, v go from [B, L, H, Dh] (all heads, my tokens) to
 mask of the global sequence for its heads; a second all-to-all brings the output back to
 [B, L, H, Dh]. Key/value heads are repeated to H first (as repeat_kv), so cp must divide H.
 
-The mask needs the global position ids and attention mask: the ranks all-gather them once per
-step and every rank rebuilds the masks of docs/masks.md for the whole sequence. The loss is
-the global mean: each rank's summed cross-entropy divided by the token count all-reduced over
-the ranks; after backward the parameter gradients are all-reduced (summed).
+The global masks, the loss and the gradient reduction are cp_common.py's.
 """
 
 import torch
 import torch.distributed as dist
 
-from model import build_masks, document_ids, masked_softmax_attention, repeat_kv
+from model import masked_softmax_attention, repeat_kv
 
 
 class AllToAll(torch.autograd.Function):
@@ -51,36 +48,21 @@ def heads_to_sequence(x):
     return AllToAll.apply(x, SEQUENCE_DIM, HEAD_DIM)
 
 
-def all_gather_sequence(local):
-    """[B, L] shards of every rank -> [B, Sp], concatenated in rank order (contiguous layout)."""
-    pieces = [torch.empty_like(local) for _ in range(dist.get_world_size())]
-    dist.all_gather(pieces, local.contiguous())
-    return torch.cat(pieces, dim=1)
-
-
 class UlyssesAttention:
     """The model's attention function for one step of Ulysses CP.
 
-    Built from this rank's shard of position_ids and attention_mask ([B, L]); holds the dense
-    masks of the global sequence. With documents_from_shard=True (a planted bug) each rank finds
-    document starts in its own positions only, so every shard boundary starts a document.
+    masks: the global {layer type: allowed [B, Sp, Sp]} (cp_common.global_masks); the ranks
+    must hold contiguous shards in rank order.
     """
 
-    def __init__(self, config, position_ids, attention_mask, documents_from_shard=False):
+    def __init__(self, config, masks):
         world = dist.get_world_size()
         heads = config.num_attention_heads
         if heads % world != 0:
             raise ValueError(f"Ulysses needs cp to divide num_attention_heads: {heads} heads "
                              f"over cp {world}")
         self.kv_groups = heads // config.num_key_value_heads
-        global_mask = all_gather_sequence(attention_mask)
-        if documents_from_shard:
-            # local ids made distinct across ranks, then gathered: documents end at the shard
-            local_ids = document_ids(position_ids) + dist.get_rank() * position_ids.shape[1]
-            documents = all_gather_sequence(local_ids)
-        else:
-            documents = document_ids(all_gather_sequence(position_ids))
-        self.masks = build_masks(global_mask, documents, config)
+        self.masks = masks
 
     def __call__(self, q, k, v, layer_type):
         q = sequence_to_heads(q)
@@ -88,24 +70,3 @@ class UlyssesAttention:
         v = sequence_to_heads(repeat_kv(v, self.kv_groups))
         out = masked_softmax_attention(q, k, v, self.masks[layer_type])
         return heads_to_sequence(out)
-
-
-def global_mean_loss(summed_loss, valid_count):
-    """(the value to backpropagate, the global loss): summed CE / the all-reduced token count.
-
-    Backpropagating summed_loss / global count on every rank and summing the gradients gives
-    the gradient of the global mean.
-    """
-    count = torch.tensor(float(valid_count), dtype=summed_loss.dtype)
-    dist.all_reduce(count)
-    if count.item() == 0:
-        raise ValueError("no valid label in the whole batch: the loss is undefined")
-    total = summed_loss.detach().clone()
-    dist.all_reduce(total)
-    return summed_loss / count, total / count
-
-
-def all_reduce_gradients(model):
-    """Sum every parameter's gradient over the ranks (each rank saw only its tokens)."""
-    for parameter in model.parameters():
-        dist.all_reduce(parameter.grad)

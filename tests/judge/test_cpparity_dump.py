@@ -229,13 +229,16 @@ def test_write_torch_tensors(folder, export):
         return
     path = os.path.join(folder, "torch.h5")
     logits = torch.randn(B, 3, V).to(torch.bfloat16)
-    cpparity_dump.write_rank_dump(path, **dump_arguments(
+    arguments = dump_arguments(
         export, token_indices=torch.arange(3), logits=logits, loss=torch.tensor(2.0),
         gradients={name: torch.ones(shape, dtype=torch.bfloat16)
-                   for name, shape in PARAMETER_SHAPES.items()}))
+                   for name, shape in PARAMETER_SHAPES.items()})
+    arguments["framework_version"] = torch.__version__  # a str subclass, as a test passes it
+    cpparity_dump.write_rank_dump(path, **arguments)
     with h5py.File(path, "r") as file:
         assert np.array_equal(file["logits"][()], logits.float().numpy())
         assert file["loss"][()] == 2.0 and file["token_indices"].dtype == np.int64
+        assert file.attrs["framework_version"] == str(torch.__version__)
     os.unlink(path)
 
 
