@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/interrupt.h"
 #include "common/model_parameters.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/run_arguments.h"
 #include "harness/judging/discrimination.h"
 #include "harness/judging/judge_item.h"
 #include "harness/judging/reference_cache.h"
@@ -108,26 +108,22 @@ static cpparity_status parse(judge_options *options, int argc, char **argv, cppa
             options->outputs[RUN_OUTPUT_MARKDOWN] = optarg;
             break;
         case OPTION_STORE: {
-            int found = -1;
-            for (int s = 0; s < RUN_STORE_COUNT; s++) {
-                found = strcmp(optarg, run_store_names[s]) == 0 ? s : found;
+            int store = 0;
+            if (run_arguments_choice(optarg, "--store", run_store_names, RUN_STORE_COUNT, &store,
+                                     error) != CPPARITY_OK) {
+                return CPPARITY_ERROR_INPUT;
             }
-            if (found < 0) {
-                return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                          "--store %s: not metrics, failures or all", optarg);
-            }
-            options->store = (run_store)found;
+            options->store = (run_store)store;
             break;
         }
         case OPTION_CACHE:
             options->reference_cache = optarg;
             break;
         case OPTION_THREADS: {
-            char *end = NULL;
-            const long threads = strtol(optarg, &end, 10);
-            if (end == optarg || *end != '\0' || threads < 1 || threads > 4096) {
-                return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                          "--threads %s: a whole number from 1 to 4096", optarg);
+            long long threads = 0;
+            if (run_arguments_integer(optarg, "--threads", 1, 256, &threads, error) !=
+                CPPARITY_OK) {
+                return CPPARITY_ERROR_INPUT;
             }
             options->threads = (int)threads;
             break;
@@ -194,13 +190,6 @@ static void free_case(judge_case *loaded) {
     export_reading_free(&loaded->reading);
 }
 
-static void utc_now(char *text, size_t size) {
-    const time_t now = time(NULL);
-    struct tm utc;
-    gmtime_r(&now, &utc);
-    strftime(text, size, "%Y-%m-%dT%H:%M:%SZ", &utc);
-}
-
 static void fill_provenance(run_provenance *p, const judge_dump_set *set, const judge_options *o,
                             int argc, char **argv) {
     snprintf(p->version, sizeof p->version, "%s", CPPARITY_VERSION);
@@ -220,7 +209,7 @@ static void fill_provenance(run_provenance *p, const judge_dump_set *set, const 
     snprintf(p->fault, sizeof p->fault, "none");
     p->ranks = (int)set->cp;
     snprintf(p->store, sizeof p->store, "%s", run_store_name(o->store));
-    utc_now(p->start_time, sizeof p->start_time);
+    run_provenance_start(p);
 }
 
 /* Judges one set of dumps as an item of the case. */
@@ -256,20 +245,6 @@ static double tightest_limit(const run_results *results) {
         }
     }
     return tightest;
-}
-
-/* The exit code of `run` (docs/command-line.md): the worst item decides. */
-static int exit_code_of(const run_results *results) {
-    int code = 0;
-    for (int64_t i = 0; i < results->item_count; i++) {
-        const run_item *item = &results->items[i];
-        const int item_code = item->outcome == RUN_FAIL ? 1
-                              : item->outcome == RUN_ERROR
-                                  ? (item->error_status == CPPARITY_ERROR_RUNTIME ? 3 : 2)
-                                  : 0;
-        code = item_code > code ? item_code : code;
-    }
-    return code;
 }
 
 static int judge(const judge_options *options, int argc, char **argv) {
@@ -386,8 +361,8 @@ static int judge(const judge_options *options, int argc, char **argv) {
     } else {
         run_results_count(&results);
         console_discrimination(stdout, &results);
-        code = exit_code_of(&results);
-        utc_now(results.provenance.end_time, sizeof results.provenance.end_time);
+        code = run_results_exit_code(&results, false); /* a judge has no NOT RUN item */
+        run_provenance_finish(&results.provenance);
         const cpparity_status written = run_outputs_write(&results, paths, &error);
         if (written != CPPARITY_OK) {
             fprintf(stderr, "cpparity judge: %s; no output was published\n", error.message);

@@ -144,9 +144,8 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
             stores);
 }
 
-/* Parses a whole decimal number in [minimum, maximum]. */
-static cpparity_status parse_integer(const char *text, const char *flag, long long minimum,
-                                     long long maximum, long long *value, cpparity_error *error) {
+cpparity_status run_arguments_integer(const char *text, const char *flag, long long minimum,
+                                      long long maximum, long long *value, cpparity_error *error) {
     char *end = NULL;
     errno = 0;
     long long parsed = strtoll(text, &end, 10);
@@ -159,9 +158,8 @@ static cpparity_status parse_integer(const char *text, const char *flag, long lo
     return CPPARITY_OK;
 }
 
-/* The index of text in a name table, or an input error naming the flag and the choices. */
-static cpparity_status parse_choice(const char *text, const char *flag, const char *const *names,
-                                    int count, int *value, cpparity_error *error) {
+cpparity_status run_arguments_choice(const char *text, const char *flag, const char *const *names,
+                                     int count, int *value, cpparity_error *error) {
     *value = cpparity_name_index(names, count, text);
     if (*value < 0) {
         char choices[256];
@@ -276,17 +274,17 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
             }
             break;
         case OPTION_RANKS:
-            status = parse_integer(optarg, "--ranks", 1, 1024, &value, error);
+            status = run_arguments_integer(optarg, "--ranks", 1, 1024, &value, error);
             options->ranks = (int)value;
             break;
         case OPTION_DTYPE:
-            status = parse_choice(optarg, "--dtype", cpparity_dtype_names, CPPARITY_DTYPE_COUNT,
-                                  &choice, error);
+            status = run_arguments_choice(optarg, "--dtype", cpparity_dtype_names,
+                                          CPPARITY_DTYPE_COUNT, &choice, error);
             options->dtype_set = true;
             options->dtype = (cpparity_dtype)(choice < 0 ? 0 : choice);
             break;
         case OPTION_SEED:
-            status = parse_integer(optarg, "--seed", 0, INT64_MAX, &value, error);
+            status = run_arguments_integer(optarg, "--seed", 0, INT64_MAX, &value, error);
             options->seed_set = true;
             options->seed = (uint64_t)value;
             break;
@@ -294,12 +292,12 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
             options->kernel = optarg;
             break;
         case OPTION_TIMEOUT:
-            status = parse_integer(optarg, "--timeout", 1, 86400, &value, error);
+            status = run_arguments_integer(optarg, "--timeout", 1, 86400, &value, error);
             options->timeout_seconds = (double)value;
             break;
         case OPTION_STORE:
-            status =
-                parse_choice(optarg, "--store", run_store_names, RUN_STORE_COUNT, &choice, error);
+            status = run_arguments_choice(optarg, "--store", run_store_names, RUN_STORE_COUNT,
+                                          &choice, error);
             options->store = (run_store)(choice < 0 ? RUN_STORE_FAILURES : choice);
             break;
         case OPTION_ALLOW_NOT_RUN:
@@ -312,7 +310,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
             status = parse_fault(optarg, "--inject", &options->fault, error);
             break;
         case OPTION_SEEDS:
-            status = parse_integer(optarg, "--seeds", 0, 10000, &value, error);
+            status = run_arguments_integer(optarg, "--seeds", 0, 10000, &value, error);
             options->seeds = (int)value;
             break;
         case OPTION_FAULT: {
@@ -334,7 +332,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
             options->reference_cache = optarg;
             break;
         case OPTION_THREADS:
-            status = parse_integer(optarg, "--threads", 1, 256, &value, error);
+            status = run_arguments_integer(optarg, "--threads", 1, 256, &value, error);
             options->threads = (int)value;
             break;
         case OPTION_MAX_MEMORY:

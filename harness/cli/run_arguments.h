@@ -23,6 +23,14 @@ typedef enum run_command_kind { RUN_COMMAND_RUN = 0, RUN_COMMAND_SELFTEST = 1 } 
 cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
                                     run_command_kind kind, cpparity_error *error);
 
+/* A flag's whole decimal number in [minimum, maximum], or an input error naming the flag. */
+cpparity_status run_arguments_integer(const char *text, const char *flag, long long minimum,
+                                      long long maximum, long long *value, cpparity_error *error);
+
+/* The index of text in a name table, or an input error naming the flag and the choices. */
+cpparity_status run_arguments_choice(const char *text, const char *flag, const char *const *names,
+                                     int count, int *value, cpparity_error *error);
+
 /* Prints the --help text of kind, with the registered kernels, devices and communicators. */
 void run_arguments_usage(FILE *stream, run_command_kind kind);
 

@@ -269,18 +269,15 @@ static cpparity_status run_discrimination(cpparity_comm *world, run_plan *plan,
     return status;
 }
 
-/* The exit code of docs/command-line.md: the worst item decides (1 a parity failure, 2 bad input
- * or an unexpected refusal, 3 a runtime failure); an item that could not run here (NOT RUN) is
- * an environment failure (3) unless --allow-not-run. */
-static int exit_code(const run_results *results, const run_options *options) {
+int run_results_exit_code(const run_results *results, bool allow_not_run) {
     int code = 0;
     for (int64_t i = 0; i < results->item_count; i++) {
         const run_item *item = &results->items[i];
         int item_code = item->outcome == RUN_FAIL ? 1
                         : item->outcome == RUN_ERROR
                             ? (item->error_status == CPPARITY_ERROR_RUNTIME ? 3 : 2)
-                        : item->outcome == RUN_NOT_RUN && !options->allow_not_run ? 3
-                                                                                  : 0;
+                        : item->outcome == RUN_NOT_RUN && !allow_not_run ? 3
+                                                                         : 0;
         code = item_code > code ? item_code : code;
     }
     return code;
@@ -329,7 +326,7 @@ static int finish(run_results *results, run_plan *plan, const run_options *optio
             console_item(stdout, &results->items[i]); /* listed with what it would need */
         }
     }
-    int code = exit_code(results, options);
+    int code = run_results_exit_code(results, options->allow_not_run);
     console_discrimination(stdout, results);
     run_provenance_finish(&results->provenance);
     cpparity_error error;
@@ -457,6 +454,10 @@ void run_provenance_fill(run_provenance *p, const cpparity_comm *world, const ru
     p->seed = options->seed_set ? options->seed : 0;
     p->seed_overridden = options->seed_set;
     snprintf(p->store, sizeof p->store, "%s", run_store_name(options->store));
+    run_provenance_start(p);
+}
+
+void run_provenance_start(run_provenance *p) {
     utc_now(p->start_time, sizeof p->start_time);
 }
 

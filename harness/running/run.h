@@ -36,10 +36,17 @@ cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options
 /* Counts the items' outcomes into results' passed, failed, refused, not_run and errors. */
 void run_results_count(run_results *results);
 
-/* Fills the provenance of a job (start time now) and, later, its end time. */
+/* The exit code of docs/command-line.md: the worst item decides (1 a parity failure, 2 bad input
+ * or an unexpected refusal, 3 a runtime failure); an item that could not run here (NOT RUN) is
+ * an environment failure (3) unless allow_not_run (--allow-not-run). */
+int run_results_exit_code(const run_results *results, bool allow_not_run);
+
+/* Fills the provenance of a job (start time now: run_provenance_start) and, later, its end time
+ * (run_provenance_finish). */
 void run_provenance_fill(run_provenance *provenance, const cpparity_comm *world,
                          const run_options *options, const run_target *target,
                          const run_environment *environment);
+void run_provenance_start(run_provenance *provenance);
 void run_provenance_finish(run_provenance *provenance);
 
 /* Runs the job on world (every rank calls it with the same plan, options and target). Returns
