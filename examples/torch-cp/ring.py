@@ -48,9 +48,13 @@ def block_attention(q, k, v, allowed):
     return torch.matmul(probs, v), lse
 
 
-def merge(out, lse, block_out, block_lse):
-    """Combine two partial attention results by their log-sum-exp."""
-    new_lse = torch.logaddexp(lse, block_lse)
+def merge(out, lse, block_out, block_lse, max_only=False):
+    """Combine two partial attention results by their log-sum-exp.
+
+    max_only plants a bug (run.py --wrong lse-merge-max-only): the merged log-sum-exp is the
+    larger of the two, as if the other block's probability mass did not exist.
+    """
+    new_lse = torch.maximum(lse, block_lse) if max_only else torch.logaddexp(lse, block_lse)
     safe = finite_or_zero(new_lse)[..., None]
     out = out * torch.exp(lse[..., None] - safe) + block_out * torch.exp(block_lse[..., None] - safe)
     return out, new_lse
@@ -59,11 +63,12 @@ def merge(out, lse, block_out, block_lse):
 class RingAttentionFunction(torch.autograd.Function):
     """q, k, v [B, H, L, Dh] (this rank's positions) -> attention output [B, H, L, Dh].
 
-    block_masks[s] [B, L, L_s]: which of rank s's keys each of this rank's queries may see.
+    block_masks[s] [B, L, L_s]: which of rank s's keys each of this rank's queries may see;
+    max_only: merge with merge(max_only=True), a planted bug.
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, block_masks):
+    def forward(ctx, q, k, v, block_masks, max_only):
         world, rank = dist.get_world_size(), dist.get_rank()
         out = torch.zeros_like(q)
         lse = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype)
@@ -72,7 +77,7 @@ class RingAttentionFunction(torch.autograd.Function):
             source = (rank - step) % world
             block_out, block_lse = block_attention(q, key_value[0], key_value[1],
                                                    block_masks[source])
-            out, lse = merge(out, lse, block_out, block_lse)
+            out, lse = merge(out, lse, block_out, block_lse, max_only)
             if step + 1 < world:
                 key_value = ring_exchange(key_value)
         ctx.save_for_backward(q, k, v, out, lse)
@@ -100,18 +105,20 @@ class RingAttentionFunction(torch.autograd.Function):
             grad_q = grad_q + torch.matmul(grad_scores, block_k) * scale
             grad_k = grad_k + torch.matmul(grad_scores.transpose(-1, -2), q) * scale
             travelling = ring_exchange(torch.stack([block_k, block_v, grad_k, grad_v]))
-        return grad_q, travelling[2], travelling[3], None
+        return grad_q, travelling[2], travelling[3], None, None
 
 
 class RingAttention:
     """The model's attention function for one step of ring attention.
 
     token_indices: the positions of every rank ([cp] int64 tensors, rank order); masks: the
-    global {layer type: allowed [B, Sp, Sp]} (cp_common.global_masks).
+    global {layer type: allowed [B, Sp, Sp]} (cp_common.global_masks); lse_merge_max_only plants
+    run.py's --wrong lse-merge-max-only.
     """
 
-    def __init__(self, config, token_indices, masks):
+    def __init__(self, config, token_indices, masks, lse_merge_max_only=False):
         mine = token_indices[dist.get_rank()]
+        self.max_only = lse_merge_max_only
         self.kv_groups = config.num_attention_heads // config.num_key_value_heads
         self.block_masks = {layer_type: [allowed[:, mine][:, :, theirs]
                                          for theirs in token_indices]
@@ -120,5 +127,5 @@ class RingAttention:
     def __call__(self, q, k, v, layer_type):
         q, k, v = (t.transpose(1, 2) for t in (q, repeat_kv(k, self.kv_groups),
                                                 repeat_kv(v, self.kv_groups)))
-        out = RingAttentionFunction.apply(q, k, v, self.block_masks[layer_type])
+        out = RingAttentionFunction.apply(q, k, v, self.block_masks[layer_type], self.max_only)
         return out.transpose(1, 2)

@@ -15,6 +15,12 @@ every parameter's full, all-reduced gradient.
   labels-shifted-in-shard    labels re-derived inside each shard from its input_ids instead of
                              the global labels: the target across each shard boundary is lost
   gradients-not-reduced      the all-reduce of the gradients is skipped
+  lse-merge-max-only         (ring) partial outputs merged with the larger log-sum-exp instead
+                             of log(e^a + e^b): each block's output is rescaled as if the
+                             other blocks' keys did not exist
+  zigzag-second-chunk-first  (ring) each rank takes its two zigzag chunks of the inputs in the
+                             wrong order (chunk 2*cp-1-r first), while its token indices, masks
+                             and ring bookkeeping say chunk r comes first
 """
 
 import argparse
@@ -22,6 +28,7 @@ import os
 import socket
 import sys
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -36,7 +43,9 @@ from model import CausalLM, Config, shifted_labels, summed_cross_entropy  # noqa
 from ring import RingAttention  # noqa: E402
 from ulysses import UlyssesAttention  # noqa: E402
 
-WRONG = ("mask-from-local-positions", "labels-shifted-in-shard", "gradients-not-reduced")
+WRONG = ("mask-from-local-positions", "labels-shifted-in-shard", "gradients-not-reduced",
+         "lse-merge-max-only", "zigzag-second-chunk-first")
+RING_ONLY = ("lse-merge-max-only", "zigzag-second-chunk-first")
 DTYPES = ("f32", "bf16")
 LAYOUTS = {"ulysses": "contiguous", "ring": "zigzag"}
 KERNELS = {"ulysses": "eager-masked-softmax", "ring": "eager-ring-lse-merge"}
@@ -72,7 +81,11 @@ def write_step_dump(rank, args):
     layout = LAYOUTS[args.attention]
     padded_len = export.padded_length(cp, cpparity_dump.LAYOUT_CHUNKS_PER_RANK[layout])
     positions = export.token_indices(layout, cp, rank, padded_len)
-    shard = {name: torch.as_tensor(value[:, positions], dtype=torch.int64)
+    taken = positions
+    if args.wrong == "zigzag-second-chunk-first":
+        half = len(positions) // 2
+        taken = np.concatenate([positions[half:], positions[:half]])
+    shard = {name: torch.as_tensor(value[:, taken], dtype=torch.int64)
              for name, value in export.pad_inputs(padded_len).items()}
     labels = shard["labels"]
     if args.wrong == "labels-shifted-in-shard":
@@ -87,7 +100,8 @@ def write_step_dump(rank, args):
     else:
         every_rank = [torch.as_tensor(export.token_indices(layout, cp, other, padded_len))
                       for other in range(cp)]
-        attention = RingAttention(config, every_rank, masks)
+        attention = RingAttention(config, every_rank, masks,
+                                  lse_merge_max_only=args.wrong == "lse-merge-max-only")
     logits = model(shard["input_ids"], shard["position_ids"], attention)
     to_backward, loss = cp_common.global_mean_loss(summed_cross_entropy(logits, labels),
                                                  int((labels != -100).sum()))
@@ -118,6 +132,8 @@ def parse_arguments(argv):
     args = parser.parse_args(argv)
     if args.cp < 1:
         parser.error(f"--cp {args.cp}: expected >= 1")
+    if args.wrong in RING_ONLY and args.attention != "ring":
+        parser.error(f"--wrong {args.wrong} is a bug of ring attention: use --attention ring")
     return args
 
 

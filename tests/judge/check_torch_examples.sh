@@ -9,9 +9,10 @@
 #     padding (full attention); Llama4-style chunked layers with C = 5 not dividing a shard, left
 #     padding and packing; automatic padding (S = 37, prime) with a sliding layer, packing and a
 #     position jump;
-#   - each planted bug (run.py --wrong) at cp 2 on the packed-documents case, with Ulysses, and
-#     the split documents with ring attention too: exit 1, the output naming the failing tensor
-#     and a rank.
+#   - each planted bug (run.py --wrong) at cp 2 on the packed-documents case: the split
+#     documents with Ulysses and ring attention, the shifted labels and unreduced gradients with
+#     Ulysses, the max-only log-sum-exp merge and the swapped zigzag chunks with ring attention:
+#     exit 1, the output naming the failing tensor and a rank.
 # Exit 0 when all of that holds, 1 at the first surprise, 77 (skip) when torch cannot be imported
 # or a gloo process group cannot start.
 set -u
@@ -94,6 +95,8 @@ export_case packed-documents-spanning-ranks-with-length-1
 for spec in "ring mask-from-local-positions FAIL logits rank 1" \
     "ulysses mask-from-local-positions FAIL logits rank 1" \
     "ulysses labels-shifted-in-shard FAIL grads/model.layers.0.self_attn.q_proj.weight rank 0" \
+    "ring lse-merge-max-only FAIL logits rank 1" \
+    "ring zigzag-second-chunk-first FAIL logits rank 0" \
     "ulysses gradients-not-reduced FAIL grads/model.layers.0.self_attn.q_proj.weight rank 1"; do
     read -r attention wrong expected <<< "$spec"
     run "$work/wrong" --attention "$attention" --cp 2 --wrong "$wrong"
@@ -105,5 +108,5 @@ for spec in "ring mask-from-local-positions FAIL logits rank 1" \
 done
 grep -qE "FAIL (logits|loss) rank" "$work/judge.out" &&
     fail "--wrong gradients-not-reduced: logits or loss fail, only gradients should"
-echo "torch-cp examples: 24 runs judged PASS, 4 planted bugs judged FAIL"
+echo "torch-cp examples: 24 runs judged PASS, 6 planted bugs judged FAIL"
 exit 0
