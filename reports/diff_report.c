@@ -25,10 +25,16 @@ static void describe(char *text, size_t size, const diff_entry *entry, double fa
     case DIFF_ONLY_NEW:
         snprintf(text, size, "%s in the new run, absent from the old one", entry->new_outcome);
         break;
-    default:
-        snprintf(text, size, "%s -> %s%s%.300s", entry->old_outcome, entry->new_outcome,
+    default: {
+        char layouts[48] = "";
+        if (diff_entry_layout_changed(entry) && strstr(entry->message, "layout ") == NULL) {
+            snprintf(layouts, sizeof layouts, " (layout %s -> %s)", entry->old_layout,
+                     entry->new_layout);
+        }
+        snprintf(text, size, "%s -> %s%s%s%.300s", entry->old_outcome, entry->new_outcome, layouts,
                  entry->message[0] != '\0' ? ": " : "", entry->message);
         break;
+    }
     }
 }
 

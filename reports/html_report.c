@@ -529,6 +529,13 @@ static void put_changes(FILE *out, const html_page *page) {
             html_put_text(out, entry->old_outcome[0] != '\0' ? entry->old_outcome : "absent");
             fputs(" &rarr; ", out);
             html_put_text(out, entry->new_outcome[0] != '\0' ? entry->new_outcome : "absent");
+            if (diff_entry_layout_changed(entry) && strstr(entry->message, "layout ") == NULL) {
+                fputs(" (layout ", out);
+                html_put_text(out, entry->old_layout);
+                fputs(" &rarr; ", out);
+                html_put_text(out, entry->new_layout);
+                fputs(")", out);
+            }
             if (entry->message[0] != '\0') {
                 fputs(": ", out);
                 html_put_text(out, entry->message);
@@ -685,8 +692,13 @@ static void put_tensor_table(FILE *out, const read_item *item, int64_t index) {
             is_failure(item) ? " open" : "");
     fprintf(out, "%s cp %" PRId64 ": ", item->dtype, item->cp);
     html_put_text(out, item->outcome);
-    fprintf(out, ", %" PRId64 " of %" PRId64 " tensors out of tolerance</summary>\n", failed,
+    fprintf(out, ", %" PRId64 " of %" PRId64 " tensors out of tolerance", failed,
             item->tensor_count);
+    if (item->token_layout[0] != '\0') { /* how the ranks' logits rows cut the sequence */
+        fputs("; layout ", out);
+        html_put_text(out, item->token_layout);
+    }
+    fputs("</summary>\n", out);
     fputs("<table class=\"tensors\">\n<thead><tr><th>tensor</th><th>rank</th><th>error</th>"
           "<th>limit</th><th>CP-only limit</th><th>error / limit</th><th>naive error</th>"
           "<th>rule</th><th>origin</th><th>verdict</th><th>reason</th></tr></thead>\n<tbody>\n",

@@ -147,28 +147,50 @@
              backgroundColor: fill, borderColor: fill, fill: 'start', spanGaps: false };
   }
 
+  // A point with no drawn neighbour (a rank holding isolated positions) gets a dot.
+  function isolatedRadius(context) {
+    var data = context.dataset.data, i = context.dataIndex;
+    var before = i > 0 && data[i - 1].y !== null, after = i + 1 < data.length && data[i + 1].y !== null;
+    return before || after ? 0 : 2;
+  }
+
+  // item.ranks holds one entry per run of consecutive positions of a rank (a contiguous layout:
+  // one per rank; zigzag: two), at its global positions; a rank's runs share one line.
   function profileDatasets(spec, item) {
     var values = [];
-    item.ranks.forEach(function (rank) { values = values.concat(rank.error, [rank.limit]); });
+    item.ranks.forEach(function (run) { values = values.concat(run.error, [run.limit]); });
     var range = logRange(values);
-    var datasets = item.ranks.map(function (rank, index) {
-      return { label: 'rank ' + rank.rank, borderColor: colour(index), backgroundColor: colour(index),
-               data: rank.error.map(function (v, j) {
-                 return { x: rank.offset + j * item.bin, y: place(v, range), error: v };
-               }), pointRadius: 0, borderWidth: 1.5, spanGaps: false };
+    var byRank = {}, order = [];
+    item.ranks.forEach(function (run) {
+      if (!(run.rank in byRank)) { byRank[run.rank] = []; order.push(run.rank); }
+      var data = byRank[run.rank], bin = run.bin || item.bin;
+      if (data.length) { data.push({ x: run.offset, y: null, error: null }); }
+      run.error.forEach(function (v, j) {
+        data.push({ x: run.offset + j * bin, y: place(v, range), error: v });
+      });
+    });
+    var datasets = order.map(function (rank, index) {
+      return { label: 'rank ' + rank, borderColor: colour(index), backgroundColor: colour(index),
+               data: byRank[rank], pointRadius: isolatedRadius, borderWidth: 1.5,
+               spanGaps: false };
     });
     var limitData = [];
-    item.ranks.forEach(function (rank) {
-      if (typeof rank.limit === 'number') {
-        limitData.push({ x: rank.offset, y: rank.limit },
-                       { x: rank.offset + rank.length - 1, y: rank.limit },
-                       { x: rank.offset + rank.length - 1, y: null });
+    item.ranks.forEach(function (run) {
+      if (typeof run.limit === 'number') {
+        limitData.push({ x: run.offset, y: run.limit },
+                       { x: run.offset + run.length - 1, y: run.limit },
+                       { x: run.offset + run.length - 1, y: null });
       }
     });
     datasets.push({ label: "limit of the rank's slice", data: limitData, decoration: true,
                     borderColor: limitColour, borderDash: [6, 4], pointRadius: 0, borderWidth: 1.5,
                     spanGaps: false });
-    var boundaries = item.ranks.slice(1).map(function (rank) { return rank.offset; });
+    var boundaries = [];
+    item.ranks.forEach(function (run) {
+      if (run.offset > 0 && run.length < item.padded && boundaries.indexOf(run.offset) < 0) {
+        boundaries.push(run.offset);
+      }
+    });
     if (boundaries.length) {
       datasets.push(verticals('rank boundary', boundaries, range,
                               { borderColor: decoration.boundary, borderWidth: 1.5 }));
@@ -189,6 +211,9 @@
 
   function profileNote(spec, item, range) {
     var remarks = [];
+    if (item.layout && item.layout !== 'contiguous') {
+      remarks.push('layout ' + item.layout + ': each rank drawn at the global positions it holds');
+    }
     if (item.bin > 1) { remarks.push('each point is the largest error of ' + item.bin + ' positions'); }
     if (range.zeros) { remarks.push('errors of exactly 0 drawn at the bottom'); }
     remarks.push('gaps: no logits compared there (fully masked rows, padding)');

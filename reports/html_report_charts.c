@@ -69,10 +69,13 @@ static void put_measure(FILE *out, double value) {
     }
 }
 
-/* "f32 cp 4 (FAIL)": an item's name in a legend. */
+/* "f32 cp 4 (FAIL)", "bf16 cp 2 zigzag (PASS)": an item's name in a legend; a layout other
+ * than contiguous is named. */
 static void put_item_label(FILE *out, const read_item *item) {
-    char label[64];
-    snprintf(label, sizeof label, "%s cp %" PRId64 " (%s)", item->dtype, item->cp, item->outcome);
+    char label[96];
+    const bool named = item->token_layout[0] != '\0' && strcmp(item->token_layout, "contiguous");
+    snprintf(label, sizeof label, "%s cp %" PRId64 "%s%s (%s)", item->dtype, item->cp,
+             named ? " " : "", named ? item->token_layout : "", item->outcome);
     json_put_string(out, label);
 }
 
@@ -202,40 +205,122 @@ static const metrics_row *logits_row(const read_item *item, int rank) {
     return NULL;
 }
 
-/* One item's profiles, binned to at most PROFILE_POINTS positions in all. */
+/* The global position of entry k of a profile; rows_before places a profile from an older file
+ * whose rows are not consecutive and whose positions were not recorded (after the ranks before
+ * it, in its own order). */
+static int64_t profile_position(const read_profile *profile, int64_t k, int64_t rows_before) {
+    if (profile->positions != NULL) {
+        return profile->positions[k];
+    }
+    return (profile->position_offset >= 0 ? profile->position_offset : rows_before) + k;
+}
+
+/* Runs of consecutive positions of a profile, in its entry order: one for a contiguous slice,
+ * two per rank for zigzag, one per chunk for round-robin. */
+static int64_t profile_runs(const read_profile *profile) {
+    int64_t runs = profile->length > 0 ? 1 : 0;
+    for (int64_t k = 1; profile->positions != NULL && k < profile->length; k++) {
+        runs += profile->positions[k] != profile->positions[k - 1] + 1;
+    }
+    return runs;
+}
+
+/* The largest non-NaN value of error[from, to), NaN when there is none. */
+static double largest_error(const double *error, int64_t from, int64_t to) {
+    double largest = NAN;
+    for (int64_t k = from; k < to; k++) {
+        largest = !isnan(error[k]) && (isnan(largest) || error[k] > largest) ? error[k] : largest;
+    }
+    return largest;
+}
+
+/* One entry of "ranks": a run of positions [offset, offset + length) of one rank, its error in
+ * bins of bin positions. */
+static void put_profile_run(FILE *out, bool first, int rank, int64_t offset, int64_t length,
+                            int64_t bin, double limit) {
+    fprintf(out,
+            "%s{\"rank\":%d,\"offset\":%" PRId64 ",\"length\":%" PRId64 ",\"bin\":%" PRId64
+            ",\"limit\":",
+            first ? "" : ",", rank, offset, length, bin);
+    json_put_number(out, limit);
+    fputs(",\"error\":[", out);
+}
+
+/* One item's profiles at their global positions, binned to at most about PROFILE_POINTS points
+ * in all. Each run of consecutive positions of a rank is one entry of "ranks" (a contiguous
+ * layout: one per rank). Ranks cut into more runs than PROFILE_RUNS in all (round-robin with
+ * small chunks) are drawn instead over the whole padded sequence, each bin the largest error of
+ * the rank's positions in it (null where it holds none). */
+#define PROFILE_RUNS 512
 static void put_profile_item(FILE *out, const read_item *item) {
-    int64_t total = 0;
+    int64_t total = 0, runs = 0;
     for (int64_t p = 0; p < item->profile_count; p++) {
         total += item->profiles[p].length;
+        runs += profile_runs(&item->profiles[p]);
     }
+    const int64_t padded = item->padded_seq_len > 0 ? item->padded_seq_len : total;
     const int64_t bin = total > PROFILE_POINTS ? (total + PROFILE_POINTS - 1) / PROFILE_POINTS : 1;
     fputs("{\"name\":", out);
     put_item_label(out, item);
-    fprintf(out, ",\"padded\":%" PRId64 ",\"bin\":%" PRId64 ",\"ranks\":[",
-            item->padded_seq_len > 0 ? item->padded_seq_len : total, bin);
+    fprintf(out, ",\"padded\":%" PRId64 ",\"bin\":%" PRId64 ",\"layout\":", padded, bin);
+    json_put_string(out, item->token_layout);
+    fputs(",\"ranks\":[", out);
+    bool first = true;
     int64_t rows_before = 0; /* rows of the ranks drawn so far */
     for (int64_t p = 0; p < item->profile_count; p++) {
         const read_profile *profile = &item->profiles[p];
         const metrics_row *row = logits_row(item, profile->rank);
-        /* a rank whose rows are not consecutive positions (zigzag, round-robin: offset −1) is
-         * drawn after the ranks before it, its rows in its own order */
-        const int64_t offset =
-            profile->position_offset >= 0 ? profile->position_offset : rows_before;
-        rows_before += profile->length;
-        fprintf(out, "%s{\"rank\":%d,\"offset\":%" PRId64 ",\"length\":%" PRId64 ",\"limit\":",
-                p > 0 ? "," : "", profile->rank, offset, profile->length);
-        json_put_number(out, row != NULL ? html_tensor_limit(row) : NAN);
-        fputs(",\"error\":[", out);
-        for (int64_t start = 0; start < profile->length; start += bin) {
-            double largest = NAN;
-            for (int64_t k = start; k < start + bin && k < profile->length; k++) {
-                const double value = profile->error[k];
-                largest = !isnan(value) && (isnan(largest) || value > largest) ? value : largest;
+        const double limit = row != NULL ? html_tensor_limit(row) : NAN;
+        if (runs > PROFILE_RUNS && profile->positions != NULL) {
+            const int64_t count = item->profile_count;
+            const int64_t wide = padded * count > PROFILE_POINTS
+                                     ? (padded * count + PROFILE_POINTS - 1) / PROFILE_POINTS
+                                     : 1;
+            const int64_t bins = (padded + wide - 1) / wide;
+            double *binned = malloc((size_t)(bins > 0 ? bins : 1) * sizeof *binned);
+            if (binned == NULL) {
+                continue; /* the rank is left out of the plot rather than the report */
             }
-            fputs(start > 0 ? "," : "", out);
-            json_put_number(out, largest);
+            for (int64_t b = 0; b < bins; b++) {
+                binned[b] = NAN;
+            }
+            for (int64_t k = 0; k < profile->length; k++) {
+                const int64_t b = profile->positions[k] / wide;
+                const double value = profile->error[k];
+                if (b >= 0 && b < bins && !isnan(value) &&
+                    (isnan(binned[b]) || value > binned[b])) {
+                    binned[b] = value;
+                }
+            }
+            put_profile_run(out, first, profile->rank, 0, padded, wide, limit);
+            for (int64_t b = 0; b < bins; b++) {
+                fputs(b > 0 ? "," : "", out);
+                json_put_number(out, binned[b]);
+            }
+            fputs("]}", out);
+            free(binned);
+            first = false;
+            rows_before += profile->length;
+            continue;
         }
-        fputs("]}", out);
+        for (int64_t start = 0; start < profile->length;) {
+            int64_t end = profile->positions != NULL ? start + 1 : profile->length;
+            while (profile->positions != NULL && end < profile->length &&
+                   profile->positions[end] == profile->positions[end - 1] + 1) {
+                end++;
+            }
+            put_profile_run(out, first, profile->rank,
+                            profile_position(profile, start, rows_before), end - start, bin, limit);
+            for (int64_t from = start; from < end; from += bin) {
+                fputs(from > start ? "," : "", out);
+                json_put_number(
+                    out, largest_error(profile->error, from, from + bin < end ? from + bin : end));
+            }
+            fputs("]}", out);
+            first = false;
+            start = end;
+        }
+        rows_before += profile->length;
     }
     fputs("]}", out);
 }

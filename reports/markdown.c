@@ -53,7 +53,11 @@ static void put_item_row(FILE *out, const run_item *item) {
 static void put_item_section(FILE *out, const run_item *item) {
     fprintf(out, "\n### %s: ", run_outcome_name(item->outcome));
     put_cell(out, failing_tensors_case_name(item), CPPARITY_CASE_NAME);
-    fprintf(out, ", cp %lld, %s\n\n", (long long)item->cp, cpparity_dtype_name(item->dtype));
+    fprintf(out, ", cp %lld, %s", (long long)item->cp, cpparity_dtype_name(item->dtype));
+    if (item->token_layout[0] != '\0' && strcmp(item->token_layout, "contiguous") != 0) {
+        fprintf(out, ", layout %s", item->token_layout); /* a name from token_layout.h */
+    }
+    fputs("\n\n", out);
     put_cell(out, item->message, sizeof item->message);
     fputs("\n", out);
     if (item->outcome != RUN_FAIL) {

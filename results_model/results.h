@@ -93,6 +93,9 @@ typedef struct tensor_record {
                                      position ‖x − r‖₂ / ‖r‖₂ over batch rows and vocabulary of
                                      the compared elements (NaN where none is); NULL otherwise;
                                      owned. Kept for every logits record, passing or not */
+    int64_t *positions;           /* logits whose rows are not consecutive positions
+                                     (position_offset −1): (shape[1]) the global position of
+                                     each row, in row order; NULL otherwise; owned */
 } tensor_record;
 
 typedef struct run_item {
@@ -104,6 +107,10 @@ typedef struct run_item {
     run_outcome outcome;                 /* verdict */
     char message[CPPARITY_MESSAGE_TEXT]; /* refusal text, not-run reason, error, or worst failure */
     int64_t padded_seq_len;              /* S after automatic padding to a multiple of cp */
+    char token_layout[16];               /* how the ranks' rows cut the padded sequence:
+                                            "contiguous", "zigzag", "round-robin" or
+                                            "permutation" (harness/judging/token_layout.h);
+                                            "" when no logits were compared */
     int64_t tensors_expected;            /* (1 + 1 + parameters) × cp records expected */
     int64_t tensor_count;                /* records present */
     tensor_record *tensors;              /* (tensor_count) owned */
@@ -163,8 +170,8 @@ typedef struct run_results {
 void run_item_describe_worst(const run_item *item, const tensor_record *record, char *text,
                              size_t size);
 
-/* Frees an item's tensor records and what each owns (values, reference, position_error), and
- * leaves the item with none. */
+/* Frees an item's tensor records and what each owns (values, reference, position_error,
+ * positions), and leaves the item with none. */
 void run_item_free_tensors(run_item *item);
 
 /* Releases every item's tensors and the arrays; safe on a zeroed struct. */

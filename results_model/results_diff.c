@@ -56,6 +56,11 @@ static bool passing(const char *outcome) {
     return strcmp(outcome, "PASS") == 0 || strcmp(outcome, "REFUSED") == 0;
 }
 
+bool diff_entry_layout_changed(const diff_entry *entry) {
+    return entry->old_layout[0] != '\0' && entry->new_layout[0] != '\0' &&
+           strcmp(entry->old_layout, entry->new_layout) != 0;
+}
+
 static diff_entry *add_entry(results_diff *diff, int64_t *capacity, diff_kind kind,
                              const read_item *old_item, const read_item *new_item) {
     if (diff->count == *capacity) {
@@ -77,9 +82,11 @@ static diff_entry *add_entry(results_diff *diff, int64_t *capacity, diff_kind ki
     entry->cp = item->cp;
     if (old_item != NULL) {
         snprintf(entry->old_outcome, sizeof entry->old_outcome, "%s", old_item->outcome);
+        snprintf(entry->old_layout, sizeof entry->old_layout, "%s", old_item->token_layout);
     }
     if (new_item != NULL) {
         snprintf(entry->new_outcome, sizeof entry->new_outcome, "%s", new_item->outcome);
+        snprintf(entry->new_layout, sizeof entry->new_layout, "%s", new_item->token_layout);
         snprintf(entry->message, sizeof entry->message, "%s", new_item->message);
     }
     snprintf(entry->tensor, sizeof entry->tensor, "%s", item->worst_tensor);
@@ -193,6 +200,15 @@ cpparity_status results_diff_compute(const read_results *old_run, const read_res
                 entry = add_entry(diff, &capacity, DIFF_STILL_FAILING, before, after);
             } else if (strcmp(before->outcome, after->outcome) != 0) {
                 entry = add_entry(diff, &capacity, DIFF_CHANGED, before, after);
+            } else if (before->token_layout[0] != '\0' && after->token_layout[0] != '\0' &&
+                       strcmp(before->token_layout, after->token_layout) != 0) {
+                entry = add_entry(diff, &capacity, DIFF_CHANGED, before, after);
+                if (entry != NULL) { /* rank r's logits are other positions: not comparable */
+                    snprintf(entry->message, sizeof entry->message,
+                             "the ranks hold other positions now (layout %s -> %s): errors not "
+                             "compared tensor by tensor",
+                             before->token_layout, after->token_layout);
+                }
             } else {
                 status = compare_item_tensors(diff, &capacity, before, after, error);
                 continue;

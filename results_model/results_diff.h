@@ -5,7 +5,9 @@
  *   grew          a tensor's error more than `factor` times its old error     (a regression)
  *   fixed         FAIL or ERROR before, PASS or REFUSED now
  *   still failing FAIL or ERROR in both
- *   changed       any other change of outcome (for instance PASS to NOT RUN)
+ *   changed       any other change of outcome (for instance PASS to NOT RUN), or the same
+ *                 outcome with another token layout (contiguous to zigzag: each rank's logits
+ *                 are then other positions, so no tensor's growth is measured)
  *   only old / only new   an item present in one run only (never dropped)
  * Growth is measured against max(old error, GROWTH_FLOOR × the new limit), so an error that was
  * exactly zero and stays far below its limit is not a regression.
@@ -45,7 +47,11 @@ typedef struct diff_entry {
     int rank;                              /* grew: its rank */
     double old_error, new_error, limit;    /* grew: the errors and the new limit */
     char message[CPPARITY_MESSAGE_TEXT];   /* new failure / changed: the new item's message */
+    char old_layout[16], new_layout[16];   /* the items' token_layout ("" when not recorded) */
 } diff_entry;
+
+/* True when both items recorded a token layout and they differ. */
+bool diff_entry_layout_changed(const diff_entry *entry);
 
 typedef struct results_diff {
     double factor;       /* growth that counts */

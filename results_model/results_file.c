@@ -336,6 +336,20 @@ static cpparity_status write_profiles(hid_t item_group, const run_item *item,
         if (status == CPPARITY_OK) {
             status = label_tensor(group, name, record, error);
         }
+        if (status != CPPARITY_OK || record->positions == NULL) {
+            continue;
+        }
+        snprintf(name, sizeof name, "positions@rank%d", record->rank);
+        snprintf(description, sizeof description,
+                 "global position, in the padded sequence, of each row of rank %d's logits and "
+                 "of each entry of logits@rank%d (its rows are not consecutive positions: "
+                 "position_offset is -1)",
+                 record->rank, record->rank);
+        status = hdf5_write_dataset(group, name, H5T_NATIVE_INT64, 1, &record->shape[1],
+                                    record->positions, description, error);
+        if (status == CPPARITY_OK) {
+            status = label_tensor(group, name, record, error);
+        }
     }
     return HDF5_CLOSE(group, status, error);
 }
@@ -445,6 +459,7 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
             CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "message", item->message) != CPPARITY_OK ||
         hdf5_attribute_string(group, "dtype", dtype, error) != CPPARITY_OK ||
+        FIELD_ATTRIBUTE(group, "token_layout", item->token_layout) != CPPARITY_OK ||
         hdf5_attributes_int64(group, integers, sizeof integers / sizeof *integers, error) !=
             CPPARITY_OK ||
         hdf5_attribute_double(group, "worst_ratio", item->worst_ratio, error) != CPPARITY_OK ||

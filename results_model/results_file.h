@@ -39,7 +39,9 @@
  *                       message, cp, dtype, is_baseline, padded_seq_len, tensors_expected,
  *                       tensors_compared, logits_excluded, gradients_identical, worst_ratio
  *                       (float64), worst_tensor (name, "" if none), worst_tensor_index (row of
- *                       metrics, -1 if none), error_status (ERROR: 2 bad input, 3 runtime;
+ *                       metrics, -1 if none), token_layout (how the ranks' rows cut the padded
+ *                       sequence: "contiguous", "zigzag", "round-robin", "permutation"; "" when
+ *                       no logits were compared), error_status (ERROR: 2 bad input, 3 runtime;
  *                       else 0), seconds, reference_seconds, wall_seconds (the item on its
  *                       root with the reference computed alongside the implementation) (float64)
  *     metrics           compound [tensor records], one row per compared tensor and rank (may
@@ -61,9 +63,11 @@
  *                       Attributes on each: tensor, rank, position_offset. Chunked, shuffled,
  *                       deflate-compressed, fletcher32 (scalars and empty tensors contiguous).
  *     profiles/         always present; for each logits record a float64 dataset
- *                       "logits@rank<r>" [S/cp]: per position of the rank's slice, ‖x − r‖ / ‖r‖
- *                       over batch rows and vocabulary of compared elements, NaN where none is.
- *                       Attributes tensor, rank, position_offset.
+ *                       "logits@rank<r>" [L_r]: per row of the rank's slice, ‖x − r‖ / ‖r‖
+ *                       over batch rows and vocabulary of compared elements, NaN where none is;
+ *                       when the rank's rows are not consecutive positions (position_offset
+ *                       -1: zigzag, round-robin, ...) also int64 "positions@rank<r>" [L_r], the
+ *                       global position of each row. Attributes tensor, rank, position_offset.
  *   /discrimination     compound, only when there are records: case (S128), feature (S16),
  *                       change, threshold (float64), discriminating (int8)
  *

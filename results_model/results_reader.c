@@ -214,6 +214,33 @@ done:
     return status;
 }
 
+/* positions@rank<r> beside a profile whose rows are not consecutive positions: one global
+ * position per entry, each in [0, padded_seq_len). Files written before it existed lack it: the
+ * profile then keeps positions NULL. */
+static cpparity_status read_profile_positions(const reader *r, hid_t group, const char *where,
+                                              const read_item *item, read_profile *profile) {
+    char name[48];
+    snprintf(name, sizeof name, "positions@rank%d", profile->rank);
+    if (H5Lexists(group, name, H5P_DEFAULT) <= 0) {
+        return CPPARITY_OK;
+    }
+    int64_t count = 0;
+    cpparity_status status =
+        read_int64_dataset(r, group, where, name, profile->length, &profile->positions, &count);
+    if (status == CPPARITY_OK && count != profile->length) {
+        status = bad(r, "%s: %s holds %lld positions for %lld entries", where, name,
+                     (long long)count, (long long)profile->length);
+    }
+    const int64_t end = item->padded_seq_len > 0 ? item->padded_seq_len : INT64_MAX;
+    for (int64_t k = 0; status == CPPARITY_OK && k < count; k++) {
+        if (profile->positions[k] < 0 || profile->positions[k] >= end) {
+            status = bad(r, "%s: %s[%lld] = %lld is outside [0, %lld)", where, name, (long long)k,
+                         (long long)profile->positions[k], (long long)end);
+        }
+    }
+    return status;
+}
+
 /* One dataset of an item's profiles group. */
 static herr_t read_profile_dataset(hid_t group, const char *name, const H5L_info_t *info,
                                    void *data) {
@@ -266,6 +293,9 @@ static herr_t read_profile_dataset(hid_t group, const char *name, const H5L_info
     if (status == CPPARITY_OK) {
         profile->rank = (int)rank;
         profile->length = (int64_t)length;
+    }
+    if (status == CPPARITY_OK && profile->position_offset < 0 && length > 0) {
+        status = read_profile_positions(r, group, where, item, profile);
     }
     hdf5_close(space);
     hdf5_close(dataset);
@@ -325,6 +355,11 @@ static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_inf
         if (status == CPPARITY_OK && H5Aexists(group, "padded_seq_len") > 0) {
             status = read_number(r, group, where, "padded_seq_len", H5T_NATIVE_INT64,
                                  &item->padded_seq_len);
+        }
+        /* written since `cpparity judge`; absent from older files of the same format */
+        if (status == CPPARITY_OK && H5Aexists(group, "token_layout") > 0) {
+            status = read_string(r, group, where, "token_layout", item->token_layout,
+                                 sizeof item->token_layout);
         }
         if (status == CPPARITY_OK && H5Lexists(group, "profiles", H5P_DEFAULT) > 0) {
             const hid_t profiles = H5Gopen2(group, "profiles", H5P_DEFAULT);
@@ -534,6 +569,10 @@ cpparity_status results_file_read(const char *path, read_results *results, cppar
         }
     }
     hdf5_close(file);
+    if (status != CPPARITY_OK) { /* nothing half-read: the caller sees no item of a bad file */
+        read_results_free(results);
+        snprintf(results->path, sizeof results->path, "%s", path);
+    }
     return status;
 }
 
@@ -542,6 +581,7 @@ void read_results_free(read_results *results) {
         free(results->items[i].tensors);
         for (int64_t p = 0; p < results->items[i].profile_count; p++) {
             free(results->items[i].profiles[p].error);
+            free(results->items[i].profiles[p].positions);
         }
         free(results->items[i].profiles);
     }

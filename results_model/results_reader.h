@@ -22,9 +22,13 @@
  * compared: fully masked rows, automatic padding). */
 typedef struct read_profile {
     int rank;                /* rank of the CP group */
-    int64_t position_offset; /* first global position of the slice */
+    int64_t position_offset; /* first global position of the slice, −1 when the rank's rows are
+                                not consecutive positions */
     int64_t length;          /* positions in the slice */
     double *error;           /* (length) owned */
+    int64_t *positions;      /* position_offset −1: (length) the global position of each entry,
+                                NULL in files written before they were recorded; NULL when
+                                position_offset >= 0 (entry k is at position_offset + k); owned */
 } read_profile;
 
 /* A case's layout, for marking padding and document boundaries along the sequence. */
@@ -50,6 +54,8 @@ typedef struct read_item {
     int64_t tensor_count;
     int64_t case_index;     /* its case in read_results.cases */
     int64_t padded_seq_len; /* S after automatic padding to a multiple of cp (0 if not recorded) */
+    char token_layout[16];  /* "contiguous", "zigzag", "round-robin", "permutation"; "" when not
+                               recorded (no logits compared, or an older file) */
     read_profile *profiles; /* (profile_count) logits error profiles in rank order; none for
                                items that compared no logits */
     int64_t profile_count;

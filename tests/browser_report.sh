@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # browser_report.sh CPPARITY SOURCE_DIR WORK_DIR — `cpparity report` pages rendered by a real
-# browser (headless Chromium): a passing run, and a run with a planted fault reported against
-# the passing one (--baseline: trend and changes). For each page:
+# browser (headless Chromium): a passing run, a run with a planted fault reported against
+# the passing one (--baseline: trend and changes), and `cpparity judge` of zigzag dumps with a
+# noisy rank (its ranks drawn at the global positions they hold). For each page:
 #   * --dump-dom after its scripts ran: <html data-report="rendered">, as many plots drawn as
 #     the page expects (data-charts-drawn = data-charts-expected > 0), every <canvas> marked
 #     data-drawn="yes" (its script found painted pixels and data points on it), #render-errors
@@ -37,6 +38,17 @@ cases=(--case 'padding-positions-continue-left-and-right' --case 'packed-documen
 "$cpparity" report "$work/pass.h5" -o "$work/pass.html" || fail "report of the clean run"
 "$cpparity" report "$work/fail.h5" --baseline "$work/pass.h5" -o "$work/fail.html" ||
   fail "report of the failing run"
+# A framework's run judged: zigzag dumps at cp 2 (tests/judge/make_dumps.py) with noise on rank
+# 0's logits, so the sequence plot draws each rank at the global positions it holds.
+"$cpparity" export "$source_dir/cases/ci.yaml" --case packed-documents-spanning-ranks-with-length-1 \
+  -o "$work/export.h5" >"$work/judged-run.txt" 2>&1 &&
+  "$python" "$source_dir/tests/judge/make_dumps.py" "$work/export.h5" "$work/dumps" --cp 2 \
+    --layout zigzag --wrong logits-noise >>"$work/judged-run.txt" 2>&1 ||
+  fail "export and zigzag dumps: $(tail -3 "$work/judged-run.txt")"
+"$cpparity" judge "$work/export.h5" "$work/dumps"/rank_*.h5 --out "$work/judged.h5" \
+  >>"$work/judged-run.txt" 2>&1
+[ $? = 1 ] || fail "the judge of noisy zigzag dumps did not exit 1"
+"$cpparity" report "$work/judged.h5" -o "$work/judged.html" || fail "report of the judged run"
 
 # Chromium as root needs --no-sandbox, and a container's small /dev/shm --disable-dev-shm-usage;
 # its profile stays in WORK_DIR.
@@ -45,7 +57,7 @@ chromium_run() {
     --hide-scrollbars --user-data-dir="$work/profile" --virtual-time-budget=10000 "$@"
 }
 
-for page in pass fail; do
+for page in pass fail judged; do
   html="$work/$page.html"
   [ -f "$html" ] || continue
   chromium_run --enable-logging=stderr --v=0 --dump-dom "file://$html" \
@@ -81,4 +93,11 @@ grep -q '"kind":"profile"' "$work/fail.html" || fail "fail: no sequence plot"
 grep -q '<h2>Changes since ' "$dom" || fail "fail: no changes section"
 grep -q '<sup>new</sup>' "$dom" || fail "fail: no new failure marked in the grid"
 grep -q 'FAULT INJECTED' "$dom" || fail "fail: the planted fault is not announced"
+# The judged page draws the zigzag ranks at their global positions: rank 0's two chunks are two
+# runs of the same rank, and the plot says which layout it is.
+grep -q '"layout":"zigzag","ranks":\[{"rank":0,"offset":0,' "$work/judged.html" ||
+  fail "judged: the profile does not start with rank 0's first chunk at position 0"
+[ "$(grep -o '{"rank":0,"offset":[0-9]*' "$work/judged.html" | sort -u | wc -l)" -ge 2 ] ||
+  fail "judged: rank 0's second zigzag chunk is not drawn at its own position"
+grep -q 'f32 cp 2 zigzag (FAIL)' "$work/judged.html" || fail "judged: the item label names no layout"
 exit $failed

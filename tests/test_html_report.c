@@ -365,7 +365,7 @@ Test(html_report, json_block__cannot_end_its_script_and_lists_every_canvas) {
     cr_expect(strstr(json, "\"kind\":\"layers\",\"case\":\"alpha\",\"labels\":[\"layer 0\","
                            "\"layer 1\",\"lm_head.weight\",\"model.norm.weight\"]") != NULL);
     /* The profile: both ranks, NaN as a gap, the padding and the second document's start. */
-    cr_expect(strstr(json, "\"rank\":1,\"offset\":4,\"length\":4,\"limit\":0.001,"
+    cr_expect(strstr(json, "\"rank\":1,\"offset\":4,\"length\":4,\"bin\":1,\"limit\":0.001,"
                            "\"error\":[0.02,0.02,0.02,0.02]") != NULL);
     cr_expect(strstr(json, "\"error\":[null,1e-06,1e-06,1e-06]") != NULL);
     cr_expect(strstr(json, "\"padding\":[[0,1]],\"documents\":[4],\"seq_len\":8") != NULL);
@@ -494,4 +494,67 @@ Test(html_chart_library, environment__names_the_file) {
     cr_assert_eq(setenv("CPPARITY_CHART_JS", "/elsewhere/chart.js", 1), 0);
     cr_expect_str_eq(html_chart_library_path(), "/elsewhere/chart.js");
     unsetenv("CPPARITY_CHART_JS");
+}
+
+Test(html_report, zigzag_profiles__each_rank_drawn_at_the_positions_it_holds) {
+    fixture f;
+    make_run(&f, true);
+    /* cp 2, zigzag over 8 positions: rank 0 holds chunks 0 and 3, rows {0, 1, 6, 7}; rank 1
+     * chunks 1 and 2, {2, 3, 4, 5}, consecutive (position_offset 2, no positions). */
+    static int64_t rank0[4] = {0, 1, 6, 7};
+    f.profiles[0].position_offset = -1;
+    f.profiles[0].positions = rank0;
+    f.profiles[1].position_offset = 2;
+    f.errors[0][2] = 3e-3; /* rank 0's row 2, position 6: the second chunk's first entry */
+    snprintf(f.items[1].token_layout, sizeof f.items[1].token_layout, "zigzag");
+    const read_results *runs[] = {&f.run};
+    char *page = write_report(runs, 1, NULL, NULL);
+    char *json = json_block(page);
+    /* rank 0's two chunks are two runs of the same rank at their own offsets, in row order */
+    cr_expect(strstr(json, "\"layout\":\"zigzag\",\"ranks\":[{\"rank\":0,\"offset\":0,"
+                           "\"length\":2,\"bin\":1,") != NULL);
+    cr_expect(strstr(json, "{\"rank\":0,\"offset\":6,\"length\":2,\"bin\":1,\"limit\":0.001,"
+                           "\"error\":[0.003,1e-06]}") != NULL,
+              "the second chunk at position 6 with its own errors");
+    cr_expect(strstr(json, "{\"rank\":1,\"offset\":2,\"length\":4,") != NULL);
+    cr_expect(strstr(json, "\"name\":\"f32 cp 2 zigzag (FAIL)\"") != NULL,
+              "the item's label names its layout");
+    cr_expect(strstr(page, "tensors out of tolerance; layout zigzag</summary>") != NULL);
+    free(json);
+    free(page);
+}
+
+Test(html_report, finely_interleaved_ranks__drawn_over_global_bins) {
+    fixture f;
+    make_run(&f, true);
+    /* round-robin with chunks of 1 over 1200 positions at cp 2: 600 runs per rank, more than
+     * are drawn one by one, so each rank is one series over the whole sequence, null where it
+     * holds nothing. */
+    enum { HALF = 600 };
+    static int64_t positions[2][HALF];
+    static double errors[2][HALF];
+    for (int r = 0; r < 2; r++) {
+        for (int k = 0; k < HALF; k++) {
+            positions[r][k] = 2 * k + r;
+            errors[r][k] = r == 0 ? 1e-6 : 2e-2;
+        }
+        f.profiles[r] = (read_profile){.rank = r,
+                                       .position_offset = -1,
+                                       .length = HALF,
+                                       .error = errors[r],
+                                       .positions = positions[r]};
+    }
+    f.items[1].padded_seq_len = 2 * HALF;
+    snprintf(f.items[1].token_layout, sizeof f.items[1].token_layout, "round-robin");
+    const read_results *runs[] = {&f.run};
+    char *page = write_report(runs, 1, NULL, NULL);
+    char *json = json_block(page);
+    /* 2 ranks × 1200 positions over 4096 points: bins of 1, every other one null */
+    cr_expect(strstr(json, "{\"rank\":0,\"offset\":0,\"length\":1200,\"bin\":1,\"limit\":0.001,"
+                           "\"error\":[1e-06,null,1e-06,null,") != NULL);
+    cr_expect(strstr(json, "{\"rank\":1,\"offset\":0,\"length\":1200,\"bin\":1,\"limit\":0.001,"
+                           "\"error\":[null,0.02,null,0.02,") != NULL);
+    cr_expect_eq(count(json, "{\"rank\":"), 2, "one series per rank, not one per run");
+    free(json);
+    free(page);
 }

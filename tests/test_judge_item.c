@@ -373,6 +373,12 @@ Test(judge_item, zigzag_reference_itself__passes_padding_and_masked_rows_uncompa
     /* rank 0's rows are not consecutive; rank 1's chunks 1 and 2 are: {2, 3, 4, 5} */
     cr_assert_eq(logits_record(&j, 0)->position_offset, -1);
     cr_assert_eq(logits_record(&j, 1)->position_offset, 2);
+    /* the results file records rank 0's positions, and the item names the layout */
+    const int64_t *positions = logits_record(&j, 0)->positions;
+    cr_assert_not_null(positions);
+    cr_assert(positions[0] == 0 && positions[1] == 1 && positions[2] == 6 && positions[3] == 7);
+    cr_assert_null(logits_record(&j, 1)->positions, "consecutive rows: the offset says it all");
+    cr_assert_str_eq(j.item.token_layout, "zigzag");
     /* the profile is in the rank's row order: rank 0's row 3 is position 7, compared nowhere */
     const double *profile = logits_record(&j, 0)->position_error;
     cr_assert(isnan(profile[3]));
@@ -390,6 +396,7 @@ Test(judge_item, round_robin_reference_itself__passes_at_cp_4_and_with_unequal_r
     lay_out(&j, &(token_layout){TOKEN_LAYOUT_ROUND_ROBIN, 8, 4, 1});
     judge(&j);
     cr_assert_eq(j.item.outcome, RUN_PASS, "%s", j.item.message);
+    cr_assert_str_eq(j.item.token_layout, "round-robin");
     release(&j);
 
     prepare_sized(&j, 3, 2, 7); /* chunks of 2 padded to 8: {0,1,6,7}, {2,3}, {4,5} */
@@ -425,8 +432,11 @@ Test(judge_item, explicit_contiguous_positions__judged_as_without_positions) {
         cr_assert(a->baseline_error == b->baseline_error);
         cr_assert_eq(a->position_offset, 4 * r);
         cr_assert_eq(b->position_offset, 4 * r);
+        cr_assert(a->positions == NULL && b->positions == NULL, "consecutive: no positions kept");
         cr_assert_arr_eq(a->worst, b->worst, sizeof a->worst);
     }
+    cr_assert_str_eq(plain.item.token_layout, "contiguous");
+    cr_assert_str_eq(explicit.item.token_layout, "contiguous");
     release(&plain);
     release(&explicit);
 }

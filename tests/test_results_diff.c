@@ -334,3 +334,96 @@ Test(results_diff, items_in_one_run_only__listed_never_dropped) {
     cr_expect_eq(diff.regressions, 0);
     results_diff_free(&diff);
 }
+
+/* Item i's logits rank 1 as a zigzag rank at cp 2 of a padded length 8 holds them: chunks 1 and
+ * 2 would be consecutive, so here its rows are positions {2, 3, 4, 5} reordered as
+ * {4, 5, 2, 3}, which no offset describes. */
+static void make_zigzag(run_fixture *run, int i) {
+    run_item *item = &run->results.items[i];
+    snprintf(item->token_layout, sizeof item->token_layout, "zigzag");
+    tensor_record *logits = &item->tensors[1];
+    logits->position_offset = -1;
+    logits->positions = malloc(4 * sizeof *logits->positions);
+    cr_assert_not_null(logits->positions);
+    const int64_t positions[4] = {4, 5, 2, 3};
+    memcpy(logits->positions, positions, sizeof positions);
+}
+
+Test(results_reader, token_layout_and_positions__read_back_and_checked) {
+    char folder[64], path[256];
+    test_make_folder(folder, sizeof folder);
+    const char *names[] = {"a", "b"};
+    const double errors[] = {2e-4, 2e-4};
+    run_fixture run;
+    make_run(&run, names, errors, 2);
+    snprintf(run.results.items[0].token_layout, sizeof run.results.items[0].token_layout,
+             "contiguous");
+    make_zigzag(&run, 1);
+    read_results read;
+    write_and_read(&run, folder, "zigzag.h5", &read);
+    cr_assert_eq(read.item_count, 2);
+    cr_expect_str_eq(read.items[0].token_layout, "contiguous");
+    cr_expect_str_eq(read.items[1].token_layout, "zigzag");
+    cr_assert_eq(read.items[0].profile_count, 1);
+    cr_expect_null(read.items[0].profiles[0].positions, "consecutive rows: offset only");
+    cr_expect_eq(read.items[0].profiles[0].position_offset, 4);
+    const read_profile *profile = &read.items[1].profiles[0];
+    cr_expect_eq(profile->position_offset, -1);
+    cr_assert_not_null(profile->positions, "rows not consecutive: their positions are recorded");
+    const int64_t expected[4] = {4, 5, 2, 3};
+    for (int k = 0; k < 4; k++) {
+        cr_expect_eq(profile->positions[k], expected[k], "entry %d", k);
+    }
+    read_results_free(&read);
+
+    /* a position outside the padded sequence [0, 8) is refused, naming the dataset */
+    snprintf(path, sizeof path, "%s/zigzag.h5", folder);
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t dataset = H5Dopen2(file, "/cases/b/f32/cp_2/profiles/positions@rank1", H5P_DEFAULT);
+    cr_assert_geq(dataset, 0, "profiles/positions@rank1 is written");
+    const int64_t outside[4] = {4, 5, 2, 8};
+    cr_assert_geq(H5Dwrite(dataset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, outside), 0);
+    H5Dclose(dataset);
+    H5Fclose(file);
+    expect_unreadable(path, "positions@rank1[3] = 8 is outside [0, 8)");
+    run_results_free(&run.results);
+}
+
+Test(results_diff, layout_changed__listed_as_changed_and_not_compared_tensor_by_tensor) {
+    char folder[64];
+    test_make_folder(folder, sizeof folder);
+    const char *names[] = {"a", "b"};
+    const double errors[] = {2e-4, 2e-4};
+    const double grown[] = {2e-4, 9e-4}; /* b's logits x4.5: grew, were it comparable */
+    run_fixture old_run, new_run;
+    make_run(&old_run, names, errors, 2);
+    make_run(&new_run, names, grown, 2);
+    for (int i = 0; i < 2; i++) {
+        snprintf(old_run.results.items[i].token_layout, 16, "contiguous");
+        snprintf(new_run.results.items[i].token_layout, 16, "contiguous");
+    }
+    make_zigzag(&new_run, 1);
+    read_results old_read, new_read;
+    write_and_read(&old_run, folder, "old.h5", &old_read);
+    write_and_read(&new_run, folder, "new.h5", &new_read);
+    results_diff diff;
+    cpparity_error error;
+    cr_assert_eq(results_diff_compute(&old_read, &new_read, 2.0, &diff, &error), CPPARITY_OK, "%s",
+                 error.message);
+    const diff_entry *changed = find_entry(&diff, DIFF_CHANGED, "b");
+    cr_assert_not_null(changed, "b's layout changed: one entry");
+    cr_expect(diff_entry_layout_changed(changed));
+    cr_expect_str_eq(changed->old_layout, "contiguous");
+    cr_expect_str_eq(changed->new_layout, "zigzag");
+    cr_expect(strstr(changed->message, "layout contiguous -> zigzag") != NULL, "%s",
+              changed->message);
+    cr_expect_null(find_entry(&diff, DIFF_GREW, "b"), "rank 1's logits are other positions now");
+    cr_expect_eq(diff.regressions, 0);
+    cr_expect_eq(diff.tensors_compared, 2, "only a's tensors");
+    cr_expect_eq(diff.count, 1);
+    results_diff_free(&diff);
+    read_results_free(&old_read);
+    read_results_free(&new_read);
+    run_results_free(&old_run.results);
+    run_results_free(&new_run.results);
+}

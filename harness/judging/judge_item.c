@@ -189,6 +189,14 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
     if (status != CPPARITY_OK) {
         return status;
     }
+    int64_t held = 0;
+    for (int64_t r = 0; in->positions != NULL && r < cp; r++) {
+        held += in->lengths[r];
+    }
+    const token_layout_kind layout =
+        in->positions == NULL ? TOKEN_LAYOUT_CONTIGUOUS
+                              : token_layout_recognise(held, cp, in->positions, in->lengths, NULL);
+    snprintf(item->token_layout, sizeof item->token_layout, "%s", token_layout_kind_name(layout));
     int64_t longest = 1; /* the largest rank's logits, for the scratch slices */
     for (int64_t r = 0; r < cp; r++) {
         const int64_t length = rows_of(in, r, B, V).length;
@@ -225,6 +233,16 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
         tensor_record *record =
             add_record(item, "logits", CPPARITY_KIND_LOGITS, (int)r, 3, (int64_t[]){B, L, V});
         record->position_offset = consecutive_offset(&rows);
+        if (record->position_offset < 0 && L > 0) { /* the results file records them */
+            record->positions = malloc((size_t)L * sizeof *record->positions);
+            if (record->positions == NULL) {
+                free(reference_slice);
+                free(naive_slice);
+                free(include);
+                return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+            }
+            memcpy(record->positions, rows.positions, (size_t)L * sizeof *record->positions);
+        }
         compare_float32(&record->metrics, rows.logits, reference_slice, slice, include);
         naive_logits_rows(naive_slice, naive, B, ref->seq_len, V, &rows);
         record->baseline_error = naive_error(naive_slice, reference_slice, slice, include);

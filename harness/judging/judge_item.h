@@ -32,7 +32,9 @@
  * row order. position_offset is the global position of the rank's row 0 when its rows are
  * consecutive positions (every contiguous layout, where the profile is then indexed by global
  * position − position_offset as before), and −1 when they are not (zigzag, round-robin, a
- * permutation, an empty rank): the results file does not record the positions themselves. */
+ * permutation, an empty rank), the record's positions then holding the global position of each
+ * row (profiles/positions@rank<r> in the results file). The item's token_layout names the layout
+ * token_layout_recognise finds ("contiguous" when positions is NULL). */
 typedef struct judge_inputs {
     const reference_outputs *reference; /* the case's float64 outputs */
     const naive_outputs *naive;         /* the naive same-dtype baseline of the item's dtype */

@@ -60,6 +60,28 @@ for case in full-left-and-right-padding-in-one-batch packed-documents-spanning-r
             grep -q "# discrimination: [1-9]" "$work/judge.out" ||
                 fail "$case $dtype $spec: no discrimination check"
             judge 0 "$work"/run/rank_*.h5 --baseline "$work/cp1/rank_0.h5"
+            # the results file names the layout and keeps each non-consecutive rank's positions
+            "$python" - "$work/judged.h5" "$work/run" "$layout" "$cp" "$dtype" > "$work/layout.out" 2>&1 <<'EOF_PY' ||
+import sys, h5py, numpy as np
+path, dumps, layout, cp, dtype = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+with h5py.File(path, "r") as results:
+    case = next(iter(results["cases"].values()))
+    item = case[dtype][f"cp_{cp}"]
+    recorded = item.attrs["token_layout"].decode()
+    assert recorded == layout, f"token_layout {recorded!r}, expected {layout!r}"
+    for rank in range(cp):
+        with h5py.File(f"{dumps}/rank_{rank}.h5", "r") as dump:
+            held = dump["token_indices"][0]
+        profile = item["profiles"][f"logits@rank{rank}"]
+        name = f"positions@rank{rank}"
+        if np.array_equal(held, held[0] + np.arange(len(held))):
+            assert profile.attrs["position_offset"] == held[0], f"rank {rank}: position_offset"
+            assert name not in item["profiles"], f"rank {rank}: consecutive rows, yet {name}"
+        else:
+            assert profile.attrs["position_offset"] == -1, f"rank {rank}: position_offset"
+            assert np.array_equal(item["profiles"][name][()], held), f"rank {rank}: {name}"
+EOF_PY
+                fail "$case $dtype $spec: $(tail -1 "$work/layout.out")"
         done
     done
 done
