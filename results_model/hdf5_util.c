@@ -250,15 +250,65 @@ fail:
     return status;
 }
 
-cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
-                                   const int64_t *dims, const void *data, const char *description,
-                                   cpparity_error *error) {
+static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memory_type,
+                                     hid_t file_type, int rank, const int64_t *dims,
+                                     const void *data, const char *description,
+                                     cpparity_error *error);
+
+/* A scalar or an empty dataset, which cannot be chunked: compact, its data inside its object
+ * header, which the file's format bounds (hdf5_file_access) checksum. */
+static cpparity_status write_compact(hid_t parent, const char *name, hid_t type, int rank,
+                                     const int64_t *dims, const void *data,
+                                     const char *description, cpparity_error *error) {
     hsize_t sizes[8];
+    if (rank < 0 || rank > 8) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "dataset %s: rank %d", name,
+                                  rank);
+    }
     for (int d = 0; d < rank; d++) {
         sizes[d] = (hsize_t)dims[d];
     }
-    return new_dataset(parent, name, type, type, rank, sizes, H5P_DEFAULT, data, description,
-                       error);
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    hid_t properties = H5I_INVALID_HID;
+    HDF5_CHECK(properties = H5Pcreate(H5P_DATASET_CREATE), error,
+               "creating the properties of dataset %s", name);
+    HDF5_CHECK(H5Pset_layout(properties, H5D_COMPACT), error, "making dataset %s compact", name);
+    status = new_dataset(parent, name, type, type, rank, sizes, properties, data, description,
+                         error);
+fail:
+    return HDF5_CLOSE(properties, status, error);
+}
+
+static bool scalar_or_empty(int rank, const int64_t *dims) {
+    bool empty = false;
+    for (int d = 0; d < rank; d++) {
+        empty = empty || dims[d] == 0;
+    }
+    return rank == 0 || empty;
+}
+
+cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
+                                   const int64_t *dims, const void *data, const char *description,
+                                   cpparity_error *error) {
+    if (scalar_or_empty(rank, dims)) {
+        return write_compact(parent, name, type, rank, dims, data, description, error);
+    }
+    return write_chunked(parent, name, type, type, rank, dims, data, description, error);
+}
+
+hid_t hdf5_file_access(cpparity_error *error) {
+    hid_t access = H5I_INVALID_HID;
+    HDF5_CHECK(access = H5Pcreate(H5P_FILE_ACCESS), error, "creating file access properties");
+    HDF5_CHECK(H5Pset_fclose_degree(access, H5F_CLOSE_STRONG), error,
+               "setting the file close degree");
+    /* HDF5 1.10's newest format: version 2 object headers, version 2 B-trees, fractal heaps and
+     * a version 3 superblock, each with a checksum verified on every read */
+    HDF5_CHECK(H5Pset_libver_bounds(access, H5F_LIBVER_V110, H5F_LIBVER_V110), error,
+               "setting the file format bounds to HDF5 1.10's");
+    return access;
+fail:
+    hdf5_close(access);
+    return H5I_INVALID_HID;
 }
 
 hid_t hdf5_string_type(size_t size) {
@@ -321,12 +371,8 @@ fail:
 cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hid_t type, int rank,
                                               const int64_t *dims, const void *data,
                                               const char *description, cpparity_error *error) {
-    bool empty = false;
-    for (int d = 0; d < rank; d++) {
-        empty = empty || dims[d] == 0;
-    }
-    if (rank == 0 || empty) {
-        return hdf5_write_dataset(parent, name, type, rank, dims, data, description, error);
+    if (scalar_or_empty(rank, dims)) {
+        return write_compact(parent, name, type, rank, dims, data, description, error);
     }
     return write_chunked(parent, name, type, type, rank, dims, data, description, error);
 }

@@ -78,9 +78,17 @@ cpparity_status hdf5_attributes_int64(hid_t object, const hdf5_named_int64 *valu
 cpparity_status hdf5_attribute_strings(hid_t object, const char *name, const char *const *values,
                                        int64_t count, cpparity_error *error);
 
+/* File access properties for every file cpparity writes (close with H5Pclose): HDF5 1.10's
+ * newest format bounds (H5Pset_libver_bounds V110, V110), under which object headers, B-tree
+ * nodes, heaps and the superblock carry checksums HDF5 verifies when it reads them, and a
+ * strong close degree. A negative id, with error filled, on failure. */
+hid_t hdf5_file_access(cpparity_error *error);
+
 /* Writes a whole dataset `name` under parent with a `Description` attribute; type is the HDF5
  * memory and file type (H5T_NATIVE_DOUBLE, H5T_NATIVE_INT64, H5T_NATIVE_INT8, ...). rank 0
- * writes a scalar. */
+ * writes a scalar. Every dataset is checksummed: stored as hdf5_write_dataset_compressed does
+ * (chunked, Fletcher-32), and a scalar or an empty one, which cannot be chunked, compact (its
+ * data inside its object header, checksummed in files made with hdf5_file_access). */
 cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
                                    const int64_t *dims, const void *data, const char *description,
                                    cpparity_error *error);
@@ -93,10 +101,10 @@ cpparity_status hdf5_attribute_int64s(hid_t object, const char *name, const int6
  * caller closes it with H5Tclose. Returns a negative id on failure (check with HDF5_CHECK). */
 hid_t hdf5_string_type(size_t size);
 
-/* Like hdf5_write_dataset, but stored the way SWIFT stores its output: chunked (chunks of at most
- * about 1 MiB, leading dimensions split first), byte-shuffled, deflate-compressed and with a
- * fletcher32 checksum. A scalar (rank 0) or an empty dataset (a dimension of 0) cannot be
- * chunked and is written contiguous, exactly as hdf5_write_dataset does. */
+/* Stored the way SWIFT stores its output: chunked (chunks of at most about 1 MiB, leading
+ * dimensions split first), byte-shuffled, deflate-compressed and with a fletcher32 checksum. A
+ * scalar (rank 0) or an empty dataset (a dimension of 0) cannot be chunked and is written
+ * compact. (hdf5_write_dataset is now the same; both names stay for their callers.) */
 cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hid_t type, int rank,
                                               const int64_t *dims, const void *data,
                                               const char *description, cpparity_error *error);

@@ -609,9 +609,9 @@ static cpparity_status write_into(const run_results *results, const output_file 
                                   cpparity_error *error) {
     hdf5_quiet();
     hid_t access = H5I_INVALID_HID, file = H5I_INVALID_HID;
-    HDF5_CHECK(access = H5Pcreate(H5P_FILE_ACCESS), error, "creating file access properties");
-    HDF5_CHECK(H5Pset_fclose_degree(access, H5F_CLOSE_STRONG), error,
-               "setting the close degree of %s %s", output->flag, output->destination);
+    if ((access = hdf5_file_access(error)) < 0) {
+        goto fail;
+    }
     HDF5_CHECK(file = H5Fcreate(output->temporary, H5F_ACC_TRUNC, H5P_DEFAULT, access), error,
                "creating %s %s (as %s)", output->flag, output->destination, output->temporary);
     if (hdf5_attribute_string(file, "format", "cpparity-results", error) != CPPARITY_OK ||

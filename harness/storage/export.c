@@ -118,7 +118,7 @@ static cpparity_status write_masks(hid_t file, const reference_model *model,
     const int64_t B = model->batch, S = model->seq_len;
     cpparity_status status = CPPARITY_ERROR_RUNTIME;
     hid_t group = H5I_INVALID_HID, file_space = H5I_INVALID_HID, row_space = H5I_INVALID_HID;
-    hid_t dataset = H5I_INVALID_HID;
+    hid_t dataset = H5I_INVALID_HID, properties = H5I_INVALID_HID;
     uint8_t *row = malloc((size_t)S);
     if (row == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (mask row)");
@@ -130,11 +130,23 @@ static cpparity_status write_masks(hid_t file, const reference_model *model,
     const hsize_t row_dims[1] = {(hsize_t)S};
     HDF5_CHECK(file_space = H5Screate_simple(3, dims, NULL), error, "creating the mask space");
     HDF5_CHECK(row_space = H5Screate_simple(1, row_dims, NULL), error, "creating a row space");
+    /* chunks of whole query rows, at most about 1 MiB, deflated and checksummed (Fletcher-32)
+     * like every dataset cpparity writes */
+    const hsize_t rows_per_chunk = (hsize_t)(S > 0 && S < (1 << 20) / S ? (1 << 20) / S : 1);
+    const hsize_t chunk[3] = {1, rows_per_chunk < (hsize_t)S ? rows_per_chunk : (hsize_t)S,
+                              (hsize_t)S};
+    HDF5_CHECK(properties = H5Pcreate(H5P_DATASET_CREATE), error,
+               "creating the mask dataset properties");
+    if (B > 0 && S > 0) {
+        HDF5_CHECK(H5Pset_chunk(properties, 3, chunk), error, "chunking the masks");
+        HDF5_CHECK(H5Pset_deflate(properties, 4), error, "compressing the masks");
+        HDF5_CHECK(H5Pset_fletcher32(properties), error, "checksumming the masks");
+    }
     for (int64_t l = 0; l < model->config.num_hidden_layers; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer_%lld", (long long)l);
         HDF5_CHECK(dataset = H5Dcreate2(group, name, H5T_NATIVE_UINT8, file_space, H5P_DEFAULT,
-                                        H5P_DEFAULT, H5P_DEFAULT),
+                                        properties, H5P_DEFAULT),
                    error, "creating /masks/%s", name);
         for (int64_t b = 0; b < B; b++) {
             for (int64_t q = 0; q < S; q++) {
@@ -167,6 +179,7 @@ fail:
     status = HDF5_CLOSE(dataset, status, error);
     status = HDF5_CLOSE(row_space, status, error);
     status = HDF5_CLOSE(file_space, status, error);
+    status = HDF5_CLOSE(properties, status, error);
     status = HDF5_CLOSE(group, status, error);
     free(row);
     return status;
@@ -200,7 +213,7 @@ cpparity_status export_case(const cpparity_case *exported, const export_source *
     }
     cpparity_batch batch = {0};
     reference_model model = {0};
-    hid_t file = H5I_INVALID_HID;
+    hid_t file = H5I_INVALID_HID, access = H5I_INVALID_HID;
     status = fixture_batch_build(&batch, exported->rows, exported->batch_size, exported->seq_len,
                                  exported->model.vocab_size, exported->seed, error);
     if (status == CPPARITY_OK) {
@@ -219,7 +232,10 @@ cpparity_status export_case(const cpparity_case *exported, const export_source *
     }
     hdf5_quiet();
     status = CPPARITY_ERROR_RUNTIME;
-    HDF5_CHECK(file = H5Fcreate(output.temporary, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), error,
+    if ((access = hdf5_file_access(error)) < 0) {
+        goto done;
+    }
+    HDF5_CHECK(file = H5Fcreate(output.temporary, H5F_ACC_TRUNC, H5P_DEFAULT, access), error,
                "creating -o %s (as %s)", path, output.temporary);
     if (write_model_attributes(file, exported, source, error) != CPPARITY_OK ||
         write_source(file, source, error) != CPPARITY_OK ||
@@ -241,6 +257,7 @@ fail:
     status = CPPARITY_ERROR_RUNTIME;
 done:
     hdf5_close(file);
+    hdf5_close(access);
     if (status != CPPARITY_OK) {
         output_file_abandon(&output);
     }
