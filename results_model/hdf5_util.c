@@ -258,12 +258,11 @@ static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memor
 /* A scalar or an empty dataset, which cannot be chunked: compact, its data inside its object
  * header, which the file's format bounds (hdf5_file_access) checksum. */
 static cpparity_status write_compact(hid_t parent, const char *name, hid_t type, int rank,
-                                     const int64_t *dims, const void *data,
-                                     const char *description, cpparity_error *error) {
+                                     const int64_t *dims, const void *data, const char *description,
+                                     cpparity_error *error) {
     hsize_t sizes[8];
     if (rank < 0 || rank > 8) {
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "dataset %s: rank %d", name,
-                                  rank);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "dataset %s: rank %d", name, rank);
     }
     for (int d = 0; d < rank; d++) {
         sizes[d] = (hsize_t)dims[d];
@@ -273,8 +272,8 @@ static cpparity_status write_compact(hid_t parent, const char *name, hid_t type,
     HDF5_CHECK(properties = H5Pcreate(H5P_DATASET_CREATE), error,
                "creating the properties of dataset %s", name);
     HDF5_CHECK(H5Pset_layout(properties, H5D_COMPACT), error, "making dataset %s compact", name);
-    status = new_dataset(parent, name, type, type, rank, sizes, properties, data, description,
-                         error);
+    status =
+        new_dataset(parent, name, type, type, rank, sizes, properties, data, description, error);
 fail:
     return HDF5_CLOSE(properties, status, error);
 }
