@@ -130,7 +130,9 @@ cpparity_status hdf5_input_string(const hdf5_input *input, const char *object, c
         read = variable != NULL ? variable : "";
     } else {
         buffer = calloc(width + 1, 1);
-        if (buffer == NULL || H5Tset_size(memory, width) < 0 ||
+        /* width + 1: a null-padded string of exactly width bytes (numpy's bytes_ in h5py) keeps
+         * its last character when converted to a null-terminated one */
+        if (buffer == NULL || H5Tset_size(memory, width + 1) < 0 ||
             H5Aread(attribute, memory, buffer) < 0) {
             cpparity_error_set(error, status, "%s: %s: attribute '%s' cannot be read", input->path,
                                object, name);

@@ -62,7 +62,9 @@ static cpparity_status read_string(const reader *r, hid_t object, const char *wh
     }
     buffer = calloc(width + 1, 1);
     memory = H5Tcopy(H5T_C_S1);
-    if (buffer == NULL || memory < 0 || H5Tset_size(memory, width) < 0 ||
+    /* width + 1: a null-padded string of exactly width bytes (h5py writes them) keeps its last
+     * character when converted to a null-terminated one */
+    if (buffer == NULL || memory < 0 || H5Tset_size(memory, width + 1) < 0 ||
         H5Aread(attribute, memory, buffer) < 0) {
         status = bad(r, "%s: cannot read attribute '%s'", where, name);
         goto done;
@@ -370,8 +372,10 @@ static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_inf
                              : bad(r, "%s: cannot read its profiles", where);
             }
             hdf5_close(profiles);
-            qsort(item->profiles, (size_t)item->profile_count, sizeof *item->profiles,
-                  compare_profiles);
+            if (item->profile_count > 1) { /* a group with no profile leaves profiles NULL */
+                qsort(item->profiles, (size_t)item->profile_count, sizeof *item->profiles,
+                      compare_profiles);
+            }
         }
     }
     hdf5_close(group);
@@ -514,6 +518,57 @@ static cpparity_status read_provenance(const reader *r, hid_t file) {
     return status;
 }
 
+/* Everything of an open file into r's results; closes file. */
+static cpparity_status read_open_file(reader *r, hid_t file) {
+    read_results *results = r->results;
+    cpparity_error *error = r->error;
+    char format[64] = "";
+    cpparity_status status = read_string(r, file, "/", "format", format, sizeof format);
+    if (status == CPPARITY_OK && strcmp(format, "cpparity-results") != 0) {
+        status = bad(r, "not a cpparity results file (/format is '%s', not 'cpparity-results'%s)",
+                     format, strcmp(format, "cpparity-export") == 0 ? "; it is an export" : "");
+    }
+    if (status == CPPARITY_OK) {
+        status =
+            read_number(r, file, "/", "format_version", H5T_NATIVE_INT64, &results->format_version);
+    }
+    if (status == CPPARITY_OK && results->format_version != RESULTS_FILE_FORMAT_VERSION) {
+        status = bad(r, "results format version %lld; this cpparity reads version %d only (%s)",
+                     (long long)results->format_version, RESULTS_FILE_FORMAT_VERSION,
+                     results->format_version > RESULTS_FILE_FORMAT_VERSION
+                         ? "written by a newer cpparity: read it with that one"
+                         : "written by an older cpparity, whose errors meant something else");
+    }
+    if (status == CPPARITY_OK) {
+        status = read_provenance(r, file);
+    }
+    if (status == CPPARITY_OK) {
+        status = read_discrimination(r, file);
+    }
+    if (status == CPPARITY_OK) {
+        const hid_t cases = H5Lexists(file, "cases", H5P_DEFAULT) > 0
+                                ? H5Gopen2(file, "cases", H5P_DEFAULT)
+                                : H5I_INVALID_HID;
+        if (cases < 0) {
+            status = bad(r, "no /cases group (damaged)");
+        } else {
+            if (iterate_in_order(cases, read_case_group, r) < 0) {
+                status = error->status != CPPARITY_OK ? error->status
+                                                      : bad(r, "cannot list /cases (damaged)");
+            }
+            hdf5_close(cases);
+        }
+    }
+    hdf5_close(file);
+    if (status != CPPARITY_OK) { /* nothing half-read: the caller sees no item of a bad file */
+        char path[sizeof results->path];
+        snprintf(path, sizeof path, "%s", results->path);
+        read_results_free(results);
+        snprintf(results->path, sizeof results->path, "%s", path);
+    }
+    return status;
+}
+
 cpparity_status results_file_read(const char *path, read_results *results, cpparity_error *error) {
     memset(results, 0, sizeof *results);
     cpparity_error_clear(error);
@@ -531,49 +586,30 @@ cpparity_status results_file_read(const char *path, read_results *results, cppar
     if (file < 0) {
         return bad(&r, "cannot be opened as HDF5 (truncated or damaged)");
     }
-    char format[64] = "";
-    cpparity_status status = read_string(&r, file, "/", "format", format, sizeof format);
-    if (status == CPPARITY_OK && strcmp(format, "cpparity-results") != 0) {
-        status = bad(&r, "not a cpparity results file (/format is '%s', not 'cpparity-results'%s)",
-                     format, strcmp(format, "cpparity-export") == 0 ? "; it is an export" : "");
+    return read_open_file(&r, file);
+}
+
+cpparity_status results_file_read_image(const void *image, size_t size, const char *name,
+                                        read_results *results, cpparity_error *error) {
+    memset(results, 0, sizeof *results);
+    cpparity_error_clear(error);
+    snprintf(results->path, sizeof results->path, "%s", name);
+    reader r = {results, 0, 0, 0, error, "", ""};
+    hdf5_quiet();
+    hid_t access = H5Pcreate(H5P_FILE_ACCESS);
+    if (access < 0 || H5Pset_fapl_core(access, 1 << 16, 0) < 0 ||
+        (size > 0 && H5Pset_file_image(access, (void *)(uintptr_t)image, size) < 0)) {
+        hdf5_close(access);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "%s: cannot set up an in-memory HDF5 file (out of memory?)",
+                                  name);
     }
-    if (status == CPPARITY_OK) {
-        status = read_number(&r, file, "/", "format_version", H5T_NATIVE_INT64,
-                             &results->format_version);
+    const hid_t file = size > 0 ? H5Fopen(name, H5F_ACC_RDONLY, access) : H5I_INVALID_HID;
+    hdf5_close(access);
+    if (file < 0) {
+        return bad(&r, "not an HDF5 file, or a truncated or damaged one");
     }
-    if (status == CPPARITY_OK && results->format_version != RESULTS_FILE_FORMAT_VERSION) {
-        status = bad(&r, "results format version %lld; this cpparity reads version %d only (%s)",
-                     (long long)results->format_version, RESULTS_FILE_FORMAT_VERSION,
-                     results->format_version > RESULTS_FILE_FORMAT_VERSION
-                         ? "written by a newer cpparity: read it with that one"
-                         : "written by an older cpparity, whose errors meant something else");
-    }
-    if (status == CPPARITY_OK) {
-        status = read_provenance(&r, file);
-    }
-    if (status == CPPARITY_OK) {
-        status = read_discrimination(&r, file);
-    }
-    if (status == CPPARITY_OK) {
-        const hid_t cases = H5Lexists(file, "cases", H5P_DEFAULT) > 0
-                                ? H5Gopen2(file, "cases", H5P_DEFAULT)
-                                : H5I_INVALID_HID;
-        if (cases < 0) {
-            status = bad(&r, "no /cases group (damaged)");
-        } else {
-            if (iterate_in_order(cases, read_case_group, &r) < 0) {
-                status = error->status != CPPARITY_OK ? error->status
-                                                      : bad(&r, "cannot list /cases (damaged)");
-            }
-            hdf5_close(cases);
-        }
-    }
-    hdf5_close(file);
-    if (status != CPPARITY_OK) { /* nothing half-read: the caller sees no item of a bad file */
-        read_results_free(results);
-        snprintf(results->path, sizeof results->path, "%s", path);
-    }
-    return status;
+    return read_open_file(&r, file);
 }
 
 void read_results_free(read_results *results) {

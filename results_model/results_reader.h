@@ -77,6 +77,11 @@ typedef struct read_results {
 /* Reads path into results (zeroed first; free with read_results_free even after a failure). */
 cpparity_status results_file_read(const char *path, read_results *results, cpparity_error *error);
 
+/* The same from an HDF5 file image in memory (size bytes, only read), named name in messages and
+ * in results->path: the fuzz target's entry (fuzz/results_file_fuzzer.c). */
+cpparity_status results_file_read_image(const void *image, size_t size, const char *name,
+                                        read_results *results, cpparity_error *error);
+
 void read_results_free(read_results *results);
 
 #endif

@@ -427,3 +427,40 @@ Test(results_diff, layout_changed__listed_as_changed_and_not_compared_tensor_by_
     run_results_free(&old_run.results);
     run_results_free(&new_run.results);
 }
+
+Test(results_reader, file_image_in_memory__read_as_the_file_and_garbage_refused) {
+    char folder[64], path[256];
+    test_make_folder(folder, sizeof folder);
+    const char *names[] = {"a", "b"};
+    const double errors[] = {2e-4, 5e-3};
+    run_fixture run;
+    make_run(&run, names, errors, 2);
+    read_results from_file, from_image;
+    write_and_read(&run, folder, "image.h5", &from_file);
+    snprintf(path, sizeof path, "%s/image.h5", folder);
+    FILE *file = fopen(path, "rb");
+    cr_assert_not_null(file);
+    static unsigned char image[1 << 22];
+    const size_t size = fread(image, 1, sizeof image, file);
+    fclose(file);
+    cr_assert(size > 0 && size < sizeof image);
+    cpparity_error error;
+    cr_assert_eq(results_file_read_image(image, size, "memory.h5", &from_image, &error),
+                 CPPARITY_OK, "%s", error.message);
+    cr_expect_str_eq(from_image.path, "memory.h5");
+    cr_assert_eq(from_image.item_count, from_file.item_count);
+    cr_expect_str_eq(from_image.items[1].outcome, "FAIL");
+    cr_expect_eq(from_image.items[1].tensors[1].relative_l2, 5e-3);
+    read_results_free(&from_image);
+    /* not HDF5, and empty: bad input naming the image, nothing read */
+    cr_expect_eq(results_file_read_image("cases: []\n", 10, "memory.h5", &from_image, &error),
+                 CPPARITY_ERROR_INPUT);
+    cr_expect(strncmp(error.message, "memory.h5", 9) == 0, "%s", error.message);
+    cr_expect_eq(from_image.item_count, 0);
+    read_results_free(&from_image);
+    cr_expect_eq(results_file_read_image(image, 0, "memory.h5", &from_image, &error),
+                 CPPARITY_ERROR_INPUT);
+    read_results_free(&from_image);
+    read_results_free(&from_file);
+    run_results_free(&run.results);
+}

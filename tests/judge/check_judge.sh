@@ -137,6 +137,24 @@ touch "$work/exists.h5"
 [ $? = 2 ] && grep -q -- "--out $work/exists.h5" "$work/judge.out" || fail "an existing --out"
 checks=$((checks + 4))
 
+# String attributes as numpy's fixed-length, null-padded bytes (no terminator: h5py writes
+# np.bytes_ so) are read whole: the digest matches, the framework's name keeps its last letter.
+dumps "$work/padded" --cp 2 --layout zigzag
+"$python" - "$work"/padded/rank_*.h5 <<'EOF_PY' || fail "rewriting the dumps' string attributes"
+import sys, h5py, numpy as np
+for path in sys.argv[1:]:
+    with h5py.File(path, "r+") as dump:
+        for name in ("framework", "export_digest", "kernel"):
+            value = dump.attrs[name]
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            dump.attrs[name] = np.bytes_(text.encode())
+            assert dump.attrs.get_id(name).get_type().get_strpad() == h5py.h5t.STR_NULLPAD
+EOF_PY
+judge 0 "$work"/padded/rank_*.h5
+framework=$("$python" -c 'import h5py, sys; v = h5py.File(sys.argv[1])["/"].attrs["framework"]; print(v.decode() if isinstance(v, bytes) else v)' "$work/padded/rank_0.h5")
+grep -q "framework $framework " "$work/judge.out" ||
+    fail "a null-padded framework name '$framework' is not read whole: $(grep '# layout' "$work/judge.out")"
+
 # A framework's nightly job: scripts/nightly.sh with CPPARITY_NIGHTLY_JUDGE, twice on correct
 # dumps (exit 0, no regression), then on dumps with a bug (exit 1, a new failure in the diff).
 export CPPARITY="$cpparity"
