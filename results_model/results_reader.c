@@ -152,7 +152,9 @@ static cpparity_status read_metrics(const reader *r, hid_t group, const char *wh
                                     read_item *item) {
     void *rows = NULL;
     const cpparity_status status =
-        read_table(r, group, where, "metrics", (hsize_t)1 << 30, sizeof(metrics_row),
+        /* at most 2^20 records: cp × (2 + parameters) is far less for any model; a damaged
+         * extent must not make the reader allocate gigabytes before it finds out */
+        read_table(r, group, where, "metrics", (hsize_t)1 << 20, sizeof(metrics_row),
                    results_metrics_type, &rows, &item->tensor_count);
     item->tensors = rows;
     return status;
