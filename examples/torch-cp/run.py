@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """Run model.md's model with context-parallel attention on CPU processes, one dump per rank.
 
-    run.py EXPORT.h5 --cp N --attention ulysses|ring --out DIR [--dtype f32|bf16] [--wrong NAME]
+    run.py EXPORT.h5 --cp N --attention ulysses|ring|deepspeed-ulysses --out DIR [--dtype f32|bf16]
+           [--wrong NAME]
 
 Starts N processes (torch.multiprocessing, torch.distributed with gloo on 127.0.0.1). Each reads
 the export (python/cpparity_dump.py), takes its shard of the padded inputs (contiguous for
 Ulysses, zigzag for ring attention), runs one forward and backward step and writes
 DIR/rank_<r>.h5 for `cpparity judge EXPORT.h5 DIR/rank_*.h5`: its logits, the global loss and
-every parameter's full, all-reduced gradient.
+every parameter's full, all-reduced gradient. deepspeed-ulysses is DeepSpeed's own Ulysses
+(deepspeed.sequence.layer.DistributedAttention, deepspeed_ulysses.py; needs DeepSpeed installed,
+see tests/judge/check_external.sh), contiguous like ulysses.
 
 --wrong plants one bug a CP implementation can have; the judge must fail it:
   mask-from-local-positions  each rank finds documents in its own positions only, so every
@@ -24,6 +27,7 @@ every parameter's full, all-reduced gradient.
 """
 
 import argparse
+import importlib.util
 import os
 import socket
 import sys
@@ -47,8 +51,9 @@ WRONG = ("mask-from-local-positions", "labels-shifted-in-shard", "gradients-not-
          "lse-merge-max-only", "zigzag-second-chunk-first")
 RING_ONLY = ("lse-merge-max-only", "zigzag-second-chunk-first")
 DTYPES = ("f32", "bf16")
-LAYOUTS = {"ulysses": "contiguous", "ring": "zigzag"}
-KERNELS = {"ulysses": "eager-masked-softmax", "ring": "eager-ring-lse-merge"}
+LAYOUTS = {"ulysses": "contiguous", "ring": "zigzag", "deepspeed-ulysses": "contiguous"}
+KERNELS = {"ulysses": "eager-masked-softmax", "ring": "eager-ring-lse-merge",
+           "deepspeed-ulysses": "deepspeed-ulysses"}  # + "-<DeepSpeed version>"
 
 
 def free_port():
@@ -95,8 +100,15 @@ def write_step_dump(rank, args):
     masks = cp_common.global_masks(
         config, torch.as_tensor(positions), shard["position_ids"], shard["attention_mask"],
         documents_from_shard=args.wrong == "mask-from-local-positions")
+    framework, framework_version = "torch", str(torch.__version__)
+    kernel = KERNELS[args.attention]
     if args.attention == "ulysses":
         attention = UlyssesAttention(config, masks)
+    elif args.attention == "deepspeed-ulysses":
+        import deepspeed_ulysses  # only this choice needs DeepSpeed
+        attention = deepspeed_ulysses.DeepSpeedUlyssesAttention(config, masks)
+        framework, framework_version = "deepspeed", deepspeed_ulysses.VERSION
+        kernel = f"{kernel}-{framework_version}"
     else:
         every_rank = [torch.as_tensor(export.token_indices(layout, cp, other, padded_len))
                       for other in range(cp)]
@@ -113,8 +125,8 @@ def write_step_dump(rank, args):
         os.path.join(args.out, f"rank_{rank}.h5"), export=export, rank=rank, cp=cp,
         token_indices=positions, loss=loss, logits=logits,
         gradients={name: parameter.grad for name, parameter in model.named_parameters()},
-        framework="torch", framework_version=str(torch.__version__), dtype=args.dtype,
-        kernel=KERNELS[args.attention])
+        framework=framework, framework_version=framework_version, dtype=args.dtype,
+        kernel=kernel)
 
 
 def parse_arguments(argv):
@@ -134,6 +146,9 @@ def parse_arguments(argv):
         parser.error(f"--cp {args.cp}: expected >= 1")
     if args.wrong in RING_ONLY and args.attention != "ring":
         parser.error(f"--wrong {args.wrong} is a bug of ring attention: use --attention ring")
+    if args.attention == "deepspeed-ulysses" and importlib.util.find_spec("deepspeed") is None:
+        parser.error("--attention deepspeed-ulysses needs DeepSpeed, which this python lacks "
+                     "(tests/judge/check_external.sh makes a venv with it)")
     return args
 
 

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# check_external.sh CPPARITY SOURCE_DIR VENV_DIR [BASE_PYTHON] — a third-party context-parallel
+# implementation judged by `cpparity judge`: DeepSpeed's Ulysses
+# (deepspeed.sequence.layer.DistributedAttention, pinned below) around examples/torch-cp's local
+# attention (run.py --attention deepspeed-ulysses, deepspeed_ulysses.py), on gloo CPU processes.
+# None of DeepSpeed's code is in the project: it is pip-installed into VENV_DIR.
+#   - VENV_DIR is created if missing: BASE_PYTHON (default /usr/bin/python3, Debian's, with
+#     python3-torch 1.13, numpy and h5py) -m venv --system-site-packages, so the venv uses the
+#     system's torch; where python3-venv is not installed (no ensurepip) the venv is made
+#     --without-pip and Debian's python3-pip installs into it. DeepSpeed is installed there with
+#     pip's cache, and torch is never taken from PyPI: a constraints file pins it to the
+#     installed version, so a DeepSpeed that wanted another torch would fail to resolve rather
+#     than download one;
+#   - two CI cases exported (packed documents crossing every shard boundary with left and right
+#     padding; S = 37 prime, so cp > 1 pads, with a sliding layer, packing and a position jump);
+#     run.py at cp 1, 2 and 4 in f32 and at cp 2 in bf16 (first case); every run judged: exit
+#     0, the layout named contiguous, the framework deepspeed at the pinned version; those at
+#     cp > 1 in f32 also against the cp 1 run (--baseline);
+#   - a planted bug (--wrong mask-from-local-positions) at cp 2: exit 1, FAIL logits rank 1.
+# Exit 0 when all of that holds, 1 at the first surprise, 77 (skip) when the venv cannot be
+# made, pip cannot install DeepSpeed (no network, say), or DeepSpeed cannot be imported or a
+# gloo process group cannot start.
+set -u
+cpparity=$1
+source_dir=$2
+venv=$3
+base_python=${4:-/usr/bin/python3}
+# the newest DeepSpeed whose import works with torch 1.13 (0.18.7 on calls torch.amp.custom_fwd)
+deepspeed_version=0.18.6
+run_py=$source_dir/examples/torch-cp/run.py
+python=$venv/bin/python
+work=$(mktemp -d /tmp/cpparity-external-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() {
+    echo "FAILED: $*" >&2
+    for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
+    exit 1
+}
+skip() { # REASON [LOG]: exit 77 with the reason and the log's last lines
+    echo "SKIP: $1"
+    [ $# -gt 1 ] && tail -5 "$2"
+    exit 77
+}
+
+# the venv: Debian's torch through --system-site-packages, DeepSpeed pinned
+if [ ! -x "$python" ]; then
+    "$base_python" -m venv --system-site-packages "$venv" > "$work/venv.out" 2>&1 ||
+        { rm -rf "$venv"; "$base_python" -m venv --system-site-packages --without-pip "$venv" \
+            >> "$work/venv.out" 2>&1; } ||
+        skip "$base_python cannot make a venv at $venv:" "$work/venv.out"
+fi
+"$python" -m pip --version > "$work/pip.out" 2>&1 ||
+    skip "no pip for $python (neither python3-venv's ensurepip nor python3-pip):" "$work/pip.out"
+if ! "$python" - "$deepspeed_version" <<'EOF' 2> /dev/null; then
+import importlib.metadata, sys
+sys.exit(importlib.metadata.version("deepspeed") != sys.argv[1])
+EOF
+    "$python" - > "$work/constraints.txt" 2> "$work/pip.out" <<'EOF' ||
+import importlib.metadata
+print("torch==" + importlib.metadata.version("torch"))
+EOF
+        skip "torch is not installed for $python:" "$work/pip.out"
+    start=$SECONDS
+    "$python" -m pip install --disable-pip-version-check --retries 2 \
+        -c "$work/constraints.txt" "deepspeed==$deepspeed_version" > "$work/pip.out" 2>&1 ||
+        skip "pip cannot install deepspeed==$deepspeed_version into $venv:" "$work/pip.out"
+    echo "installed deepspeed $deepspeed_version into $venv in $((SECONDS - start)) s"
+fi
+
+# DeepSpeed importable on CPU, and a gloo process group
+if ! DS_ACCELERATOR=cpu "$python" - > "$work/probe.out" 2>&1 <<'EOF'
+import socket
+import torch
+import torch.distributed as dist
+import deepspeed
+from deepspeed.sequence.layer import DistributedAttention
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+value = torch.ones(1)
+dist.all_reduce(value)
+dist.destroy_process_group()
+EOF
+then
+    skip "DeepSpeed $deepspeed_version on CPU or a gloo group is unavailable to $python:" \
+        "$work/probe.out"
+fi
+
+run() { # OUT_DIR ARGS...: run.py with DeepSpeed's Ulysses on the export
+    local dir=$1
+    shift
+    rm -rf "$dir"
+    "$python" "$run_py" "$work/export.h5" --attention deepspeed-ulysses --out "$dir" "$@" \
+        > "$work/run.out" 2>&1 || fail "run.py --attention deepspeed-ulysses $*"
+}
+judge() { # EXPECTED_EXIT DUMP_DIR [JUDGE ARGS...]: cpparity judge, its output in $work/judge.out
+    local expected=$1 dir=$2
+    shift 2
+    rm -f "$work/judged.h5"
+    "$cpparity" judge "$work/export.h5" "$dir"/rank_*.h5 "$@" --out "$work/judged.h5" \
+        > "$work/judge.out" 2>&1
+    local code=$?
+    [ $code = "$expected" ] || fail "judge of $dir $*: exit $code, expected $expected"
+}
+export_case() {
+    rm -f "$work/export.h5"
+    "$cpparity" export "$source_dir/cases/ci.yaml" --case "$1" -o "$work/export.h5" \
+        > "$work/export.out" 2>&1 || fail "export of $1"
+}
+
+runs=0
+for case in packed-documents-spanning-ranks-with-length-1 autopad-prime-37-packed-position-jump; do
+    export_case "$case"
+    specs=("f32 1" "f32 2" "f32 4")
+    [ "$case" = packed-documents-spanning-ranks-with-length-1 ] && specs+=("bf16 2")
+    for spec in "${specs[@]}"; do
+        read -r dtype cp <<< "$spec"
+        dir=$work/run
+        [ "$cp" = 1 ] && dir=$work/cp1_$dtype
+        run "$dir" --cp "$cp" --dtype "$dtype"
+        judge 0 "$dir"
+        grep -q "# layout: contiguous (cp $cp" "$work/judge.out" ||
+            fail "$case $dtype cp $cp: the layout is not named contiguous"
+        grep -q "framework deepspeed $deepspeed_version" "$work/judge.out" ||
+            fail "$case $dtype cp $cp: the dump does not name deepspeed $deepspeed_version"
+        [ "$cp" != 1 ] && [ -d "$work/cp1_$dtype" ] &&
+            judge 0 "$dir" --baseline "$work/cp1_$dtype/rank_0.h5"
+        runs=$((runs + 1))
+        echo "PASS $case $dtype deepspeed-ulysses cp $cp"
+    done
+    rm -rf "$work"/cp1_*
+done
+
+# A planted bug at cp 2, where documents cross the shard boundary: exit 1, tensor and rank named
+export_case packed-documents-spanning-ranks-with-length-1
+expected="FAIL logits rank 1"
+run "$work/wrong" --cp 2 --wrong mask-from-local-positions
+judge 1 "$work/wrong"
+grep -q "$expected" "$work/judge.out" ||
+    fail "--wrong mask-from-local-positions: the output does not say '$expected'"
+echo "FAIL as expected: deepspeed-ulysses --wrong mask-from-local-positions:" \
+    "$(grep -m1 "$expected" "$work/judge.out" | cut -c1-100)"
+echo "DeepSpeed $deepspeed_version Ulysses: $runs runs judged PASS, 1 planted bug judged FAIL"
+exit 0
