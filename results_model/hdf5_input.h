@@ -28,6 +28,11 @@ typedef struct hdf5_input {
 /* Opens path read-only: CPPARITY_ERROR_INPUT when it is missing, unreadable or not HDF5. */
 cpparity_status hdf5_input_open(hdf5_input *input, const char *path, cpparity_error *error);
 
+/* The same for an HDF5 file image in memory (size bytes, only read; HDF5's core driver), called
+ * name in messages: the fuzz targets' entry (fuzz/). */
+cpparity_status hdf5_input_open_image(hdf5_input *input, const void *image, size_t size,
+                                      const char *name, cpparity_error *error);
+
 void hdf5_input_close(hdf5_input *input);
 
 /* Whether object (a group path such as "/" or "/gradients") has a link called name. */

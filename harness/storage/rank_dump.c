@@ -215,28 +215,48 @@ static cpparity_status read_gradients(const hdf5_input *input,
     return status;
 }
 
-cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
-                               const cpparity_tensor_table *parameters, rank_dump *dump,
-                               cpparity_error *error) {
-    memset(dump, 0, sizeof *dump);
-    dump->path = path;
-    hdf5_input input;
-    cpparity_status status = hdf5_input_open(&input, path, error);
+/* Reads an input opened (status OK) or not into dump; closes it. */
+static cpparity_status read_input(hdf5_input *input, cpparity_status status, const char *path,
+                                  const cpparity_case *c, const cpparity_tensor_table *parameters,
+                                  rank_dump *dump, cpparity_error *error) {
     if (status == CPPARITY_OK) {
-        status = read_attributes(&input, dump, error);
+        status = read_attributes(input, dump, error);
     }
     if (status == CPPARITY_OK) {
-        status = read_rows(&input, c, dump, error);
+        status = read_rows(input, c, dump, error);
     }
     if (status == CPPARITY_OK) {
-        status = read_gradients(&input, parameters, dump, error);
+        status = read_gradients(input, parameters, dump, error);
     }
-    hdf5_input_close(&input);
+    hdf5_input_close(input);
     if (status != CPPARITY_OK) {
         rank_dump_free(dump);
         dump->path = path;
     }
     return status;
+}
+
+cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
+                               const cpparity_tensor_table *parameters, rank_dump *dump,
+                               cpparity_error *error) {
+    memset(dump, 0, sizeof *dump);
+    cpparity_error_clear(error);
+    dump->path = path;
+    hdf5_input input;
+    const cpparity_status status = hdf5_input_open(&input, path, error);
+    return read_input(&input, status, path, c, parameters, dump, error);
+}
+
+cpparity_status rank_dump_read_image(const void *image, size_t size, const char *name,
+                                     const cpparity_case *c,
+                                     const cpparity_tensor_table *parameters, rank_dump *dump,
+                                     cpparity_error *error) {
+    memset(dump, 0, sizeof *dump);
+    cpparity_error_clear(error);
+    dump->path = name;
+    hdf5_input input;
+    const cpparity_status status = hdf5_input_open_image(&input, image, size, name, error);
+    return read_input(&input, status, name, c, parameters, dump, error);
 }
 
 void rank_dump_free(rank_dump *dump) {

@@ -10,6 +10,7 @@
 #define CPPARITY_HARNESS_STORAGE_RANK_DUMP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/case.h"
@@ -44,6 +45,13 @@ typedef struct rank_dump {
 cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
                                const cpparity_tensor_table *parameters, rank_dump *dump,
                                cpparity_error *error);
+
+/* The same from an HDF5 file image in memory (size bytes, only read), called name in messages and
+ * in dump->path (name must outlive dump): the fuzz target's entry (fuzz/rank_dump_fuzzer.c). */
+cpparity_status rank_dump_read_image(const void *image, size_t size, const char *name,
+                                     const cpparity_case *c,
+                                     const cpparity_tensor_table *parameters, rank_dump *dump,
+                                     cpparity_error *error);
 
 /* Releases what rank_dump_read allocated; safe on a zeroed dump. */
 void rank_dump_free(rank_dump *dump);

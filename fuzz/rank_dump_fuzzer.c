@@ -1,0 +1,108 @@
+/*
+ * rank_dump_fuzzer.c — libFuzzer target for the rank dump reader of `cpparity judge`
+ * (harness/storage/rank_dump.h), which reads files other people's frameworks wrote.
+ *
+ * Every input is an HDF5 file image, read with rank_dump_read_image under the name "fuzz.h5" as
+ * a dump of the case of fuzz/rank-dump-case.yaml (loaded once), and the reader's contract is
+ * checked:
+ *   - success: error status OK, the dump's path is the name, 0 <= rank < cp, its rows and
+ *     positions agree; it is then freed (rank_dump_free);
+ *   - failure: the status is CPPARITY_ERROR_INPUT (bad input, the message beginning with
+ *     "fuzz.h5") or CPPARITY_ERROR_RUNTIME (out of memory or an HDF5 failure), equal to the
+ *     error's, the message non-empty and NUL-terminated inside its buffer, and nothing held
+ *     (logits, gradients, positions all NULL);
+ *   - in both cases every HDF5 object the reader opened is closed again (H5Fget_obj_count).
+ * Anything else is printed and abort()ed, so libFuzzer records the input as a crash. The seeds
+ * (fuzz/rank-dump-corpus/) are dumps h5py wrote (tests/judge/make_dumps.py): h5py's default,
+ * the earliest file format, has no metadata checksums, so mutations reach HDF5's own parsing;
+ * crashes inside HDF5 show in the stack (fuzz/README.md lists those found).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hdf5.h>
+
+#include "common/case.h"
+#include "common/error.h"
+#include "common/model_parameters.h"
+#include "common/tensor_table.h"
+#include "harness/storage/rank_dump.h"
+#include "harness/suite/case_file.h"
+
+#define DISPLAY_NAME "fuzz.h5"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static cpparity_suite suite;
+static cpparity_tensor_table parameters;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    cpparity_error error;
+    if (cpparity_suite_load(CPPARITY_FUZZ_DIR "/rank-dump-case.yaml", &suite, &error) !=
+            CPPARITY_OK ||
+        cpparity_model_parameter_table(&suite.cases[0].model, &parameters, &error) != CPPARITY_OK) {
+        fprintf(stderr, "rank_dump_fuzzer: %s\n", error.message);
+        abort();
+    }
+    return 0;
+}
+
+static void contract_broken(const char *what, cpparity_status status, const cpparity_error *error) {
+    fprintf(stderr, "rank_dump_fuzzer: contract broken: %s (returned %d, error status %d)\n", what,
+            (int)status, (int)error->status);
+    if (memchr(error->message, '\0', sizeof error->message) != NULL) {
+        fprintf(stderr, "rank_dump_fuzzer: message: %s\n", error->message);
+    }
+    abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    rank_dump dump;
+    cpparity_error error;
+    memset(&dump, 0xA5, sizeof dump);   /* the reader must clear it on entry */
+    memset(&error, 0xA5, sizeof error); /* and set every field it reports */
+    const cpparity_status status =
+        rank_dump_read_image(data, size, DISPLAY_NAME, &suite.cases[0], &parameters, &dump, &error);
+    const ssize_t still_open = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
+    if (still_open != 0) {
+        fprintf(stderr, "rank_dump_fuzzer: %zd HDF5 objects left open\n", still_open);
+        contract_broken("HDF5 objects left open", status, &error);
+    }
+    if (status == CPPARITY_OK) {
+        if (error.status != CPPARITY_OK) {
+            contract_broken("success with an error status set", status, &error);
+        }
+        if (dump.path == NULL || strcmp(dump.path, DISPLAY_NAME) != 0) {
+            contract_broken("success without the name as the dump's path", status, &error);
+        }
+        if (dump.cp < 1 || dump.rank < 0 || dump.rank >= dump.cp || dump.rows < 0 ||
+            (dump.rows > 0 && dump.positions == NULL)) {
+            contract_broken("success with an impossible rank, cp or row count", status, &error);
+        }
+        rank_dump_free(&dump);
+        return 0;
+    }
+    if (status != CPPARITY_ERROR_INPUT && status != CPPARITY_ERROR_RUNTIME) {
+        contract_broken("a status other than OK, INPUT or RUNTIME", status, &error);
+    }
+    if (error.status != status) {
+        contract_broken("the error's status differs from the one returned", status, &error);
+    }
+    if (memchr(error.message, '\0', sizeof error.message) == NULL || error.message[0] == '\0') {
+        contract_broken("the message is empty or not NUL-terminated", status, &error);
+    }
+    if (status == CPPARITY_ERROR_INPUT &&
+        strncmp(error.message, DISPLAY_NAME, strlen(DISPLAY_NAME)) != 0) {
+        contract_broken("the message does not begin with \"" DISPLAY_NAME "\"", status, &error);
+    }
+    if (dump.logits != NULL || dump.gradients != NULL || dump.positions != NULL) {
+        contract_broken("failure with something still held", status, &error);
+    }
+    return 0;
+}
