@@ -274,6 +274,40 @@ def _check_gradients(export, gradients, gradient_slices):
     return full, slices
 
 
+def _text(value):
+    """A string attribute value as fixed-length UTF-8 bytes (numpy's bytes_)."""
+    return np.bytes_(str(value).encode("utf-8"))
+
+
+def _checksummed_file(path):
+    """A new HDF5 file in HDF5 1.10's format (checksummed metadata, as cpparity writes its own
+    files: docs/results-file.md, "Integrity"), or the library's default where h5py's HDF5 is
+    older than 1.10."""
+    try:
+        return h5py.File(path, "x", libver=("v110", "v110"))
+    except ValueError:
+        return h5py.File(path, "x")
+
+
+def _checked_dataset(file, name, array):
+    """A dataset with HDF5's Fletcher-32 checksum (chunked); an empty one cannot be chunked."""
+    array = np.asarray(array)
+    if array.size == 0 or array.ndim == 0:
+        return file.create_dataset(name, data=array)
+    return file.create_dataset(name, data=array, fletcher32=True)
+
+
+def _compact_scalar(file, name, value):
+    """A scalar dataset stored inside its (checksummed) object header."""
+    properties = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    properties.set_layout(h5py.h5d.COMPACT)
+    value = np.asarray(value)
+    dataset = h5py.h5d.create(file.id, name.encode(), h5py.h5t.py_create(value.dtype),
+                              h5py.h5s.create(h5py.h5s.SCALAR), dcpl=properties)
+    dataset.write(h5py.h5s.ALL, h5py.h5s.ALL, value)
+    return file[name]
+
+
 def write_rank_dump(path, *, export, rank, cp, token_indices, loss, logits, gradients=None,
                     gradient_slices=None, framework, framework_version="", dtype, kernel):
     """Write one rank's dump, version 1 of docs/dump-format.md, atomically to `path`.
@@ -319,28 +353,29 @@ def write_rank_dump(path, *, export, rank, cp, token_indices, loss, logits, grad
     folder, base = os.path.split(os.path.abspath(path))
     temporary = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with h5py.File(temporary, "x") as file:
+        with _checksummed_file(temporary) as file:
             attrs = file.attrs
-            attrs["format"] = DUMP_FORMAT
+            # strings as fixed-length bytes: they live in the (checksummed) object header, where
+            # h5py's variable-length str would go to the global heap, which has no checksum.
+            # str() first: torch.__version__ is a str subclass h5py cannot convert
+            attrs["format"] = _text(DUMP_FORMAT)
             attrs["format_version"] = np.int64(DUMP_FORMAT_VERSION)
-            # str(): torch.__version__ is a str subclass h5py cannot convert
-            attrs["framework"] = str(framework)
-            attrs["framework_version"] = str(framework_version)
-            attrs["kernel"] = str(kernel)
+            attrs["framework"] = _text(framework)
+            attrs["framework_version"] = _text(framework_version)
+            attrs["kernel"] = _text(kernel)
             attrs["cp"] = np.int64(cp)
             attrs["rank"] = np.int64(rank)
-            attrs["dtype"] = dtype
-            attrs["case"] = str(export.case)
+            attrs["dtype"] = _text(dtype)
+            attrs["case"] = _text(export.case)
             attrs["seed"] = np.int64(export.seed)
-            attrs["export_digest"] = str(export.digest)
-            file.create_dataset("token_indices", data=indices)
-            file.create_dataset("loss", data=np.float64(loss_array.reshape(())))
-            file.create_dataset("logits", data=np.ascontiguousarray(logits_array,
-                                                                    dtype=np.float32))
+            attrs["export_digest"] = _text(export.digest)
+            _checked_dataset(file, "token_indices", indices)
+            _compact_scalar(file, "loss", np.float64(loss_array.reshape(())))
+            _checked_dataset(file, "logits", np.ascontiguousarray(logits_array, dtype=np.float32))
             for name, array in full.items():
-                file.create_dataset(f"gradients/{name}", data=array)
+                _checked_dataset(file, f"gradients/{name}", array)
             for name, (offset, array) in slices.items():
-                dataset = file.create_dataset(f"gradient_slices/{name}", data=array)
+                dataset = _checked_dataset(file, f"gradient_slices/{name}", array)
                 dataset.attrs["offset"] = np.int64(offset)
         os.replace(temporary, path)
     except BaseException:

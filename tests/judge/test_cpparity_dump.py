@@ -176,6 +176,15 @@ def test_write_full_round_trip(folder, export):
         for name, value in (("format_version", 1), ("cp", 2), ("rank", 1), ("seed", 7)):
             assert attrs[name].dtype == np.int64 and attrs[name] == value, (name, attrs[name])
         assert set(attrs) == set(expected_text) | {"format_version", "cp", "rank", "seed"}
+        # integrity (docs/results-file.md): fixed-length strings in the checksummed object
+        # header, never the unchecksummed global heap; every dataset checksummed or compact
+        for name in expected_text:
+            assert not attrs.get_id(name).get_type().is_variable_str(), name
+        unchecked = []
+        file.visititems(lambda name, item: unchecked.append(name) if isinstance(
+            item, h5py.Dataset) and not item.fletcher32 and item.id.get_create_plist(
+            ).get_layout() != h5py.h5d.COMPACT and item.size > 0 else None)
+        assert not unchecked, unchecked
         indices = file["token_indices"]
         assert indices.dtype == np.int64 and indices.shape == (B, 4)
         assert (indices[()] == [2, 3, 4, 5]).all()
@@ -238,7 +247,7 @@ def test_write_torch_tensors(folder, export):
     with h5py.File(path, "r") as file:
         assert np.array_equal(file["logits"][()], logits.float().numpy())
         assert file["loss"][()] == 2.0 and file["token_indices"].dtype == np.int64
-        assert file.attrs["framework_version"] == str(torch.__version__)
+        assert attribute_text(file.attrs["framework_version"]) == str(torch.__version__)
     os.unlink(path)
 
 
