@@ -123,6 +123,9 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
                 kernel->deterministic ? ", deterministic" : "");
     }
     fprintf(stream,
+            "  --kernel PATH.so[:NAME]  a kernel plugin (include/cpparity/kernel.h; the one\n"
+            "                      kernel it exports, or NAME among several):\n"
+            "                      examples/kernel-plugin, cases/kernels.yaml\n"
             "  --timeout SECONDS   deadline of every collective (default 300)\n"
             "  --reference-cache DIR  keep the float64 reference's outputs in DIR (made when\n"
             "                      missing) and reuse them when a case, its seed and the\n"
