@@ -37,24 +37,8 @@ cpparity_status hdf5_input_open(hdf5_input *input, const char *path, cpparity_er
 
 cpparity_status hdf5_input_open_image(hdf5_input *input, const void *image, size_t size,
                                       const char *name, cpparity_error *error) {
-    input->file = H5I_INVALID_HID;
     input->path = name;
-    hdf5_quiet();
-    const hid_t access = H5Pcreate(H5P_FILE_ACCESS);
-    if (access < 0 || H5Pset_fapl_core(access, 1 << 16, 0) < 0 ||
-        (size > 0 && H5Pset_file_image(access, (void *)(uintptr_t)image, size) < 0)) {
-        hdf5_close(access);
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                                  "%s: cannot set up an in-memory HDF5 file (out of memory?)",
-                                  name);
-    }
-    input->file = size > 0 ? H5Fopen(name, H5F_ACC_RDONLY, access) : H5I_INVALID_HID;
-    hdf5_close(access);
-    if (input->file < 0) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "%s: not an HDF5 file, or a damaged or truncated one", name);
-    }
-    return CPPARITY_OK;
+    return hdf5_open_image(image, size, name, &input->file, error);
 }
 
 void hdf5_input_close(hdf5_input *input) {

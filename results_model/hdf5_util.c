@@ -295,6 +295,27 @@ cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, i
     return write_chunked(parent, name, type, type, rank, dims, data, description, error);
 }
 
+cpparity_status hdf5_open_image(const void *image, size_t size, const char *name, hid_t *file,
+                                cpparity_error *error) {
+    *file = H5I_INVALID_HID;
+    hdf5_quiet();
+    const hid_t access = H5Pcreate(H5P_FILE_ACCESS);
+    if (access < 0 || H5Pset_fapl_core(access, 1 << 16, 0) < 0 ||
+        (size > 0 && H5Pset_file_image(access, (void *)(uintptr_t)image, size) < 0)) {
+        hdf5_close(access);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "%s: cannot set up an in-memory HDF5 file (out of memory?)",
+                                  name);
+    }
+    *file = size > 0 ? H5Fopen(name, H5F_ACC_RDONLY, access) : H5I_INVALID_HID;
+    hdf5_close(access);
+    if (*file < 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: not an HDF5 file, or a damaged or truncated one", name);
+    }
+    return CPPARITY_OK;
+}
+
 hid_t hdf5_file_access(cpparity_error *error) {
     hid_t access = H5I_INVALID_HID;
     HDF5_CHECK(access = H5Pcreate(H5P_FILE_ACCESS), error, "creating file access properties");

@@ -84,6 +84,13 @@ cpparity_status hdf5_attribute_strings(hid_t object, const char *name, const cha
  * strong close degree. A negative id, with error filled, on failure. */
 hid_t hdf5_file_access(cpparity_error *error);
 
+/* Opens an HDF5 file image in memory (size bytes, only read; HDF5's core driver, nothing on disk)
+ * read-only into *file, called name in messages. CPPARITY_ERROR_INPUT ("NAME: not an HDF5 file,
+ * or a damaged or truncated one") when HDF5 cannot open it, CPPARITY_ERROR_RUNTIME when the
+ * driver cannot be set up. For the fuzz targets' readers (fuzz/). */
+cpparity_status hdf5_open_image(const void *image, size_t size, const char *name, hid_t *file,
+                                cpparity_error *error);
+
 /* Writes a whole dataset `name` under parent with a `Description` attribute; type is the HDF5
  * memory and file type (H5T_NATIVE_DOUBLE, H5T_NATIVE_INT64, H5T_NATIVE_INT8, ...). rank 0
  * writes a scalar. Every dataset is checksummed: stored as hdf5_write_dataset_compressed does

@@ -597,19 +597,10 @@ cpparity_status results_file_read_image(const void *image, size_t size, const ch
     cpparity_error_clear(error);
     snprintf(results->path, sizeof results->path, "%s", name);
     reader r = {results, 0, 0, 0, error, "", ""};
-    hdf5_quiet();
-    hid_t access = H5Pcreate(H5P_FILE_ACCESS);
-    if (access < 0 || H5Pset_fapl_core(access, 1 << 16, 0) < 0 ||
-        (size > 0 && H5Pset_file_image(access, (void *)(uintptr_t)image, size) < 0)) {
-        hdf5_close(access);
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                                  "%s: cannot set up an in-memory HDF5 file (out of memory?)",
-                                  name);
-    }
-    const hid_t file = size > 0 ? H5Fopen(name, H5F_ACC_RDONLY, access) : H5I_INVALID_HID;
-    hdf5_close(access);
-    if (file < 0) {
-        return bad(&r, "not an HDF5 file, or a truncated or damaged one");
+    hid_t file = H5I_INVALID_HID;
+    const cpparity_status status = hdf5_open_image(image, size, name, &file, error);
+    if (status != CPPARITY_OK) {
+        return status;
     }
     return read_open_file(&r, file);
 }
