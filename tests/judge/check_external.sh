@@ -27,15 +27,10 @@ venv=$3
 base_python=${4:-/usr/bin/python3}
 # the newest DeepSpeed whose import works with torch 1.13 (0.18.7 on calls torch.amp.custom_fwd)
 deepspeed_version=0.18.6
-run_py=$source_dir/examples/torch-cp/run.py
 python=$venv/bin/python
 work=$(mktemp -d /tmp/cpparity-external-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-fail() {
-    echo "FAILED: $*" >&2
-    for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
-    exit 1
-}
+source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, run, judge
 skip() { # REASON [LOG]: exit 77 with the reason and the log's last lines
     echo "SKIP: $1"
     [ $# -gt 1 ] && tail -5 "$2"
@@ -87,27 +82,6 @@ then
         "$work/probe.out"
 fi
 
-run() { # OUT_DIR ARGS...: run.py with DeepSpeed's Ulysses on the export
-    local dir=$1
-    shift
-    rm -rf "$dir"
-    "$python" "$run_py" "$work/export.h5" --attention deepspeed-ulysses --out "$dir" "$@" \
-        > "$work/run.out" 2>&1 || fail "run.py --attention deepspeed-ulysses $*"
-}
-judge() { # EXPECTED_EXIT DUMP_DIR [JUDGE ARGS...]: cpparity judge, its output in $work/judge.out
-    local expected=$1 dir=$2
-    shift 2
-    rm -f "$work/judged.h5"
-    "$cpparity" judge "$work/export.h5" "$dir"/rank_*.h5 "$@" --out "$work/judged.h5" \
-        > "$work/judge.out" 2>&1
-    local code=$?
-    [ $code = "$expected" ] || fail "judge of $dir $*: exit $code, expected $expected"
-}
-export_case() {
-    rm -f "$work/export.h5"
-    "$cpparity" export "$source_dir/cases/ci.yaml" --case "$1" -o "$work/export.h5" \
-        > "$work/export.out" 2>&1 || fail "export of $1"
-}
 
 runs=0
 for case in packed-documents-spanning-ranks-with-length-1 autopad-prime-37-packed-position-jump; do
@@ -118,7 +92,7 @@ for case in packed-documents-spanning-ranks-with-length-1 autopad-prime-37-packe
         read -r dtype cp <<< "$spec"
         dir=$work/run
         [ "$cp" = 1 ] && dir=$work/cp1_$dtype
-        run "$dir" --cp "$cp" --dtype "$dtype"
+        run "$dir" --attention deepspeed-ulysses --cp "$cp" --dtype "$dtype"
         judge 0 "$dir"
         grep -q "# layout: contiguous (cp $cp" "$work/judge.out" ||
             fail "$case $dtype cp $cp: the layout is not named contiguous"
@@ -135,7 +109,7 @@ done
 # A planted bug at cp 2, where documents cross the shard boundary: exit 1, tensor and rank named
 export_case packed-documents-spanning-ranks-with-length-1
 expected="FAIL logits rank 1"
-run "$work/wrong" --cp 2 --wrong mask-from-local-positions
+run "$work/wrong" --attention deepspeed-ulysses --cp 2 --wrong mask-from-local-positions
 judge 1 "$work/wrong"
 grep -q "$expected" "$work/judge.out" ||
     fail "--wrong mask-from-local-positions: the output does not say '$expected'"

@@ -19,14 +19,9 @@ set -u
 cpparity=$1
 source_dir=$2
 python=$3
-run_py=$source_dir/examples/torch-cp/run.py
 work=$(mktemp -d /tmp/cpparity-torch-cp-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-fail() {
-    echo "FAILED: $*" >&2
-    for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
-    exit 1
-}
+source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, run, judge
 
 if ! "$python" - > "$work/probe.out" 2>&1 <<'EOF'
 import socket
@@ -46,27 +41,6 @@ then
     exit 77
 fi
 
-run() { # OUT_DIR ARGS...: run.py on the export
-    local dir=$1
-    shift
-    rm -rf "$dir"
-    "$python" "$run_py" "$work/export.h5" --out "$dir" "$@" \
-        > "$work/run.out" 2>&1 || fail "run.py $*"
-}
-judge() { # EXPECTED_EXIT DUMP_DIR [JUDGE ARGS...]: cpparity judge, its output in $work/judge.out
-    local expected=$1 dir=$2
-    shift 2
-    rm -f "$work/judged.h5"
-    "$cpparity" judge "$work/export.h5" "$dir"/rank_*.h5 "$@" --out "$work/judged.h5" \
-        > "$work/judge.out" 2>&1
-    local code=$?
-    [ $code = "$expected" ] || fail "judge of $dir $*: exit $code, expected $expected"
-}
-export_case() {
-    rm -f "$work/export.h5"
-    "$cpparity" export "$source_dir/cases/ci.yaml" --case "$1" -o "$work/export.h5" \
-        > "$work/export.out" 2>&1 || fail "export of $1"
-}
 
 for case in packed-documents-spanning-ranks-with-length-1 llama4-style-chunked-full \
     autopad-prime-37-packed-position-jump; do
