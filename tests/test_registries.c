@@ -12,6 +12,7 @@
 #include "distributed/models/implementation_registry.h"
 #include "distributed/kernels/kernel_cpu.h"
 #include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/kernel_support.h"
 
 /* A kernel that is never called: registration only looks at the descriptor. */
 static int never_forward(void *context, void *out, float *lse, const void *q, const void *k,
@@ -58,6 +59,20 @@ Test(kernel_registry, built_in__cpu_f32_first__found_by_name) {
     cr_assert_null(kernel_registry_at(-1));
     cr_assert_null(kernel_registry_at(kernel_registry_count()));
     cr_assert_str_eq(kernel_device_name(cpparity_cpu_f32_kernel()), "cpu");
+}
+
+Test(kernel_registry, deterministic__declared_by_the_capability_bit_alone) {
+    /* ABI 1's field says one thing, the capability bit another: the bit decides, both ways */
+    cpparity_attention_kernel field_only = test_kernel("field-only");
+    field_only.deterministic = 1;
+    field_only.capabilities =
+        CPPARITY_KERNEL_SUPPORTS_ALL & ~CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC;
+    cr_assert(!kernel_declares_deterministic(&field_only));
+    cpparity_attention_kernel bit_only = test_kernel("bit-only");
+    bit_only.deterministic = 0;
+    bit_only.capabilities = CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC;
+    cr_assert(kernel_declares_deterministic(&bit_only));
+    cr_assert(kernel_declares_deterministic(cpparity_cpu_f32_kernel()), "built-ins declare it");
 }
 
 Test(kernel_registry, add__valid_kernel__listed_after_built_in_and_found) {

@@ -102,6 +102,10 @@ const char *kernel_capability_name(uint32_t capability) {
     }
 }
 
+bool kernel_declares_deterministic(const cpparity_attention_kernel *kernel) {
+    return (kernel->capabilities & CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC) != 0;
+}
+
 bool kernel_supports_call(const cpparity_attention_kernel *kernel,
                           const cpparity_mask_description *mask,
                           const cpparity_attention_dims *dims, char *why, size_t size) {

@@ -29,6 +29,11 @@ uint32_t kernel_call_needs(const cpparity_mask_description *mask,
  * "chunks from each document", "fully masked rows", "deterministic backward"; "?" otherwise. */
 const char *kernel_capability_name(uint32_t capability);
 
+/* Whether kernel declares itself deterministic (identical bits call after call): its
+ * CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC capability, the one declaration cpparity reads. The
+ * `deterministic` field is ABI 1's and is not read (include/cpparity/kernel.h). */
+bool kernel_declares_deterministic(const cpparity_attention_kernel *kernel);
+
 /* Whether kernel supports the call; when not, why says which capability or head dim is missing
  * (or the kernel's own reason). */
 bool kernel_supports_call(const cpparity_attention_kernel *kernel,

@@ -12,6 +12,7 @@
 #include "distributed/comm/comm_launch.h"
 #include "distributed/models/implementation_registry.h"
 #include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/kernel_support.h"
 #include "harness/running/memory_estimate.h"
 
 /* getopt values of the options; outputs use OPTION_OUTPUT + their run_output. */
@@ -120,7 +121,7 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
         fprintf(stream, "                        %-10s version %s, %s, %s%s\n", kernel->name,
                 kernel->version, kernel_device_name(kernel),
                 kernel->dtype == CPPARITY_KERNEL_DTYPE_BFLOAT16 ? "bfloat16" : "float32",
-                kernel->deterministic ? ", deterministic" : "");
+                kernel_declares_deterministic(kernel) ? ", deterministic" : "");
     }
     fprintf(stream,
             "  --kernel PATH.so[:NAME]  a kernel plugin (include/cpparity/kernel.h; the one\n"

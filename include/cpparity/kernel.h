@@ -100,7 +100,9 @@ typedef struct cpparity_attention_kernel {
     const char *version;   /* the kernel's own version string */
     int32_t device;        /* 0 CPU (host pointers), 1 CUDA (device pointers) */
     int32_t dtype;         /* 0 float32, 1 bfloat16 */
-    int32_t deterministic; /* 1 when two calls give identical bits */
+    int32_t deterministic; /* ABI 1's declaration, kept for layout; not read: from ABI 2 on,
+                              CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC in capabilities declares
+                              that two calls give identical bits */
     void *context;         /* passed back as the first argument of every call */
     /* out and lse from q, k, v. Returns 0, or non-zero with a message in error (capacity bytes). */
     int (*forward)(void *context, void *out, float *lse, const void *q, const void *k,

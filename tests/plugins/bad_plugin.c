@@ -73,7 +73,11 @@ static const cpparity_attention_kernel kernel = {
     .version = "0",
     .device = CPPARITY_KERNEL_DEVICE_CPU,
     .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
+#if BAD == 9 /* nondeterministic: declared by the capability bit alone (ABI 1's field says 0) */
+    .deterministic = 0,
+#else
     .deterministic = 1,
+#endif
     .forward = forward,
     .backward = backward,
 #if BAD == 3
