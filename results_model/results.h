@@ -81,8 +81,11 @@ typedef struct tensor_record {
     int64_t shape[4];                /* its shape: loss (), logits [B, L_r, V], grads as model.md */
     int64_t position_offset;         /* logits: global position of the rank's first row when its
                                         rows are consecutive positions, else −1 (judge_item.h) */
-    int64_t worst[4];                /* coordinates of metrics.worst_index (logits: b, global
-                                        position, vocab; grads: row, column) */
+    int64_t worst[4];                /* coordinates of the element a failure names: the first
+                                        non-finite one when there is one, else
+                                        metrics.worst_index; a determinism failure's first
+                                        changed element (logits: b, global position, vocab;
+                                        grads: row, column) */
     double baseline_error;        /* the naive same-dtype baseline's error on the same elements */
     double cp1_error;             /* the same tensor's error at cp = 1 (rank 0), NaN at cp = 1 */
     cpparity_tolerance tolerance; /* applied, with origins */

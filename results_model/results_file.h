@@ -49,7 +49,8 @@
  *                       rank (int32), count, compared, excluded, nonfinite, first_nonfinite
  *                       (int64), max_abs, error_norm, reference_norm, relative_l2 (float64),
  *                       absolute (int8), worst_index (int64), worst_value, worst_reference
- *                       (float64), w0..w3 (int64: coordinates of worst_index, -1 past the
+ *                       (float64), w0..w3 (int64: coordinates of the element a failure
+ *                       names, the first non-finite one if any, else worst_index; -1 past the
  *                       tensor's rank or when there is no worst element), position_offset
  *                       (int64), baseline_error (the naive baseline's error on the same
  *                       elements), cp1_error (the tensor's error at cp = 1; NaN at cp = 1), ratio,

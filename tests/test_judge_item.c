@@ -500,3 +500,28 @@ Test(judge_item, positions_not_a_partition__bad_input_naming_the_problem) {
     cr_assert_str_eq(error.message, "the ranks hold 3 positions, fewer than the sequence's 4");
     release(&j);
 }
+
+Test(judge_item,
+     nan_and_a_larger_finite_error_in_one_gradient__names_the_nan_and_shows_its_tensor) {
+    judged j;
+    prepare(&j);
+    const cpparity_tensor_entry *entry = &j.reference.parameter_table.entries[0];
+    const int64_t P = j.reference.parameter_table.total;
+    cr_assert(entry->count > 9 && entry->rank == 2);
+    for (int r = 0; r < j.cp; r++) { /* the same on every rank: only this tensor fails */
+        j.gradients[r * P + entry->offset + 2] *= 3.0f; /* the largest finite error */
+        j.gradients[r * P + entry->offset + 9] = NAN;   /* and a non-finite value after it */
+    }
+    judge(&j);
+    cr_assert_eq(j.item.outcome, RUN_FAIL, "%s", j.item.message);
+    /* the failure is named where the first non-finite value is, not the largest finite error */
+    char where[160];
+    snprintf(where, sizeof where, "grads/%s rank 0 row %lld column %lld", entry->name,
+             (long long)(9 / entry->shape[1]), (long long)(9 % entry->shape[1]));
+    cr_assert(strstr(j.item.message, where) != NULL, "'%s' lacks '%s'", j.item.message, where);
+    /* and the item's line (its worst tensor) shows a failing tensor */
+    cr_assert_geq(j.item.worst_tensor, 0);
+    cr_assert(!j.item.tensors[j.item.worst_tensor].decision.passed, "worst tensor %s passed",
+              j.item.tensors[j.item.worst_tensor].name);
+    release(&j);
+}

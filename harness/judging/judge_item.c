@@ -150,6 +150,12 @@ static double *position_profile(const float *x, const double *r, const uint8_t *
     return profile;
 }
 
+/* The element a failure names (record->worst): the first non-finite one when there is one, else
+ * the largest finite error; −1 when there is neither. */
+static int64_t named_element(const compare_metrics *metrics) {
+    return metrics->first_nonfinite >= 0 ? metrics->first_nonfinite : metrics->worst_index;
+}
+
 /* The naive baseline's relative L2 error on the elements a record compares. */
 static double naive_error(const float *naive, const double *reference, int64_t count,
                           const uint8_t *include) {
@@ -248,8 +254,9 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
         record->baseline_error = naive_error(naive_slice, reference_slice, slice, include);
         item->logits_excluded += record->metrics.excluded;
         int64_t worst[3] = {0, 0, 0};
-        if (record->metrics.worst_index >= 0) {
-            compare_coordinates(record->metrics.worst_index, 3, record->shape, worst);
+        const int64_t named = named_element(&record->metrics);
+        if (named >= 0) {
+            compare_coordinates(named, 3, record->shape, worst);
         }
         record->worst[0] = worst[0];
         record->worst[1] = L > 0 ? row_position(&rows, worst[1]) : 0;
@@ -273,8 +280,8 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
                 add_record(item, name, CPPARITY_KIND_GRADS, (int)r, entry->rank, entry->shape);
             compare_float32(&record->metrics, gradient, reference_gradient, entry->count, NULL);
             record->baseline_error = naive_gradient_error;
-            if (record->metrics.worst_index >= 0) {
-                compare_coordinates(record->metrics.worst_index, entry->rank, entry->shape,
+            if (named_element(&record->metrics) >= 0) {
+                compare_coordinates(named_element(&record->metrics), entry->rank, entry->shape,
                                     record->worst);
             }
             if (r > 0 && memcmp(gradient, in->gradients + entry->offset,
@@ -319,6 +326,7 @@ static void decide_outcome(run_item *item) {
     item->worst_ratio = 0.0;
     item->worst_tensor = -1;
     int64_t failures = 0, first_failure = -1, out_of_bounds = -1;
+    double failure_ratio = 0.0; /* of first_failure: the worst failing tensor */
     for (int64_t i = 0; i < item->tensor_count; i++) {
         tensor_record *record = &item->tensors[i];
         if (out_of_bounds < 0 && !(record->baseline_error <= record->tolerance.ceiling)) {
@@ -330,16 +338,22 @@ static void decide_outcome(run_item *item) {
         if (record->decision.cp1_limit > 0.0 && error / record->decision.cp1_limit > ratio) {
             ratio = error / record->decision.cp1_limit;
         }
-        if (!record->decision.passed) {
+        if (!record->decision.passed) { /* a non-finite one (NaN ratio) first, else the largest */
             failures++;
-            if (first_failure < 0 || ratio > item->worst_ratio) {
+            if (first_failure < 0 ||
+                (!isnan(failure_ratio) && (isnan(ratio) || ratio > failure_ratio))) {
                 first_failure = i;
+                failure_ratio = ratio;
             }
         }
         if (item->worst_tensor < 0 || ratio > item->worst_ratio || isnan(ratio)) {
             item->worst_ratio = ratio;
             item->worst_tensor = i;
         }
+    }
+    if (first_failure >= 0) { /* a failing item shows a failing tensor, never a passing one */
+        item->worst_tensor = first_failure;
+        item->worst_ratio = failure_ratio;
     }
     if (out_of_bounds >= 0) {
         const tensor_record *record = &item->tensors[out_of_bounds];

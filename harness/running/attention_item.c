@@ -159,10 +159,11 @@ static void add_record(run_item *item, const cpparity_case *c, int64_t layer, co
     for (int d = 0; d < 4; d++) {
         record->worst[d] = -1;
     }
-    if (record->metrics.worst_index >= 0) {
-        compare_coordinates(record->metrics.worst_index, shape_rank, shape, record->worst);
-    } else if (record->metrics.first_nonfinite >= 0) {
+    /* a non-finite value is named where it first is, before any finite error */
+    if (record->metrics.first_nonfinite >= 0) {
         compare_coordinates(record->metrics.first_nonfinite, shape_rank, shape, record->worst);
+    } else if (record->metrics.worst_index >= 0) {
+        compare_coordinates(record->metrics.worst_index, shape_rank, shape, record->worst);
     }
 }
 
@@ -185,6 +186,9 @@ static void refresh_outcome(run_item *item) {
         return;
     }
     item->outcome = RUN_FAIL;
+    if (item->worst_tensor < 0 || item->tensors[item->worst_tensor].decision.passed) {
+        item->worst_tensor = first; /* the item line shows a failing tensor */
+    }
     char where[256];
     run_item_describe_worst(item, &item->tensors[first], where, sizeof where);
     char seed[96];
@@ -410,7 +414,9 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
                         "the position named; a fully masked row has out = 0, lse = -inf)",
                         (long long)check->masked_wrong, (long long)check->first_masked[1]);
         }
-        if (check->differing[t] > 0) {
+        if (check->differing[t] > 0) { /* named where the first changed element is */
+            compare_coordinates(check->first_difference[t], record->shape_rank, record->shape,
+                                record->worst);
             fail_record(record,
                         "declared deterministic, but a second call changed %lld elements "
                         "(first at flat index %lld)",
