@@ -34,6 +34,7 @@ enum {
     OPTION_MAX_MEMORY,
     OPTION_THREADS,
     OPTION_REFERENCE_CACHE,
+    OPTION_FRESH,
     OPTION_OUTPUT = 512,
 };
 
@@ -114,6 +115,8 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
             "                      runs every cp size of the selected cases)\n"
             "  --dtype %-11s only this dtype\n"
             "  --seed N            fixture seed for every case (default: each case's own)\n"
+            "  --fresh             attention-level cases draw new random inputs (their seed is\n"
+            "                      in each item's message; --seed reproduces it)\n"
             "  --kernel NAME       attention kernel (default: the device's own); registered:\n",
             dtypes);
     for (int i = 0; i < kernel_registry_count(); i++) {
@@ -207,6 +210,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         {"max-memory", required_argument, NULL, OPTION_MAX_MEMORY},
         {"threads", required_argument, NULL, OPTION_THREADS},
         {"reference-cache", required_argument, NULL, OPTION_REFERENCE_CACHE},
+        {"fresh", no_argument, NULL, OPTION_FRESH},
     };
     enum { FIXED = sizeof fixed_options / sizeof *fixed_options };
     struct option long_options[FIXED + RUN_OUTPUT_COUNT + 1];
@@ -331,6 +335,9 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
             }
             break;
         }
+        case OPTION_FRESH:
+            options->fresh = true;
+            break;
         case OPTION_REFERENCE_CACHE:
             status = reference_cache_folder(optarg, error);
             options->reference_cache = optarg;
@@ -365,6 +372,11 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
                                       RUN_MAX_SUITES);
         }
         options->suites[options->suite_count++] = argv[i];
+    }
+    if (options->fresh && options->seed_set) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "--fresh and --seed exclude each other: --fresh draws new "
+                                  "inputs, --seed fixes them");
     }
     if (options->ranks != 0 && options->comm != NULL && strcmp(options->comm, "local") != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,

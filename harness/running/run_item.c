@@ -398,8 +398,10 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     if (c->level == CPPARITY_LEVEL_ATTENTION) { /* the kernel alone, on the root (cp is 1) */
         interrupt_set_activity("case '%s' (attention level, %s)", c->name,
                                cpparity_dtype_name(planned->dtype));
-        const uint64_t seed =
-            options->seed_set ? options->seed : attention_item_fresh_seed(c->seed);
+        /* the case's seed fixes its inputs; --fresh draws new ones, --seed sets them */
+        const uint64_t seed = options->seed_set ? options->seed
+                              : options->fresh  ? attention_item_fresh_seed(c->seed)
+                                                : c->seed;
         cpparity_status status = CPPARITY_OK;
         if (is_root) {
             const double started = monotonic_seconds();

@@ -30,13 +30,14 @@ typedef struct run_options {
     cpparity_dtype dtype;                   /* only this dtype when dtype_set */
     bool seed_set;                          /* --seed given */
     uint64_t seed;                          /* overrides every case's seed when seed_set */
-    const char *kernel;                     /* --kernel NAME; NULL = the implementation's */
-    double timeout_seconds;                 /* --timeout, default 300 */
-    run_store store;                        /* --store, default failures */
-    bool allow_not_run;                     /* --allow-not-run: NOT RUN items do not fail */
-    bool help;                              /* --help was given */
-    cpparity_fault fault;                   /* run --inject: planted fault, NONE by default */
-    int seeds;                              /* selftest --seeds N: clean reruns (default 0) */
+    bool fresh;         /* --fresh: attention-level cases draw new inputs (never with seed_set) */
+    const char *kernel; /* --kernel NAME; NULL = the implementation's */
+    double timeout_seconds;                      /* --timeout, default 300 */
+    run_store store;                             /* --store, default failures */
+    bool allow_not_run;                          /* --allow-not-run: NOT RUN items do not fail */
+    bool help;                                   /* --help was given */
+    cpparity_fault fault;                        /* run --inject: planted fault, NONE by default */
+    int seeds;                                   /* selftest --seeds N: clean reruns (default 0) */
     cpparity_fault faults[CPPARITY_FAULT_COUNT]; /* selftest --fault: only these (in order) */
     int fault_count;                             /* entries of faults; 0 = every fault */
     bool selftest;               /* parsed for `cpparity selftest` (every fault planted in turn) */
