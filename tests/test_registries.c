@@ -4,6 +4,9 @@
  * communicator backends (by name, detection).
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 #include "distributed/models/implementation_registry.h"
 #include "distributed/kernels/kernel_cpu.h"
 #include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/kernel_call.h"
 #include "distributed/kernels/kernel_support.h"
 
 /* A kernel that is never called: registration only looks at the descriptor. */
@@ -186,4 +190,65 @@ Test(comm_backends, local_launch__largest_exit_code_of_the_ranks) {
                  error.message);
     cr_assert_eq(code, 1, "rank 2's code 1 must win over the others' 0");
     cr_assert_eq(local->launch(0, 10.0, rank_code, NULL, &code, &error), CPPARITY_ERROR_INPUT);
+}
+
+/* The threading contract (include/cpparity/kernel.h): a kernel that does not declare
+ * CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS is never inside two calls at once, whichever threads
+ * call it; one that does may be. The kernel below counts the calls it is inside and sleeps a
+ * little in each, so overlapping calls, when allowed, are all but certain. */
+static atomic_int inside, most_inside;
+
+static int counting_forward(void *context, void *out, float *lse, const void *q, const void *k,
+                            const void *v, const cpparity_mask_description *mask,
+                            const cpparity_attention_dims *dims, float scale, void *stream,
+                            char *error, size_t capacity) {
+    (void)context, (void)out, (void)lse, (void)q, (void)k, (void)v, (void)mask, (void)dims;
+    (void)scale, (void)stream, (void)error, (void)capacity;
+    const int now = atomic_fetch_add(&inside, 1) + 1;
+    for (int seen = atomic_load(&most_inside); now > seen;) {
+        atomic_compare_exchange_weak(&most_inside, &seen, now);
+    }
+    nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL); /* 2 ms inside the call */
+    atomic_fetch_sub(&inside, 1);
+    return 0;
+}
+
+static void *call_forward(void *argument) {
+    const cpparity_attention_kernel *kernel = argument;
+    const cpparity_attention_dims dims = {1, 1, 1, 1, 1};
+    float out[1], lse[1];
+    char message[128];
+    for (int call = 0; call < 5; call++) {
+        kernel_call_forward(kernel, out, lse, NULL, NULL, NULL, NULL, &dims, 1.0f, message,
+                            sizeof message);
+    }
+    return NULL;
+}
+
+/* The most calls of kernel seen at once when 4 threads call it 5 times each. */
+static int most_at_once(const cpparity_attention_kernel *kernel) {
+    atomic_store(&inside, 0);
+    atomic_store(&most_inside, 0);
+    pthread_t threads[4];
+    for (int t = 0; t < 4; t++) {
+        cr_assert_eq(pthread_create(&threads[t], NULL, call_forward, (void *)kernel), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(threads[t], NULL);
+    }
+    return atomic_load(&most_inside);
+}
+
+Test(kernel_call, threading_contract__serialised_unless_concurrent_calls_declared) {
+    static cpparity_attention_kernel serial, concurrent; /* the registry's built-in check reads
+                                                            only addresses */
+    serial = test_kernel("serial");
+    serial.forward = counting_forward;
+    serial.capabilities = CPPARITY_KERNEL_SUPPORTS_ALL & ~CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS;
+    cr_assert_eq(most_at_once(&serial), 1, "calls of a kernel without the bit overlapped");
+    concurrent = serial;
+    concurrent.capabilities = CPPARITY_KERNEL_SUPPORTS_ALL;
+    /* 4 threads, 2 ms inside each call: overlapping unless something serialises them */
+    cr_assert_gt(most_at_once(&concurrent), 1,
+                 "a kernel declaring concurrent calls was serialised");
 }

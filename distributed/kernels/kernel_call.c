@@ -2,6 +2,7 @@
 #include "distributed/kernels/kernel_call.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +86,26 @@ static int finish(const cpparity_attention_kernel *kernel, const char *call,
     return failed;
 }
 
+/* Calls to kernels that do not declare CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS, one at a time
+ * (the threading contract of include/cpparity/kernel.h). */
+static pthread_mutex_t serial_calls = PTHREAD_MUTEX_INITIALIZER;
+
+static bool serialised(const cpparity_attention_kernel *kernel) {
+    return (kernel->capabilities & CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS) == 0;
+}
+
+void kernel_call_begin(const cpparity_attention_kernel *kernel) {
+    if (serialised(kernel)) {
+        pthread_mutex_lock(&serial_calls);
+    }
+}
+
+void kernel_call_end(const cpparity_attention_kernel *kernel) {
+    if (serialised(kernel)) {
+        pthread_mutex_unlock(&serial_calls);
+    }
+}
+
 int kernel_call_forward(const cpparity_attention_kernel *kernel, float *out, float *lse,
                         const float *q, const float *k, const float *v,
                         const cpparity_mask_description *mask, const cpparity_attention_dims *dims,
@@ -101,8 +122,10 @@ int kernel_call_forward(const cpparity_attention_kernel *kernel, float *out, flo
     if (guarded) {
         interrupt_enter_foreign_code(kernel->name, "forward");
     }
+    kernel_call_begin(kernel);
     const int result = kernel->forward(kernel->context, target(&outputs[0]), target(&outputs[1]), q,
                                        k, v, mask, dims, scale, NULL, message, size);
+    kernel_call_end(kernel);
     if (guarded) {
         interrupt_leave_foreign_code();
     }
@@ -129,9 +152,11 @@ int kernel_call_backward(const cpparity_attention_kernel *kernel, float *dq, flo
     if (guarded) {
         interrupt_enter_foreign_code(kernel->name, "backward");
     }
+    kernel_call_begin(kernel);
     const int result = kernel->backward(kernel->context, target(&outputs[0]), target(&outputs[1]),
                                         target(&outputs[2]), dout, q, k, v, out, lse, mask, dims,
                                         scale, NULL, message, size);
+    kernel_call_end(kernel);
     if (guarded) {
         interrupt_leave_foreign_code();
     }

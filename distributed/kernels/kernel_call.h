@@ -3,7 +3,9 @@
  * first, so an element the kernel never writes shows as a non-finite value where it is compared;
  * and a kernel that is not built in (a plugin) writes into buffers with guard regions before and
  * after each output, checked after the call, so a write out of bounds is reported as such (naming
- * the kernel, the output and how far) instead of corrupting whatever lies next to it.
+ * the kernel, the output and how far) instead of corrupting whatever lies next to it. Calls to a
+ * kernel without CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS are serialised across threads (the
+ * threading contract of include/cpparity/kernel.h).
  */
 #ifndef CPPARITY_DISTRIBUTED_KERNEL_CALL_H
 #define CPPARITY_DISTRIBUTED_KERNEL_CALL_H
@@ -13,6 +15,10 @@
 #include <string.h>
 
 #include "distributed/kernels/kernel.h"
+
+#ifdef __cplusplus /* the CUDA model (.cu, compiled as C++) calls kernel_call_begin/end */
+extern "C" {
+#endif
 
 /* Floats of each guard region (before and after every output of a guarded call). */
 #define KERNEL_CALL_GUARD 256
@@ -35,6 +41,12 @@ static inline int64_t kernel_call_guards_overwritten(const float *region, int64_
     return overwritten;
 }
 
+/* Around every call of a kernel's forward or backward made outside kernel_call_forward/backward
+ * (the CUDA model, device staging): without CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS, begin
+ * waits until no other such call runs and end lets the next one in; with it, both do nothing. */
+void kernel_call_begin(const cpparity_attention_kernel *kernel);
+void kernel_call_end(const cpparity_attention_kernel *kernel);
+
 /* kernel->forward into out [B, S, H, Dh] and lse [B, H, S]. 0, or non-zero with message filled
  * (the kernel's own failure, a guard overwritten, or no memory for the guarded buffers). */
 int kernel_call_forward(const cpparity_attention_kernel *kernel, float *out, float *lse,
@@ -48,5 +60,9 @@ int kernel_call_backward(const cpparity_attention_kernel *kernel, float *dq, flo
                          const float *out, const float *lse, const cpparity_mask_description *mask,
                          const cpparity_attention_dims *dims, float scale, char *message,
                          size_t size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

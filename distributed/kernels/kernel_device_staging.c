@@ -162,10 +162,12 @@ static int staged_forward(void *context, void *out, float *lse, const void *q, c
     };
     int result = stage_in(tensors, 5, s, message, size);
     if (result == 0) {
+        kernel_call_begin(s->kernel); /* until the call has finished on the device */
         result = s->kernel->forward(s->kernel->context, inner(&tensors[3]), inner(&tensors[4]),
                                     inner(&tensors[0]), inner(&tensors[1]), inner(&tensors[2]),
                                     mask, dims, scale, (void *)s->stream, message, size);
         result = finish_call(result, s, message, size);
+        kernel_call_end(s->kernel);
     }
     if (result == 0) {
         result = stage_out(tensors, 5, s, "forward", message, size);
@@ -193,12 +195,14 @@ static int staged_backward(void *context, void *dq, void *dk, void *dv, const vo
     };
     int result = stage_in(tensors, 9, s, message, size);
     if (result == 0) {
+        kernel_call_begin(s->kernel);
         result = s->kernel->backward(s->kernel->context, inner(&tensors[6]), inner(&tensors[7]),
                                      inner(&tensors[8]), inner(&tensors[0]), inner(&tensors[1]),
                                      inner(&tensors[2]), inner(&tensors[3]), inner(&tensors[4]),
                                      inner(&tensors[5]), mask, dims, scale, (void *)s->stream,
                                      message, size);
         result = finish_call(result, s, message, size);
+        kernel_call_end(s->kernel);
     }
     if (result == 0) {
         result = stage_out(tensors, 9, s, "backward", message, size);

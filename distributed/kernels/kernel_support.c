@@ -97,6 +97,8 @@ const char *kernel_capability_name(uint32_t capability) {
         return "fully masked rows";
     case CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC:
         return "deterministic backward";
+    case CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS:
+        return "concurrent calls";
     default:
         return "?";
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "distributed/device/cuda_check.h"
+#include "distributed/kernels/kernel_call.h"
 
 /* Status chaining: runs the next step only while everything succeeded. */
 #define STEP(call)                                                                                 \
@@ -50,11 +51,13 @@ static cpparity_status attention_backward(cuda_model *model, int64_t l, cpparity
                                           model->config.head_dim};
     const float scale = cuda_model_attention_scale(model);
     char message[512] = "";
-    if (model->kernel->backward(model->kernel->context, d->sequence_q, d->sequence_k, d->sequence_v,
-                                d->sequence_out, act + a->sequence_q, act + a->sequence_k,
-                                act + a->sequence_v, act + a->sequence_out, act + a->sequence_lse,
-                                &mask, &dims, scale, (void *)model->stream, message,
-                                sizeof message) != 0) {
+    kernel_call_begin(model->kernel); /* the threading contract (kernel_call.h) */
+    const int failed = model->kernel->backward(
+        model->kernel->context, d->sequence_q, d->sequence_k, d->sequence_v, d->sequence_out,
+        act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, act + a->sequence_out,
+        act + a->sequence_lse, &mask, &dims, scale, (void *)model->stream, message, sizeof message);
+    kernel_call_end(model->kernel);
+    if (failed != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d layer %lld: kernel %s backward failed: %s",
                                   model->comm->rank, (long long)l, model->kernel->name, message);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "distributed/device/cuda_check.h"
+#include "distributed/kernels/kernel_call.h"
 
 /* Gathers every rank's attention_mask and position_ids and rebuilds the compact mask over the
  * whole padded sequence on the host (once per step), as model_f32_forward.c does. */
@@ -132,9 +133,13 @@ static cpparity_status attention_forward(cuda_model *model, int64_t l, cpparity_
                                           model->config.head_dim};
     const float scale = cuda_model_attention_scale(model);
     char message[512] = "";
-    if (model->kernel->forward(model->kernel->context, act + a->sequence_out, act + a->sequence_lse,
+    kernel_call_begin(model->kernel); /* the threading contract (kernel_call.h) */
+    const int failed =
+        model->kernel->forward(model->kernel->context, act + a->sequence_out, act + a->sequence_lse,
                                act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
-                               &dims, scale, (void *)model->stream, message, sizeof message) != 0) {
+                               &dims, scale, (void *)model->stream, message, sizeof message);
+    kernel_call_end(model->kernel);
+    if (failed != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d layer %lld: kernel %s forward failed: %s",
                                   model->comm->rank, (long long)l, model->kernel->name, message);

@@ -263,8 +263,9 @@ static bool refused(const run_target *target, const cpparity_case *c, const run_
 static bool unsupported(const run_target *target, const cpparity_case *c,
                         const run_plan_item *planned, bool is_root, run_item *item) {
     const cpparity_attention_kernel *kernel = target->kernel;
-    if (kernel->capabilities == CPPARITY_KERNEL_SUPPORTS_ALL && kernel->head_dim_count == 0 &&
-        kernel->supports == NULL) {
+    if ((kernel->capabilities | CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS) ==
+            CPPARITY_KERNEL_SUPPORTS_ALL &&
+        kernel->head_dim_count == 0 && kernel->supports == NULL) {
         return false;
     }
     const cpparity_model_config *model = &c->model;

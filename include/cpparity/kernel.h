@@ -33,12 +33,20 @@
  * with no allowed key has out = 0 and lse = −∞. Backward OVERWRITES dq, dk and dv with the
  * gradients of Σ dout ⊙ out.
  *
+ * Threads: cpparity may call one kernel from several threads at once (`--comm local` runs every
+ * rank on a thread of one process) only when it declares CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS:
+ * its forward and backward then keep no state between calls outside their arguments (no static
+ * scratch buffers, no shared handles used unlocked). Without that bit cpparity serialises every
+ * call to the kernel, from any thread, one at a time. Calls on one thread are always sequential.
+ *
  * Version history: 1 — forward, backward, name, version, device, dtype, deterministic.
  * 2 — capabilities, head_dims and supports() appended; the plugin entry point. Later, still
- * version 2: workspace_bytes() appended, optional. A descriptor's struct_size says which fields
- * it has: cpparity requires at least CPPARITY_KERNEL_ABI2_STRUCT_SIZE (up to supports) and reads
- * a later field only when struct_size covers it, so plugins built against an older kernel.h
- * (without workspace_bytes) load and run unchanged.
+ * version 2: workspace_bytes() appended, optional; CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS
+ * (bit 8) added: a plugin built before it, without the bit, has its calls serialised. A
+ * descriptor's struct_size says which fields it has: cpparity requires at least
+ * CPPARITY_KERNEL_ABI2_STRUCT_SIZE (up to supports) and reads a later field only when struct_size
+ * covers it, so plugins built against an older kernel.h (without workspace_bytes) load and run
+ * unchanged.
  */
 #ifndef CPPARITY_KERNEL_H
 #define CPPARITY_KERNEL_H
@@ -68,7 +76,8 @@ extern "C" {
 #define CPPARITY_KERNEL_SUPPORTS_CHUNKED_DOCUMENT (1u << 5)  /* layer_type 2, chunk_origin 1 */
 #define CPPARITY_KERNEL_SUPPORTS_FULLY_MASKED_ROWS (1u << 6) /* query rows with no allowed key */
 #define CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC (1u << 7)     /* identical bits call after call */
-#define CPPARITY_KERNEL_SUPPORTS_ALL 0xffu                   /* every capability above */
+#define CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS (1u << 8)  /* calls may overlap (Threads) */
+#define CPPARITY_KERNEL_SUPPORTS_ALL 0x1ffu                  /* every capability above */
 
 /* Mask of one layer over the whole (padded) sequence, per batch row. */
 typedef struct cpparity_mask_description {

@@ -81,7 +81,7 @@ static const cpparity_attention_kernel kernel = {
     .forward = forward,
     .backward = backward,
 #if BAD == 3
-    .capabilities = 0x100u,
+    .capabilities = 0x400u,
 #elif BAD == 6
     .capabilities = 0,
 #else
