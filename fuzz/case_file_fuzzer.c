@@ -20,20 +20,13 @@
 
 #include "common/case.h"
 #include "common/error.h"
+#include "fuzz/fuzz_contract.h"
 #include "harness/suite/case_file.h"
 
 #define DISPLAY_PATH "fuzz.yaml"
+#define TARGET "case_file_fuzzer"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void contract_broken(const char *what, cpparity_status status, const cpparity_error *error) {
-    fprintf(stderr, "case_file_fuzzer: contract broken: %s (returned %d, error status %d)\n", what,
-            (int)status, (int)error->status);
-    if (memchr(error->message, '\0', sizeof error->message) != NULL) {
-        fprintf(stderr, "case_file_fuzzer: message: %s\n", error->message);
-    }
-    abort();
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cpparity_suite suite;
@@ -46,36 +39,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         cpparity_suite_load_text((const char *)data, size, DISPLAY_PATH, &suite, &error);
 
     if (status == CPPARITY_OK) {
-        if (error.status != CPPARITY_OK) {
-            contract_broken("success with an error status set", status, &error);
-        }
+        fuzz_check_success(TARGET, status, &error);
         if (suite.count < 1 || suite.cases == NULL) {
-            contract_broken("success with no cases", status, &error);
+            fuzz_contract_broken(TARGET, "success with no cases", status, &error);
         }
         if (memchr(suite.path, '\0', sizeof suite.path) == NULL ||
             strcmp(suite.path, DISPLAY_PATH) != 0) {
-            contract_broken("success without the display path as the suite's path", status, &error);
+            fuzz_contract_broken(TARGET, "success without the display path as the suite's path",
+                                 status, &error);
         }
         cpparity_suite_free(&suite);
         return 0;
     }
-    if (status != CPPARITY_ERROR_INPUT && status != CPPARITY_ERROR_RUNTIME) {
-        contract_broken("a status other than OK, INPUT or RUNTIME", status, &error);
-    }
-    if (error.status != status) {
-        contract_broken("the error's status differs from the one returned", status, &error);
-    }
-    if (memchr(error.message, '\0', sizeof error.message) == NULL) {
-        contract_broken("the message is not NUL-terminated", status, &error);
-    }
-    if (error.message[0] == '\0') {
-        contract_broken("the message is empty", status, &error);
-    }
-    if (strncmp(error.message, DISPLAY_PATH ":", strlen(DISPLAY_PATH ":")) != 0) {
-        contract_broken("the message does not begin with \"" DISPLAY_PATH ":\"", status, &error);
-    }
+    fuzz_check_failure(TARGET, status, &error, DISPLAY_PATH ":", true);
     if (suite.cases != NULL || suite.count != 0) {
-        contract_broken("failure with a non-empty suite", status, &error);
+        fuzz_contract_broken(TARGET, "failure with a non-empty suite", status, &error);
     }
     return 0;
 }

@@ -29,10 +29,12 @@
 #include "common/error.h"
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
+#include "fuzz/fuzz_contract.h"
 #include "harness/storage/rank_dump.h"
 #include "harness/suite/case_file.h"
 
 #define DISPLAY_NAME "fuzz.h5"
+#define TARGET "rank_dump_fuzzer"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -53,15 +55,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-static void contract_broken(const char *what, cpparity_status status, const cpparity_error *error) {
-    fprintf(stderr, "rank_dump_fuzzer: contract broken: %s (returned %d, error status %d)\n", what,
-            (int)status, (int)error->status);
-    if (memchr(error->message, '\0', sizeof error->message) != NULL) {
-        fprintf(stderr, "rank_dump_fuzzer: message: %s\n", error->message);
-    }
-    abort();
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rank_dump dump;
     cpparity_error error;
@@ -72,37 +65,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const ssize_t still_open = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
     if (still_open != 0) {
         fprintf(stderr, "rank_dump_fuzzer: %zd HDF5 objects left open\n", still_open);
-        contract_broken("HDF5 objects left open", status, &error);
+        fuzz_contract_broken(TARGET, "HDF5 objects left open", status, &error);
     }
     if (status == CPPARITY_OK) {
-        if (error.status != CPPARITY_OK) {
-            contract_broken("success with an error status set", status, &error);
-        }
+        fuzz_check_success(TARGET, status, &error);
         if (dump.path == NULL || strcmp(dump.path, DISPLAY_NAME) != 0) {
-            contract_broken("success without the name as the dump's path", status, &error);
+            fuzz_contract_broken(TARGET, "success without the name as the dump's path", status,
+                                 &error);
         }
         if (dump.cp < 1 || dump.rank < 0 || dump.rank >= dump.cp || dump.rows < 0 ||
             (dump.rows > 0 && dump.positions == NULL)) {
-            contract_broken("success with an impossible rank, cp or row count", status, &error);
+            fuzz_contract_broken(TARGET, "success with an impossible rank, cp or row count", status,
+                                 &error);
         }
         rank_dump_free(&dump);
         return 0;
     }
-    if (status != CPPARITY_ERROR_INPUT && status != CPPARITY_ERROR_RUNTIME) {
-        contract_broken("a status other than OK, INPUT or RUNTIME", status, &error);
-    }
-    if (error.status != status) {
-        contract_broken("the error's status differs from the one returned", status, &error);
-    }
-    if (memchr(error.message, '\0', sizeof error.message) == NULL || error.message[0] == '\0') {
-        contract_broken("the message is empty or not NUL-terminated", status, &error);
-    }
-    if (status == CPPARITY_ERROR_INPUT &&
-        strncmp(error.message, DISPLAY_NAME, strlen(DISPLAY_NAME)) != 0) {
-        contract_broken("the message does not begin with \"" DISPLAY_NAME "\"", status, &error);
-    }
+    fuzz_check_failure(TARGET, status, &error, DISPLAY_NAME, false);
     if (dump.logits != NULL || dump.gradients != NULL || dump.positions != NULL) {
-        contract_broken("failure with something still held", status, &error);
+        fuzz_contract_broken(TARGET, "failure with something still held", status, &error);
     }
     return 0;
 }

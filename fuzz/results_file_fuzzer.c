@@ -27,20 +27,13 @@
 #include <hdf5.h>
 
 #include "common/error.h"
+#include "fuzz/fuzz_contract.h"
 #include "results_model/results_reader.h"
 
 #define DISPLAY_NAME "fuzz.h5"
+#define TARGET "results_file_fuzzer"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void contract_broken(const char *what, cpparity_status status, const cpparity_error *error) {
-    fprintf(stderr, "results_file_fuzzer: contract broken: %s (returned %d, error status %d)\n",
-            what, (int)status, (int)error->status);
-    if (memchr(error->message, '\0', sizeof error->message) != NULL) {
-        fprintf(stderr, "results_file_fuzzer: message: %s\n", error->message);
-    }
-    abort();
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     read_results results;
@@ -53,36 +46,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const ssize_t still_open = H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
     if (still_open != 0) {
         fprintf(stderr, "results_file_fuzzer: %zd HDF5 objects left open\n", still_open);
-        contract_broken("HDF5 objects left open", status, &error);
+        fuzz_contract_broken(TARGET, "HDF5 objects left open", status, &error);
     }
     if (status == CPPARITY_OK) {
-        if (error.status != CPPARITY_OK) {
-            contract_broken("success with an error status set", status, &error);
-        }
+        fuzz_check_success(TARGET, status, &error);
         if (strcmp(results.path, DISPLAY_NAME) != 0) {
-            contract_broken("success without the name as the results' path", status, &error);
+            fuzz_contract_broken(TARGET, "success without the name as the results' path", status,
+                                 &error);
         }
         read_results_free(&results);
         return 0;
     }
-    if (status != CPPARITY_ERROR_INPUT && status != CPPARITY_ERROR_RUNTIME) {
-        contract_broken("a status other than OK, INPUT or RUNTIME", status, &error);
-    }
-    if (error.status != status) {
-        contract_broken("the error's status differs from the one returned", status, &error);
-    }
-    if (memchr(error.message, '\0', sizeof error.message) == NULL) {
-        contract_broken("the message is not NUL-terminated", status, &error);
-    }
-    if (error.message[0] == '\0') {
-        contract_broken("the message is empty", status, &error);
-    }
-    if (status == CPPARITY_ERROR_INPUT &&
-        strncmp(error.message, DISPLAY_NAME, strlen(DISPLAY_NAME)) != 0) {
-        contract_broken("the message does not begin with \"" DISPLAY_NAME "\"", status, &error);
-    }
+    fuzz_check_failure(TARGET, status, &error, DISPLAY_NAME, false);
     if (results.item_count != 0 || results.case_count != 0 || results.discrimination_count != 0) {
-        contract_broken("failure with something half-read", status, &error);
+        fuzz_contract_broken(TARGET, "failure with something half-read", status, &error);
     }
     read_results_free(&results);
     return 0;

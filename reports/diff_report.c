@@ -27,7 +27,7 @@ static void describe(char *text, size_t size, const diff_entry *entry, double fa
         break;
     default: {
         char layouts[48] = "";
-        if (diff_entry_layout_changed(entry) && strstr(entry->message, "layout ") == NULL) {
+        if (diff_entry_layout_unstated(entry)) {
             snprintf(layouts, sizeof layouts, " (layout %s -> %s)", entry->old_layout,
                      entry->new_layout);
         }

@@ -529,7 +529,7 @@ static void put_changes(FILE *out, const html_page *page) {
             html_put_text(out, entry->old_outcome[0] != '\0' ? entry->old_outcome : "absent");
             fputs(" &rarr; ", out);
             html_put_text(out, entry->new_outcome[0] != '\0' ? entry->new_outcome : "absent");
-            if (diff_entry_layout_changed(entry) && strstr(entry->message, "layout ") == NULL) {
+            if (diff_entry_layout_unstated(entry)) {
                 fputs(" (layout ", out);
                 html_put_text(out, entry->old_layout);
                 fputs(" &rarr; ", out);

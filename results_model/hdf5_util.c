@@ -250,11 +250,6 @@ fail:
     return status;
 }
 
-static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memory_type,
-                                     hid_t file_type, int rank, const int64_t *dims,
-                                     const void *data, const char *description,
-                                     cpparity_error *error);
-
 /* A scalar or an empty dataset, which cannot be chunked: compact, its data inside its object
  * header, which the file's format bounds (hdf5_file_access) checksum. */
 static cpparity_status write_compact(hid_t parent, const char *name, hid_t type, int rank,
@@ -284,15 +279,6 @@ static bool scalar_or_empty(int rank, const int64_t *dims) {
         empty = empty || dims[d] == 0;
     }
     return rank == 0 || empty;
-}
-
-cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
-                                   const int64_t *dims, const void *data, const char *description,
-                                   cpparity_error *error) {
-    if (scalar_or_empty(rank, dims)) {
-        return write_compact(parent, name, type, rank, dims, data, description, error);
-    }
-    return write_chunked(parent, name, type, type, rank, dims, data, description, error);
 }
 
 cpparity_status hdf5_open_image(const void *image, size_t size, const char *name, hid_t *file,
@@ -388,9 +374,9 @@ fail:
     return status;
 }
 
-cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hid_t type, int rank,
-                                              const int64_t *dims, const void *data,
-                                              const char *description, cpparity_error *error) {
+cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
+                                   const int64_t *dims, const void *data, const char *description,
+                                   cpparity_error *error) {
     if (scalar_or_empty(rank, dims)) {
         return write_compact(parent, name, type, rank, dims, data, description, error);
     }

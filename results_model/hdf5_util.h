@@ -93,9 +93,11 @@ cpparity_status hdf5_open_image(const void *image, size_t size, const char *name
 
 /* Writes a whole dataset `name` under parent with a `Description` attribute; type is the HDF5
  * memory and file type (H5T_NATIVE_DOUBLE, H5T_NATIVE_INT64, H5T_NATIVE_INT8, ...). rank 0
- * writes a scalar. Every dataset is checksummed: stored as hdf5_write_dataset_compressed does
- * (chunked, Fletcher-32), and a scalar or an empty one, which cannot be chunked, compact (its
- * data inside its object header, checksummed in files made with hdf5_file_access). */
+ * writes a scalar. Every dataset is checksummed, stored the way SWIFT stores its output: chunked
+ * (chunks of at most about 1 MiB, leading dimensions split first), byte-shuffled,
+ * deflate-compressed and with a fletcher32 checksum. A scalar or an empty dataset (a dimension of
+ * 0) cannot be chunked and is compact: its data inside its object header, checksummed in files
+ * made with hdf5_file_access. */
 cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, int rank,
                                    const int64_t *dims, const void *data, const char *description,
                                    cpparity_error *error);
@@ -107,14 +109,6 @@ cpparity_status hdf5_attribute_int64s(hid_t object, const char *name, const int6
 /* A new fixed-length, NUL-terminated string type of size bytes (for compound members); the
  * caller closes it with H5Tclose. Returns a negative id on failure (check with HDF5_CHECK). */
 hid_t hdf5_string_type(size_t size);
-
-/* Stored the way SWIFT stores its output: chunked (chunks of at most about 1 MiB, leading
- * dimensions split first), byte-shuffled, deflate-compressed and with a fletcher32 checksum. A
- * scalar (rank 0) or an empty dataset (a dimension of 0) cannot be chunked and is written
- * compact. (hdf5_write_dataset is now the same; both names stay for their callers.) */
-cpparity_status hdf5_write_dataset_compressed(hid_t parent, const char *name, hid_t type, int rank,
-                                              const int64_t *dims, const void *data,
-                                              const char *description, cpparity_error *error);
 
 /* One member of a compound type: a native type, or a fixed-length string when string_size > 0. */
 typedef struct hdf5_member {
@@ -132,7 +126,7 @@ hid_t hdf5_compound_type(size_t size, const hdf5_member *members, size_t count,
 /* A 1-D compound dataset (a table) of count rows of memory_type, read from rows (an array of C
  * structs described by memory_type). The file type is memory_type packed (no padding), so h5py
  * reads it as a numpy structured array. Chunked, shuffled, compressed and checksummed like
- * hdf5_write_dataset_compressed when count > 0; count 0 writes an empty table. A `Description`
+ * hdf5_write_dataset when count > 0; count 0 writes an empty table. A `Description`
  * attribute is attached. */
 cpparity_status hdf5_write_compound(hid_t parent, const char *name, hid_t memory_type,
                                     int64_t count, const void *rows, const char *description,

@@ -56,9 +56,18 @@ static bool passing(const char *outcome) {
     return strcmp(outcome, "PASS") == 0 || strcmp(outcome, "REFUSED") == 0;
 }
 
+/* Both token layouts recorded, and different. */
+static bool layouts_differ(const char *old_layout, const char *new_layout) {
+    return old_layout[0] != '\0' && new_layout[0] != '\0' && strcmp(old_layout, new_layout) != 0;
+}
+
 bool diff_entry_layout_changed(const diff_entry *entry) {
-    return entry->old_layout[0] != '\0' && entry->new_layout[0] != '\0' &&
-           strcmp(entry->old_layout, entry->new_layout) != 0;
+    return layouts_differ(entry->old_layout, entry->new_layout);
+}
+
+bool diff_entry_layout_unstated(const diff_entry *entry) {
+    return diff_entry_layout_changed(entry) &&
+           !(entry->kind == DIFF_CHANGED && strcmp(entry->old_outcome, entry->new_outcome) == 0);
 }
 
 static diff_entry *add_entry(results_diff *diff, int64_t *capacity, diff_kind kind,
@@ -200,8 +209,7 @@ cpparity_status results_diff_compute(const read_results *old_run, const read_res
                 entry = add_entry(diff, &capacity, DIFF_STILL_FAILING, before, after);
             } else if (strcmp(before->outcome, after->outcome) != 0) {
                 entry = add_entry(diff, &capacity, DIFF_CHANGED, before, after);
-            } else if (before->token_layout[0] != '\0' && after->token_layout[0] != '\0' &&
-                       strcmp(before->token_layout, after->token_layout) != 0) {
+            } else if (layouts_differ(before->token_layout, after->token_layout)) {
                 entry = add_entry(diff, &capacity, DIFF_CHANGED, before, after);
                 if (entry != NULL) { /* rank r's logits are other positions: not comparable */
                     snprintf(entry->message, sizeof entry->message,

@@ -53,6 +53,11 @@ typedef struct diff_entry {
 /* True when both items recorded a token layout and they differ. */
 bool diff_entry_layout_changed(const diff_entry *entry);
 
+/* True when a report should add "(layout OLD -> NEW)" to the entry: its layouts differ and its
+ * message does not already say so (only a layout-only change, "changed" with the same outcome,
+ * carries that in its message). */
+bool diff_entry_layout_unstated(const diff_entry *entry);
+
 typedef struct results_diff {
     double factor;       /* growth that counts */
     diff_entry *entries; /* (count) in the new run's order, then items only in old */

@@ -396,9 +396,8 @@ static cpparity_status write_tensors(hid_t item_group, const run_item *item,
                      record->kind == CPPARITY_KIND_LOGITS
                          ? "; this rank's slice of the sequence, from position_offset"
                          : "");
-            status =
-                hdf5_write_dataset_compressed(group, name, H5T_NATIVE_FLOAT, record->shape_rank,
-                                              record->shape, record->values, description, error);
+            status = hdf5_write_dataset(group, name, H5T_NATIVE_FLOAT, record->shape_rank,
+                                        record->shape, record->values, description, error);
             if (status == CPPARITY_OK) {
                 status = label_tensor(group, name, record, error);
             }
@@ -408,9 +407,8 @@ static cpparity_status write_tensors(hid_t item_group, const run_item *item,
             snprintf(description, sizeof description,
                      "float64 reference of %s on rank %d (the values it was compared with)", tensor,
                      record->rank);
-            status =
-                hdf5_write_dataset_compressed(group, name, H5T_NATIVE_DOUBLE, record->shape_rank,
-                                              record->shape, record->reference, description, error);
+            status = hdf5_write_dataset(group, name, H5T_NATIVE_DOUBLE, record->shape_rank,
+                                        record->shape, record->reference, description, error);
             if (status == CPPARITY_OK) {
                 status = label_tensor(group, name, record, error);
             }

@@ -164,9 +164,11 @@ static double naive_error(const float *naive, const double *reference, int64_t c
     return metrics.nonfinite > 0 ? NAN : metrics.relative_l2;
 }
 
-/* The positions of in checked as judge_item.h requires (nothing to check when contiguous). */
+/* The positions of in checked as judge_item.h requires (nothing to check when contiguous);
+ * *held_out receives how many the ranks hold (0 when contiguous). */
 static cpparity_status check_positions(const judge_inputs *in, int64_t cp, int64_t seq_len,
-                                       cpparity_error *error) {
+                                       int64_t *held_out, cpparity_error *error) {
+    *held_out = 0;
     if (in->positions == NULL) {
         return CPPARITY_OK;
     }
@@ -183,6 +185,7 @@ static cpparity_status check_positions(const judge_inputs *in, int64_t cp, int64
                                   "the ranks hold %lld positions, fewer than the sequence's %lld",
                                   (long long)held, (long long)seq_len);
     }
+    *held_out = held;
     return token_layout_check_partition(held, cp, in->positions, in->lengths, error);
 }
 
@@ -191,13 +194,10 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
     const cpparity_case *c = item->source;
     const int64_t cp = item->cp, B = c->batch_size;
     const int64_t V = c->model.vocab_size, P = ref->parameter_table.total;
-    cpparity_status status = check_positions(in, cp, ref->seq_len, error);
+    int64_t held = 0;
+    cpparity_status status = check_positions(in, cp, ref->seq_len, &held, error);
     if (status != CPPARITY_OK) {
         return status;
-    }
-    int64_t held = 0;
-    for (int64_t r = 0; in->positions != NULL && r < cp; r++) {
-        held += in->lengths[r];
     }
     const token_layout_kind layout =
         in->positions == NULL ? TOKEN_LAYOUT_CONTIGUOUS

@@ -23,19 +23,7 @@ work=$(mktemp -d /tmp/cpparity-torch-cp-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, run, judge
 
-if ! "$python" - > "$work/probe.out" 2>&1 <<'EOF'
-import socket
-import torch
-import torch.distributed as dist
-with socket.socket() as probe:
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-value = torch.ones(1)
-dist.all_reduce(value)
-dist.destroy_process_group()
-EOF
-then
+if ! gloo_works; then
     echo "SKIP: torch with a gloo process group is not available to $python:"
     tail -3 "$work/probe.out"
     exit 77

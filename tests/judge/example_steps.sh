@@ -2,6 +2,9 @@
 # both after they set: cpparity (the binary), source_dir, python (the interpreter that runs
 # examples/torch-cp/run.py) and work (a scratch folder; every *.out in it is shown on failure).
 #   fail MESSAGE...                       print it and the tail of every log, exit 1
+#   gloo_works [PYTHON_LINES]             whether $python, after PYTHON_LINES (imports to
+#                                         probe), starts a gloo group and all-reduces in it;
+#                                         its output in $work/probe.out
 #   export_case NAME                      cases/ci.yaml's case NAME exported to $work/export.h5
 #   run OUT_DIR RUN_ARGS...               run.py on that export, one dump per rank in OUT_DIR
 #   judge EXPECTED_EXIT DUMP_DIR ARGS...  cpparity judge of OUT_DIR's dumps, output in
@@ -31,4 +34,19 @@ judge() {
         > "$work/judge.out" 2>&1
     local code=$?
     [ $code = "$expected" ] || fail "judge of $dir $*: exit $code, expected $expected"
+}
+gloo_works() {
+    "$python" - > "$work/probe.out" 2>&1 <<EOF
+${1:-}
+import socket
+import torch
+import torch.distributed as dist
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+value = torch.ones(1)
+dist.all_reduce(value)
+dist.destroy_process_group()
+EOF
 }
