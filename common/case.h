@@ -96,6 +96,8 @@ typedef struct cpparity_case {
     cpparity_case_level level;           /* model (default) or attention */
     bool expect_refuse;                  /* the implementation must refuse this case */
     char refusal[CPPARITY_REFUSAL_TEXT]; /* text the refusal message must contain */
+    char family[CPPARITY_CASE_NAME];     /* the case whose `sweep` generated this one; "" for a
+                                            case as written */
 } cpparity_case;
 
 typedef struct cpparity_suite {

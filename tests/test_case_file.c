@@ -848,3 +848,96 @@ Test(case_file, level__attention_needs_cp_1_and_model_keeps_head_dim_even) {
     expect_input_error(CASE_A "    model: {head_dim: 9}\n", "9:5", "head_dim must be even");
     expect_input_error(CASE_A "    level: kernel\n", "9:12", "expected model or attention");
 }
+
+/* --- sweeps (cases/README.md, Sweeps) --------------------------------------------------------- */
+
+/* A sweep over tiles 16 and 32 (multiples 2, residues 1): edges 15 16 17 31 32 33 63 64 65, each
+ * a case with S = edge + 32, the rows and layers the README gives, the family named. */
+Test(case_file, sweep__generates_the_family_at_every_edge) {
+    cpparity_suite suite;
+    load_ok(
+        "defaults:\n"
+        "  model: {vocab_size: 64, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4,\n"
+        "          num_key_value_heads: 2, head_dim: 8, intermediate_size: 48}\n"
+        "  seq_len: 16\n"
+        "  rows: [{documents: [16]}]\n"
+        "  cp: [1]\n"
+        "  level: attention\n"
+        "cases:\n"
+        "  - name: before\n"
+        "  - name: edges\n"
+        "    seed: 7\n"
+        "    sweep: {tiles: [32, 16], multiples: 2, residues: 1}\n"
+        "  - name: after\n",
+        &suite);
+    const int64_t edges[] = {15, 16, 17, 31, 32, 33, 63, 64, 65};
+    const int64_t count = (int64_t)(sizeof edges / sizeof *edges);
+    cr_assert_eq(suite.count, count + 2);
+    cr_assert_str_eq(suite.cases[0].name, "before");
+    cr_assert_str_empty(suite.cases[0].family);
+    cr_assert_str_eq(suite.cases[count + 1].name, "after");
+    for (int64_t i = 0; i < count; i++) {
+        const cpparity_case *c = &suite.cases[1 + i];
+        char name[64];
+        snprintf(name, sizeof name, "edges.%lld", (long long)edges[i]);
+        cr_assert_str_eq(c->name, name);
+        cr_assert_str_eq(c->family, "edges");
+        cr_assert_eq(c->seed, 7);
+        cr_assert_eq(c->line, 10);
+        const int64_t S = edges[i] + 32;
+        cr_assert_eq(c->seq_len, S, "%s: seq_len %lld", name, (long long)c->seq_len);
+        cr_assert_eq(c->batch_size, 3);
+        cr_assert_eq(c->rows[0].document_count, 1);
+        cr_assert_eq(c->rows[0].document_lengths[0], S);
+        cr_assert_eq(c->rows[1].document_count, 2);
+        cr_assert_eq(c->rows[1].document_lengths[0], edges[i]);
+        cr_assert_eq(c->rows[1].document_lengths[1], S - edges[i]);
+        cr_assert_eq(c->rows[2].left_padding, edges[i]);
+        cr_assert_eq(c->rows[2].document_lengths[0], S - edges[i]);
+        cr_assert_eq(c->model.num_hidden_layers, 3);
+        cr_assert_eq(c->model.layer_types[0], CPPARITY_LAYER_FULL);
+        cr_assert_eq(c->model.layer_types[1], CPPARITY_LAYER_SLIDING);
+        cr_assert_eq(c->model.layer_types[2], CPPARITY_LAYER_CHUNKED);
+        cr_assert_eq(c->model.sliding_window, edges[i]);
+        cr_assert_eq(c->model.attention_chunk_size, edges[i]);
+        cr_assert_eq(c->model.num_key_value_heads, 2);
+    }
+    cpparity_suite_free(&suite);
+}
+
+/* vary picks the quantities, gqa_groups multiplies the family and sets the kv heads. */
+Test(case_file, sweep__vary_and_groups) {
+    cpparity_suite suite;
+    load_ok(CASE_A "    sweep: {tiles: [8], residues: 0, vary: [window], gqa_groups: [1, 4]}\n",
+            &suite);
+    cr_assert_eq(suite.count, 2);
+    cr_assert_str_eq(suite.cases[0].name, "a.8.g1");
+    cr_assert_str_eq(suite.cases[1].name, "a.8.g4");
+    cr_assert_eq(suite.cases[0].model.num_key_value_heads, 4);
+    cr_assert_eq(suite.cases[1].model.num_key_value_heads, 1);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(suite.cases[i].batch_size, 1);
+        cr_assert_eq(suite.cases[i].seq_len, 16);
+        cr_assert_eq(suite.cases[i].model.num_hidden_layers, 1);
+        cr_assert_eq(suite.cases[i].model.layer_types[0], CPPARITY_LAYER_SLIDING);
+    }
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, sweep__refuses_what_it_generates_and_bad_parameters) {
+    expect_input_error(CASE_A "    seq_len: 20\n    sweep: {tiles: [16]}\n", "9:14",
+                       "case 'a': seq_len: a case with a sweep has its seq_len generated");
+    expect_input_error(CASE_A "    model: {sliding_window: 3}\n    sweep: {tiles: [16]}\n", "9:29",
+                       "case 'a': model.sliding_window: set by the case's sweep");
+    expect_input_error(CASE_A "    sweep: {residues: 1}\n", "9:12", "sweep.tiles: missing");
+    expect_input_error(CASE_A "    sweep: {tiles: [16, 0]}\n", "9:25", "sweep.tiles[1]");
+    expect_input_error(CASE_A "    sweep: {tiles: [16, 16]}\n", "9:25", "duplicate 16");
+    expect_input_error(CASE_A "    sweep: {tiles: [16], gqa_groups: [3]}\n", "9:39",
+                       "sweep.gqa_groups[0]: group 3 does not divide num_attention_heads (4)");
+    expect_input_error(CASE_A "    sweep: {tiles: [16], vary: [window, window]}\n", "9:41",
+                       "duplicate quantity 'window'");
+    expect_input_error(CASE_A "    sweep: {tiles: [16], edge: 3}\n", "9:26", "edge");
+    expect_input_error(CASE_A "    sweep: {tiles: [1], residues: 0, multiples: 1}\n"
+                              "  - name: a.1\n",
+                       "10:11", "case 'a.1': name: duplicate case name");
+}

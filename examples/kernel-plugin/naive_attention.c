@@ -11,6 +11,12 @@
  *     1  the sliding window lets one key too many in (k >= q - W instead of k > q - W)
  *     2  backward skips the last tile of keys of every row
  *     3  forward leaves the output of fully masked query rows unwritten
+ *     4  a tile-edge window slip: keys are classified in tiles of 32 against queries in tiles of
+ *        64, and a key tile counts as wholly inside the window one key too early (>= for >);
+ *        wrong only when the window's edge falls on a key tile boundary (W ≡ −1 mod 32)
+ *     5  a static workspace (the forward's accumulator) while declaring concurrent calls
+ *     6  forward leaves the last partial tile of 16 query rows unwritten (a NaN tail)
+ *     7  backward alone lets one key too many into the sliding window (forward right)
  */
 #include <math.h>
 #include <stdint.h>
@@ -31,17 +37,31 @@ static int64_t floor_divide(int64_t a, int64_t b) {
     return (a % b != 0 && ((a < 0) != (b < 0))) ? quotient - 1 : quotient;
 }
 
-/* May query q of row b attend key k? (cpparity/kernel.h, "Semantics") */
-static int allowed(const cpparity_mask_description *m, int64_t b, int64_t q, int64_t k) {
+/* Whether key k is outside the sliding window of query q. */
+static int outside_window(const cpparity_mask_description *m, int64_t q, int64_t k, int backward) {
+    (void)backward;
+#if PLUGIN_BUG == 1
+    return k < q - m->window;
+#elif PLUGIN_BUG == 4
+    /* a key tile wholly inside the window of every query of the query tile skips the test */
+    const int64_t query_last = q / 64 * 64 + 63, key_first = k / 32 * 32;
+    return key_first >= query_last - m->window ? 0 : k <= q - m->window;
+#elif PLUGIN_BUG == 7
+    return backward ? k < q - m->window : k <= q - m->window;
+#else
+    return k <= q - m->window;
+#endif
+}
+
+/* May query q of row b attend key k? (cpparity/kernel.h, "Semantics") backward says which pass
+ * asks (the same answer, but for PLUGIN_BUG 7). */
+static int allowed(const cpparity_mask_description *m, int64_t b, int64_t q, int64_t k,
+                   int backward) {
     const int64_t S = m->seq_len;
     if (k > q || !m->key_valid[b * S + k] || m->document[b * S + q] != m->document[b * S + k]) {
         return 0;
     }
-#if PLUGIN_BUG == 1
-    if (m->layer_type == 1 && k < q - m->window) {
-#else
-    if (m->layer_type == 1 && k <= q - m->window) {
-#endif
+    if (m->layer_type == 1 && outside_window(m, q, k, backward)) {
         return 0;
     }
     if (m->layer_type == 2) {
@@ -80,11 +100,16 @@ static int forward(void *context, void *out_bytes, float *lse, const void *q_byt
         for (int64_t h = 0; h < H; h++) {
             const int64_t kv = h / (H / Hkv);
             for (int64_t t = 0; t < S; t++) {
+#if PLUGIN_BUG == 6
+                if (S % 16 != 0 && t >= S - S % 16) {
+                    continue; /* the last partial tile of query rows is never written */
+                }
+#endif
                 const float *query = q + at(d, H, b, t, h);
                 float *o = out + at(d, H, b, t, h);
                 float maximum = -INFINITY;
                 for (int64_t s = 0; s <= t; s++) {
-                    if (allowed(m, b, t, s)) {
+                    if (allowed(m, b, t, s, 0)) {
                         const float score = scale * dot(query, k + at(d, Hkv, b, s, kv), Dh);
                         maximum = score > maximum ? score : maximum;
                     }
@@ -97,9 +122,14 @@ static int forward(void *context, void *out_bytes, float *lse, const void *q_byt
                     continue;
                 }
                 double sum = 0.0;
+#if PLUGIN_BUG == 5
+                static double accumulated[1024]; /* shared by every thread that calls */
+                memset(accumulated, 0, sizeof accumulated);
+#else
                 double accumulated[1024] = {0};
+#endif
                 for (int64_t s = 0; s <= t; s++) {
-                    if (allowed(m, b, t, s)) {
+                    if (allowed(m, b, t, s, 0)) {
                         const double p =
                             exp(scale * dot(query, k + at(d, Hkv, b, s, kv), Dh) - maximum);
                         sum += p;
@@ -148,7 +178,7 @@ static int backward(void *context, void *dq_bytes, void *dk_bytes, void *dv_byte
                 for (int64_t tile = 0; tile < tiles; tile++) {
                     const int64_t last = (tile + 1) * TILE - 1 < t ? (tile + 1) * TILE - 1 : t;
                     for (int64_t s = tile * TILE; s <= last; s++) {
-                        if (!allowed(m, b, t, s)) {
+                        if (!allowed(m, b, t, s, 1)) {
                             continue;
                         }
                         const float *key = k + at(d, Hkv, b, s, kv);

@@ -19,6 +19,7 @@
 #include "harness/suite/case_defaults.h"
 #include "harness/suite/case_reader.h"
 #include "harness/suite/case_schema.h"
+#include "harness/suite/case_sweep.h"
 #include "harness/suite/yaml_limits.h"
 #include "harness/suite/yaml_source.h"
 
@@ -57,16 +58,75 @@ static int64_t name_seen_or_add(suite_loader *loader, const cpparity_suite *suit
     }
 }
 
-/* Reads, merges and checks case number position of the suite into suite->cases[position]: its
- * name first (scopes every later message), then its keys, case-only ones in table order and
- * the others as written, then the defaults. */
+/* Refuses what a sweep case writes itself that its sweep generates: seq_len, rows and the
+ * model's layers, window, chunk size and (with gqa_groups) kv heads. */
+static cpparity_status refuse_swept_keys(suite_loader *loader, const char *scope,
+                                         const case_sweep *sweep, const case_settings *settings) {
+    static const char *const swept_model[] = {"num_hidden_layers", "layer_types", "sliding_window",
+                                              "attention_chunk_size", "num_key_value_heads"};
+    const case_key_index swept_keys[] = {CASE_KEY_SEQ_LEN, CASE_KEY_ROWS};
+    for (size_t k = 0; k < sizeof swept_keys / sizeof *swept_keys; k++) {
+        if (settings->nodes[swept_keys[k]] != NULL) {
+            return yaml_source_fail(&loader->source, settings->nodes[swept_keys[k]], scope,
+                                    case_keys[swept_keys[k]].name,
+                                    "a case with a sweep has its %s generated: remove it",
+                                    case_keys[swept_keys[k]].name);
+        }
+    }
+    for (int f = 0; f < CPPARITY_MODEL_FIELD_COUNT; f++) {
+        for (size_t m = 0; m < sizeof swept_model / sizeof *swept_model; m++) {
+            const bool kv_heads = m == sizeof swept_model / sizeof *swept_model - 1;
+            if (settings->model.values[f] != NULL &&
+                strcmp(cpparity_model_fields[f].name, swept_model[m]) == 0 &&
+                (!kv_heads || sweep->group_count > 0)) {
+                char key_path[96];
+                yaml_source_format(key_path, sizeof key_path, "model.%s", swept_model[m]);
+                return yaml_source_fail(&loader->source, settings->model.values[f], scope, key_path,
+                                        "set by the case's sweep: remove it");
+            }
+        }
+    }
+    return CPPARITY_OK;
+}
+
+/* The merged num_attention_heads of a case (its own, else the defaults'), 0 when unset. */
+static int64_t merged_heads(const case_settings *settings, const case_settings *defaults) {
+    for (int f = 0; f < CPPARITY_MODEL_FIELD_COUNT; f++) {
+        if (strcmp(cpparity_model_fields[f].name, "num_attention_heads") == 0) {
+            return settings->model.values[f] != NULL   ? settings->model.config.num_attention_heads
+                   : defaults->model.values[f] != NULL ? defaults->model.config.num_attention_heads
+                                                       : 0;
+        }
+    }
+    return 0;
+}
+
+/* Gives the case at suite->cases[suite->count] its name and line, refuses a name used before and
+ * counts it. */
+static cpparity_status add_case(suite_loader *loader, const yaml_node_t *name, const char *scope,
+                                const char *case_name, int64_t line, cpparity_suite *suite) {
+    cpparity_case *result = &suite->cases[suite->count];
+    snprintf(result->name, sizeof result->name, "%s", case_name);
+    result->line = line;
+    const int64_t earlier = name_seen_or_add(loader, suite, result->name, suite->count);
+    if (earlier >= 0) {
+        return yaml_source_fail(&loader->source, name, scope, case_keys[CASE_KEY_NAME].name,
+                                "duplicate case name (first used by the case at line %lld)",
+                                (long long)suite->cases[earlier].line);
+    }
+    suite->count++;
+    return CPPARITY_OK;
+}
+
+/* Reads, merges and checks case number position of the file into the next cases of the suite
+ * (one, or its sweep's family): its name first (scopes every later message), then its keys,
+ * case-only ones in table order and the others as written, then the defaults. */
 static cpparity_status parse_case(suite_loader *loader, const yaml_node_t *node, int64_t position,
                                   const case_settings *defaults, cpparity_suite *suite) {
     yaml_source *source = &loader->source;
-    cpparity_case *result = &suite->cases[position];
     char scope[SCOPE_CAPACITY];
     yaml_source_format(scope, sizeof scope, "cases[%lld]", (long long)position);
-    result->line = (int64_t)yaml_source_line(node);
+    const int64_t line = (int64_t)yaml_source_line(node);
     if (node->type != YAML_MAPPING_NODE) {
         char found[YAML_SOURCE_FOUND];
         yaml_source_describe(node, found, sizeof found);
@@ -84,14 +144,9 @@ static cpparity_status parse_case(suite_loader *loader, const yaml_node_t *node,
     if (status != CPPARITY_OK) {
         return status;
     }
-    memcpy(result->name, settings.values.name, sizeof result->name);
-    yaml_source_format(scope, sizeof scope, "case '%s'", result->name);
-    const int64_t earlier = name_seen_or_add(loader, suite, result->name, position);
-    if (earlier >= 0) {
-        return yaml_source_fail(source, name, scope, case_keys[CASE_KEY_NAME].name,
-                                "duplicate case name (first used by the case at line %lld)",
-                                (long long)suite->cases[earlier].line);
-    }
+    char case_name[CPPARITY_CASE_NAME];
+    memcpy(case_name, settings.values.name, sizeof case_name);
+    yaml_source_format(scope, sizeof scope, "case '%s'", case_name);
     const char *names[CASE_KEY_COUNT];
     const int name_count = case_key_names(case_keys, CASE_KEY_COUNT, true, names);
     status = yaml_source_check_mapping(source, node, scope, "", names, (size_t)name_count);
@@ -105,12 +160,69 @@ static cpparity_status parse_case(suite_loader *loader, const yaml_node_t *node,
     if (status == CPPARITY_OK) {
         status = case_reader_read_shared(&loader->reader, node, scope, &settings);
     }
-    if (status == CPPARITY_OK) {
-        status =
-            case_defaults_apply(&loader->reader, scope, node, name, defaults, &settings, result);
+    const yaml_node_t *sweep_node = settings.nodes[CASE_KEY_SWEEP];
+    if (status != CPPARITY_OK || sweep_node == NULL) {
+        if (status == CPPARITY_OK) {
+            status = case_defaults_apply(&loader->reader, scope, node, name, defaults, &settings,
+                                         &suite->cases[suite->count]);
+        }
+        if (status == CPPARITY_OK) {
+            status = add_case(loader, name, scope, case_name, line, suite);
+        }
+        case_settings_free(&settings);
+        return status;
     }
+    case_sweep *sweep = malloc(sizeof *sweep);
+    status = sweep != NULL ? case_sweep_read(source, sweep_node, scope, sweep)
+                           : yaml_source_out_of_memory(source);
+    if (status == CPPARITY_OK) {
+        status = refuse_swept_keys(loader, scope, sweep, &settings);
+    }
+    const int64_t members = status == CPPARITY_OK ? case_sweep_members(sweep) : 0;
+    const int64_t heads = merged_heads(&settings, defaults);
+    for (int64_t m = 0; status == CPPARITY_OK && m < members; m++) {
+        case_settings member = settings; /* the case owns no rows: a sweep refuses them */
+        char member_name[CPPARITY_CASE_NAME];
+        status = case_sweep_member(&loader->reader, sweep, scope, m, heads, case_name, member_name,
+                                   sizeof member_name, &member);
+        char member_scope[SCOPE_CAPACITY];
+        yaml_source_format(member_scope, sizeof member_scope, "case '%s'", member_name);
+        memcpy(member.values.family, case_name, sizeof member.values.family);
+        if (status == CPPARITY_OK) {
+            status = case_defaults_apply(&loader->reader, member_scope, node, name, defaults,
+                                         &member, &suite->cases[suite->count]);
+        }
+        if (status == CPPARITY_OK) {
+            status = add_case(loader, name, member_scope, member_name, line, suite);
+        }
+        case_settings_free(&member);
+    }
+    free(sweep);
     case_settings_free(&settings);
     return status;
+}
+
+/* The cases one case node makes: its sweep's family, or 1 (also when the sweep is wrong: the
+ * case's own reading reports that). */
+static int64_t cases_of(suite_loader *loader, const yaml_node_t *node) {
+    const yaml_node_t *sweep_node =
+        node->type == YAML_MAPPING_NODE
+            ? yaml_source_value(&loader->source, node, case_keys[CASE_KEY_SWEEP].name, NULL)
+            : NULL;
+    if (sweep_node == NULL) {
+        return 1;
+    }
+    case_sweep *sweep = malloc(sizeof *sweep);
+    cpparity_error quiet;
+    cpparity_error_clear(&quiet);
+    yaml_source probe = loader->source;
+    probe.error = &quiet;
+    const int64_t count =
+        sweep != NULL && case_sweep_read(&probe, sweep_node, "", sweep) == CPPARITY_OK
+            ? case_sweep_members(sweep)
+            : 1;
+    free(sweep);
+    return count;
 }
 
 /* Reads the whole document: defaults, then every case. */
@@ -154,22 +266,31 @@ static cpparity_status load_document(suite_loader *loader, cpparity_suite *suite
         status = yaml_source_check_sequence(source, cases, "", "cases", "cases", true);
     }
     if (status == CPPARITY_OK) {
-        int64_t count = yaml_source_length(cases);
+        int64_t count = 0;
+        for (int64_t i = 0; i < yaml_source_length(cases); i++) {
+            count += cases_of(loader, yaml_source_item(source, cases, i));
+        }
         loader->name_capacity = 16;
         while (loader->name_capacity < 2 * count) {
             loader->name_capacity *= 2;
         }
-        suite->cases = calloc((size_t)count, sizeof *suite->cases);
+        suite->cases = calloc((size_t)count + 1, sizeof *suite->cases);
         loader->name_slots = malloc((size_t)loader->name_capacity * sizeof *loader->name_slots);
         if (suite->cases == NULL || loader->name_slots == NULL) {
             status = yaml_source_out_of_memory(source);
         } else {
-            suite->count = count;
             memset(loader->name_slots, 0xff, (size_t)loader->name_capacity * sizeof(int64_t));
         }
     }
-    for (int64_t i = 0; status == CPPARITY_OK && i < suite->count; i++) {
+    for (int64_t i = 0; status == CPPARITY_OK && cases != NULL && i < yaml_source_length(cases);
+         i++) {
         status = parse_case(loader, yaml_source_item(source, cases, i), i, &defaults, suite);
+    }
+    if (status != CPPARITY_OK && suite->cases != NULL) { /* rows of the case that failed */
+        cpparity_case *failed = &suite->cases[suite->count];
+        cpparity_row_layouts_free(failed->rows, failed->batch_size);
+        failed->rows = NULL;
+        failed->batch_size = 0;
     }
     free(loader->name_slots);
     loader->name_slots = NULL;

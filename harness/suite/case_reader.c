@@ -418,6 +418,8 @@ cpparity_status case_reader_read_key(case_reader *reader, const yaml_node_t *val
         return read_tolerances(reader, value, scope, &settings->tolerances);
     case CASE_VALUE_EXPECT:
         return read_expect(reader, value, scope, &settings->values);
+    case CASE_VALUE_SWEEP:
+        return CPPARITY_OK; /* read as a whole by case_sweep_read, which makes the family */
     default:
         return read_scalar(reader, value, scope, key->name, key, &settings->values);
     }

@@ -79,6 +79,10 @@ const case_key case_keys[CASE_KEY_COUNT] = {
                         MEMBER(cpparity_case, level),
                         .default_kind = CASE_DEFAULT_VALUE,
                         .default_value = CPPARITY_LEVEL_MODEL},
+    [CASE_KEY_SWEEP] = {.name = "sweep",
+                        .type = CASE_VALUE_SWEEP,
+                        .case_only = true,
+                        MEMBER(cpparity_case, family)},
 };
 
 const case_key case_row_keys[CASE_ROW_KEY_COUNT] = {
@@ -186,6 +190,9 @@ void case_key_describe_type(const case_key *key, char *text, size_t size) {
         return;
     case CASE_VALUE_EXPECT:
         snprintf(text, size, "`{%s: TEXT}`%s", case_expect_keys[0], required);
+        return;
+    case CASE_VALUE_SWEEP:
+        snprintf(text, size, "mapping (Sweeps)%s", required);
         return;
     }
     snprintf(text, size, "?");

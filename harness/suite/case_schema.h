@@ -28,6 +28,7 @@ typedef enum case_value_type {
     CASE_VALUE_MODEL = 8,        /* a mapping of cpparity_model_fields, merged key by key */
     CASE_VALUE_TOLERANCES = 9,   /* dtype -> kind -> case_tolerance_fields, merged field by field */
     CASE_VALUE_EXPECT = 10,      /* {refuse: TEXT}: the refusal the case must produce */
+    CASE_VALUE_SWEEP = 11,       /* a mapping (case_sweep.h): the case becomes a family */
 } case_value_type;
 
 /* What a key holds where no case and no `defaults` set it. */
@@ -70,6 +71,7 @@ typedef enum case_key_index {
     CASE_KEY_TOLERANCES,
     CASE_KEY_EXPECT,
     CASE_KEY_LEVEL,
+    CASE_KEY_SWEEP,
     CASE_KEY_COUNT
 } case_key_index;
 
