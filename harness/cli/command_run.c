@@ -22,6 +22,7 @@
 #include "distributed/kernels/kernel_registry.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/run_arguments.h"
+#include "harness/running/attention_item.h"
 #include "harness/running/memory_estimate.h"
 #include "harness/running/run.h"
 #include "harness/running/run_plan.h"
@@ -239,6 +240,22 @@ static int command_main(int argc, char **argv, run_command_kind kind) {
                 "of --comm %s)\n",
                 name, backend->name);
         return 2;
+    }
+    if (options.random_cases > 0 && !options.seed_set) { /* one seed draws cases and inputs */
+        if (backend->ranks_from_launcher) {
+            fprintf(stderr,
+                    "cpparity %s: --random under --comm %s needs --seed: every rank must draw "
+                    "the same cases\n",
+                    name, backend->name);
+            return 2;
+        }
+        options.seed = attention_item_fresh_seed(0);
+        options.seed_set = true;
+        printf("# random: %lld cases drawn from seed %llu (rerun them: --random %lld --seed "
+               "%llu)\n",
+               (long long)options.random_cases, (unsigned long long)options.seed,
+               (long long)options.random_cases, (unsigned long long)options.seed);
+        fflush(stdout);
     }
     openblas_set_num_threads(1); /* ranks are the parallelism; one BLAS thread each */
     char out_path[512], libraries[512], command_line[CPPARITY_COMMAND_LINE];

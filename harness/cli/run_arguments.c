@@ -14,6 +14,7 @@
 #include "distributed/kernels/kernel_registry.h"
 #include "distributed/kernels/kernel_support.h"
 #include "harness/running/memory_estimate.h"
+#include "harness/suite/random_cases.h"
 
 /* getopt values of the options; outputs use OPTION_OUTPUT + their run_output. */
 enum {
@@ -35,6 +36,7 @@ enum {
     OPTION_THREADS,
     OPTION_REFERENCE_CACHE,
     OPTION_FRESH,
+    OPTION_RANDOM,
     OPTION_OUTPUT = 512,
 };
 
@@ -117,6 +119,9 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
             "  --seed N            fixture seed for every case (default: each case's own)\n"
             "  --fresh             attention-level cases draw new random inputs (their seed is\n"
             "                      in each item's message; --seed reproduces it)\n"
+            "  --random N          instead of a suite: N attention-level cases of random shapes\n"
+            "                      and masks, drawn from --seed (or a fresh seed, printed; give\n"
+            "                      --seed under mpirun): a kernel's soak run\n"
             "  --kernel NAME       attention kernel (default: the device's own); registered:\n",
             dtypes);
     for (int i = 0; i < kernel_registry_count(); i++) {
@@ -211,6 +216,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         {"threads", required_argument, NULL, OPTION_THREADS},
         {"reference-cache", required_argument, NULL, OPTION_REFERENCE_CACHE},
         {"fresh", no_argument, NULL, OPTION_FRESH},
+        {"random", required_argument, NULL, OPTION_RANDOM},
     };
     enum { FIXED = sizeof fixed_options / sizeof *fixed_options };
     struct option long_options[FIXED + RUN_OUTPUT_COUNT + 1];
@@ -338,6 +344,10 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         case OPTION_FRESH:
             options->fresh = true;
             break;
+        case OPTION_RANDOM:
+            status = run_arguments_integer(optarg, "--random", 1, RANDOM_CASES_MAX, &value, error);
+            options->random_cases = value;
+            break;
         case OPTION_REFERENCE_CACHE:
             status = reference_cache_folder(optarg, error);
             options->reference_cache = optarg;
@@ -372,6 +382,16 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
                                       RUN_MAX_SUITES);
         }
         options->suites[options->suite_count++] = argv[i];
+    }
+    if (options->random_cases > 0 && options->suite_count > 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "--random draws its own cases: give no suite (got %s)",
+                                  options->suites[0]);
+    }
+    if (options->random_cases > 0 && options->fresh) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "--random and --fresh exclude each other: --random draws new "
+                                  "cases and inputs from its seed (--seed fixes both)");
     }
     if (options->fresh && options->seed_set) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,

@@ -30,8 +30,10 @@ typedef struct run_options {
     cpparity_dtype dtype;                   /* only this dtype when dtype_set */
     bool seed_set;                          /* --seed given */
     uint64_t seed;                          /* overrides every case's seed when seed_set */
-    bool fresh;         /* --fresh: attention-level cases draw new inputs (never with seed_set) */
-    const char *kernel; /* --kernel NAME; NULL = the implementation's */
+    bool fresh;           /* --fresh: attention-level cases draw new inputs (never with seed_set) */
+    int64_t random_cases; /* --random N: N random attention-level cases from seed instead of
+                             suites (harness/suite/random_cases.h); 0 = none */
+    const char *kernel;   /* --kernel NAME; NULL = the implementation's */
     double timeout_seconds;                      /* --timeout, default 300 */
     run_store store;                             /* --store, default failures */
     bool allow_not_run;                          /* --allow-not-run: NOT RUN items do not fail */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness/suite/case_file.h"
+#include "harness/suite/random_cases.h"
 
 void run_plan_free(run_plan *plan) {
     for (int s = 0; s < plan->suite_count; s++) {
@@ -78,7 +79,10 @@ cpparity_status run_plan_build(run_plan *plan, const run_options *options, cppar
     const int count = options->suite_count > 0 ? options->suite_count : 1;
     int64_t total_cases = 0;
     for (int s = 0; s < count; s++) {
-        cpparity_status status = cpparity_suite_load(paths[s], &plan->suites[s], error);
+        cpparity_status status =
+            options->random_cases > 0
+                ? random_cases_load(options->seed, options->random_cases, &plan->suites[s], error)
+                : cpparity_suite_load(paths[s], &plan->suites[s], error);
         if (status != CPPARITY_OK) {
             run_plan_free(plan);
             return status;
