@@ -45,7 +45,11 @@ void console_item(FILE *stream, const run_item *item) {
             name += strncmp(name, "model.", 6) == 0 ? 6 : 0;
         }
         snprintf(tensor, sizeof tensor, "%s%.36s@%d", gradient ? "d " : "", name, record->rank);
-        snprintf(error, sizeof error, "%.2e", record->metrics.relative_l2);
+        if (record->metrics.nonfinite > 0 && !record->decision.passed) {
+            snprintf(error, sizeof error, "nonfinite"); /* its finite error is not the story */
+        } else {
+            snprintf(error, sizeof error, "%.2e", record->metrics.relative_l2);
+        }
         snprintf(limit, sizeof limit, "%.2e", record->decision.limit);
     }
     fprintf(stream, "%-46s %3lld %-5s %-44s %9s %9s  %s\n", item->source->name, (long long)item->cp,

@@ -24,7 +24,10 @@
 #include "reference/attention.h"
 #include "reference/mask.h"
 
-#define TENSORS_PER_LAYER 5 /* out, lse, dq, dk, dv */
+/* per layer: out, lse, dq, dk, dv of the kernel's own calls, then dq, dk, dv of its backward
+ * given the reference's out and lse ("backward_alone") */
+#define TENSORS_PER_LAYER 8
+#define CALLED_TENSORS 5 /* the first five: what the kernel's own forward and backward gave */
 
 /* One draw per process, which every item of a run shares (items of local ranks run on several
  * threads: drawn once through pthread_once). */
@@ -49,9 +52,12 @@ uint64_t attention_item_fresh_seed(uint64_t case_seed) {
 
 /* Everything one layer's calls use. */
 typedef struct attention_buffers {
-    float *q, *k, *v, *dout;         /* inputs */
-    float *out, *lse, *dq, *dk, *dv; /* the kernel's outputs */
-    float *again[5];                 /* a second call's outputs (determinism) */
+    float *q, *k, *v, *dout;               /* inputs */
+    float *out, *lse, *dq, *dk, *dv;       /* the kernel's outputs */
+    float *again[5];                       /* a second call's outputs (determinism) */
+    float *rounded_out, *rounded_lse;      /* the reference's out and lse rounded to float32 */
+    float *alone_dq, *alone_dk, *alone_dv; /* backward given those */
+    float *naive_alone_dq, *naive_alone_dk, *naive_alone_dv;
     float *naive_out, *naive_lse, *naive_dq, *naive_dk, *naive_dv;
     double *wide_q, *wide_k, *wide_v, *wide_dout; /* the same inputs in float64 */
     double *ref_out, *ref_lse, *ref_dq, *ref_dk, *ref_dv;
@@ -77,6 +83,14 @@ static void buffers_free(attention_buffers *b) {
                    b->again[2],
                    b->again[3],
                    b->again[4],
+                   b->rounded_out,
+                   b->rounded_lse,
+                   b->alone_dq,
+                   b->alone_dk,
+                   b->alone_dv,
+                   b->naive_alone_dq,
+                   b->naive_alone_dk,
+                   b->naive_alone_dv,
                    b->naive_out,
                    b->naive_lse,
                    b->naive_dq,
@@ -114,7 +128,10 @@ static bool buffers_allocate(attention_buffers *b, int64_t query, int64_t key, i
               ALLOCATE(ref_lse, rows) && ALLOCATE(ref_dq, query) && ALLOCATE(ref_dk, key) &&
               ALLOCATE(ref_dv, key) && ALLOCATE(keys, seq_len) && ALLOCATE(scores, seq_len) &&
               ALLOCATE(include, rows) && ALLOCATE(lse_compared, rows) &&
-              ALLOCATE(ref_lse_compared, rows);
+              ALLOCATE(ref_lse_compared, rows) && ALLOCATE(rounded_out, query) &&
+              ALLOCATE(rounded_lse, rows) && ALLOCATE(alone_dq, query) && ALLOCATE(alone_dk, key) &&
+              ALLOCATE(alone_dv, key) && ALLOCATE(naive_alone_dq, query) &&
+              ALLOCATE(naive_alone_dk, key) && ALLOCATE(naive_alone_dv, key);
 #undef ALLOCATE
     const int64_t counts[5] = {query, rows, query, key, key};
     for (int i = 0; ok && i < 5; i++) {
@@ -173,7 +190,37 @@ static void fail_record(tensor_record *record, const char *format, long long a, 
     snprintf(record->decision.reason, sizeof record->decision.reason, format, a, b);
 }
 
-/* The item's outcome and message again, after fail_record. */
+/* Which of the kernel's calls the failing records blame: its forward (out, lse), its backward
+ * given the reference's out and lse (backward alone), or its backward only on its own forward. */
+static const char *verdict(const run_item *item) {
+    bool forward = false, own_backward = false, alone = false;
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        if (item->tensors[i].decision.passed) {
+            continue;
+        }
+        const int64_t t = i % TENSORS_PER_LAYER;
+        forward = forward || t < 2;
+        own_backward = own_backward || (t >= 2 && t < CALLED_TENSORS);
+        alone = alone || t >= CALLED_TENSORS;
+    }
+    if (forward && alone) {
+        return "forward wrong, backward wrong (it fails given the reference's out and lse too)";
+    }
+    if (forward) {
+        return "forward wrong (backward right given the reference's out and lse)";
+    }
+    if (alone) {
+        return "backward wrong (forward right; backward fails given the reference's out and lse)";
+    }
+    if (own_backward) {
+        return "backward wrong only on its own forward (forward within tolerance, backward right "
+               "given the reference's out and lse)";
+    }
+    return "";
+}
+
+/* The item's outcome and message again, after fail_record: the verdict, the failures and the
+ * first failing tensor. */
 static void refresh_outcome(run_item *item) {
     int64_t failures = 0, first = -1;
     for (int64_t i = 0; i < item->tensor_count; i++) {
@@ -196,8 +243,8 @@ static void refresh_outcome(run_item *item) {
              strstr(item->message, "; inputs from seed") != NULL
                  ? strstr(item->message, "; inputs from seed")
                  : "");
-    snprintf(item->message, sizeof item->message, "%lld tensor%s failed; worst: %s: %s%s",
-             (long long)failures, failures == 1 ? "" : "s", where,
+    snprintf(item->message, sizeof item->message, "%s: %lld tensor%s failed; worst: %s: %s%s",
+             verdict(item), (long long)failures, failures == 1 ? "" : "s", where,
              item->tensors[first].decision.reason, seed);
 }
 
@@ -285,10 +332,34 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
         naive_float_attention_backward(b->naive_dq, b->naive_dk, b->naive_dv, b->dout, b->q, b->k,
                                        b->v, b->naive_out, b->naive_lse, &reference, naive_shape,
                                        scale, b->keys);
+        /* backward alone: given the reference's out and lse rounded to float32 (a fully masked
+         * row: out 0, lse −∞), the kernel and the naive baseline alike */
+        for (int64_t i = 0; i < query; i++) {
+            b->rounded_out[i] = (float)b->ref_out[i];
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            b->rounded_lse[r] = (float)b->ref_lse[r];
+        }
+        memset(b->naive_alone_dq, 0, (size_t)query * sizeof *b->naive_alone_dq);
+        memset(b->naive_alone_dk, 0, (size_t)key * sizeof *b->naive_alone_dk);
+        memset(b->naive_alone_dv, 0, (size_t)key * sizeof *b->naive_alone_dv);
+        naive_float_attention_backward(b->naive_alone_dq, b->naive_alone_dk, b->naive_alone_dv,
+                                       b->dout, b->q, b->k, b->v, b->rounded_out, b->rounded_lse,
+                                       &reference, naive_shape, scale, b->keys);
     }
     reference_mask_free(&reference);
     if (status != CPPARITY_OK) {
         return status;
+    }
+    if (kernel_call_backward(kernel, b->alone_dq, b->alone_dk, b->alone_dv, b->dout, b->q, b->k,
+                             b->v, b->rounded_out, b->rounded_lse, &mask, &dims, scale, message,
+                             sizeof message) != 0) {
+        item->outcome = RUN_ERROR;
+        item->error_status = CPPARITY_ERROR_RUNTIME;
+        snprintf(item->message, sizeof item->message,
+                 "layer %lld: backward given the reference's out and lse: %s", (long long)layer,
+                 message);
+        return CPPARITY_OK;
     }
     /* lse: rows with an allowed key are compared; a fully masked row must hold exactly −∞ */
     memset(checks, 0, sizeof *checks);
@@ -316,6 +387,12 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
                b->ref_dk, NULL);
     add_record(item, c, layer, "dv", CPPARITY_KIND_GRADS, 4, key_shape, b->dv, b->naive_dv,
                b->ref_dv, NULL);
+    add_record(item, c, layer, "backward_alone.dq", CPPARITY_KIND_GRADS, 4, query_shape,
+               b->alone_dq, b->naive_alone_dq, b->ref_dq, NULL);
+    add_record(item, c, layer, "backward_alone.dk", CPPARITY_KIND_GRADS, 4, key_shape, b->alone_dk,
+               b->naive_alone_dk, b->ref_dk, NULL);
+    add_record(item, c, layer, "backward_alone.dv", CPPARITY_KIND_GRADS, 4, key_shape, b->alone_dv,
+               b->naive_alone_dv, b->ref_dv, NULL);
     if (checks->masked_wrong > 0) {
         compare_coordinates(first_masked_wrong, 3, lse_shape, checks->first_masked);
     }
@@ -405,6 +482,9 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
         const layer_checks *check = &checks[i / TENSORS_PER_LAYER];
         const int t = (int)(i % TENSORS_PER_LAYER);
         tensor_record *record = &item->tensors[i];
+        if (t >= CALLED_TENSORS) {
+            continue; /* backward alone: the metrics say everything */
+        }
         if (t == 1 && check->masked_wrong > 0) {
             record->worst[0] = check->first_masked[0];
             record->worst[1] = check->first_masked[1];

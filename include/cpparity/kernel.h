@@ -33,6 +33,12 @@
  * with no allowed key has out = 0 and lse = −∞. Backward OVERWRITES dq, dk and dv with the
  * gradients of Σ dout ⊙ out.
  *
+ * What backward receives: q, k, v, dout, and an out and lse for the same q, k, v and mask. Inside
+ * the model and in an attention-level case's first check they are the kernel's own forward's; an
+ * attention-level case then calls backward again with the float64 reference's out and lse rounded
+ * to the kernel's dtype (fully masked rows: out 0, lse −∞), to judge backward alone. A backward
+ * must use only what it receives (no state kept from the forward call).
+ *
  * Threads: cpparity may call one kernel from several threads at once (`--comm local` runs every
  * rank on a thread of one process) only when it declares CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS:
  * its forward and backward then keep no state between calls outside their arguments (no static
