@@ -47,6 +47,12 @@ void console_item(FILE *stream, const run_item *item) {
         snprintf(tensor, sizeof tensor, "%s%.36s@%d", gradient ? "d " : "", name, record->rank);
         if (record->metrics.nonfinite > 0 && !record->decision.passed) {
             snprintf(error, sizeof error, "nonfinite"); /* its finite error is not the story */
+        } else if (!record->decision.passed &&
+                   record->metrics.relative_l2 <= record->decision.limit) {
+            /* failed for what the error cannot show: a second or concurrent call changed bits,
+             * fully masked rows; the message says which */
+            snprintf(error, sizeof error, "%s",
+                     strstr(record->decision.reason, "changed") != NULL ? "changed" : "see below");
         } else {
             snprintf(error, sizeof error, "%.2e", record->metrics.relative_l2);
         }

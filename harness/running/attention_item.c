@@ -190,12 +190,22 @@ static void fail_record(tensor_record *record, const char *format, long long a, 
     snprintf(record->decision.reason, sizeof record->decision.reason, format, a, b);
 }
 
-/* Which of the kernel's calls the failing records blame: its forward (out, lse), its backward
- * given the reference's out and lse (backward alone), or its backward only on its own forward. */
-static const char *verdict(const run_item *item) {
-    bool forward = false, own_backward = false, alone = false;
+/* What the failing records blame, into text: the kernel's forward (out, lse), its backward given
+ * the reference's out and lse (backward alone), its backward only on its own forward, and apart
+ * from those, calls made at once that change the result and second calls that change it. */
+static void verdict(const run_item *item, char *text, size_t size) {
+    bool forward = false, own_backward = false, alone = false, concurrent = false, second = false;
     for (int64_t i = 0; i < item->tensor_count; i++) {
-        if (item->tensors[i].decision.passed) {
+        const tensor_record *record = &item->tensors[i];
+        if (record->decision.passed) {
+            continue;
+        }
+        if (strncmp(record->decision.reason, "a concurrent call", 17) == 0) {
+            concurrent = true;
+            continue;
+        }
+        if (strncmp(record->decision.reason, "declared deterministic", 22) == 0) {
+            second = true;
             continue;
         }
         const int64_t t = i % TENSORS_PER_LAYER;
@@ -203,20 +213,20 @@ static const char *verdict(const run_item *item) {
         own_backward = own_backward || (t >= 2 && t < CALLED_TENSORS);
         alone = alone || t >= CALLED_TENSORS;
     }
-    if (forward && alone) {
-        return "forward wrong, backward wrong (it fails given the reference's out and lse too)";
-    }
-    if (forward) {
-        return "forward wrong (backward right given the reference's out and lse)";
-    }
-    if (alone) {
-        return "backward wrong (forward right; backward fails given the reference's out and lse)";
-    }
-    if (own_backward) {
-        return "backward wrong only on its own forward (forward within tolerance, backward right "
-               "given the reference's out and lse)";
-    }
-    return "";
+    const char *calls =
+        forward && alone ? "forward wrong, backward wrong (it fails given the reference's out and "
+                           "lse too)"
+        : forward        ? "forward wrong (backward right given the reference's out and lse)"
+        : alone ? "backward wrong (forward right; backward fails given the reference's out and "
+                  "lse)"
+        : own_backward ? "backward wrong only on its own forward (forward within tolerance, "
+                         "backward right given the reference's out and lse)"
+                       : "";
+    snprintf(text, size, "%s%s%s%s%s", calls, concurrent && calls[0] != '\0' ? "; " : "",
+             concurrent ? "not safe to call concurrently (calls made at once change the result)"
+                        : "",
+             second && (concurrent || calls[0] != '\0') ? "; " : "",
+             second ? "not deterministic (a second call changes the result)" : "");
 }
 
 /* The item's outcome and message again, after fail_record: the verdict, the failures and the
@@ -239,12 +249,12 @@ static void refresh_outcome(run_item *item) {
     char where[256];
     run_item_describe_worst(item, &item->tensors[first], where, sizeof where);
     char seed[96];
-    snprintf(seed, sizeof seed, "%s",
-             strstr(item->message, "; inputs from seed") != NULL
-                 ? strstr(item->message, "; inputs from seed")
-                 : "");
+    const char *inputs = strstr(item->message, "inputs from seed");
+    snprintf(seed, sizeof seed, "%s%s", inputs != NULL ? "; " : "", inputs != NULL ? inputs : "");
+    char blamed[384];
+    verdict(item, blamed, sizeof blamed);
     snprintf(item->message, sizeof item->message, "%s: %lld tensor%s failed; worst: %s: %s%s",
-             verdict(item), (long long)failures, failures == 1 ? "" : "s", where,
+             blamed, (long long)failures, failures == 1 ? "" : "s", where,
              item->tensors[first].decision.reason, seed);
 }
 
@@ -269,14 +279,144 @@ typedef struct layer_checks {
     int64_t first_masked[3];     /* the first: batch row, head, position */
     int64_t differing[5];        /* per tensor: elements a second call changed */
     int64_t first_difference[5]; /* per tensor: flat index of the first, −1 if none */
+    /* concurrent calls (a kernel declaring CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS) */
+    bool concurrent;                 /* the calls were made */
+    int64_t concurrent_differing[5]; /* deterministic: elements that differ from serial */
+    int64_t first_concurrent[5];     /* the first, −1 if none */
+    double concurrent_error[5];      /* otherwise: the largest error against float64 */
+    int64_t concurrent_nonfinite[5]; /* non-finite values in any concurrent output */
+    char concurrent_failure[256];    /* a concurrent call that returned an error */
 } layer_checks;
+
+#define CONCURRENT_THREADS 4 /* calls at once: more than the ranks of most local runs */
+#define CONCURRENT_WORDING "4 threads at once" /* the end of a concurrency failure's reason */
+
+/* Holds the threads until every one has started (or starting failed: then none calls). */
+typedef struct start_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t opened;
+    bool open, abandoned;
+} start_gate;
+
+/* One thread's calls of the concurrency check: the same forward and backward as the serial ones,
+ * into its own outputs. */
+typedef struct concurrent_call {
+    const cpparity_attention_kernel *kernel;
+    const cpparity_mask_description *mask;
+    const cpparity_attention_dims *dims;
+    const attention_buffers *inputs;
+    float scale;
+    start_gate *start; /* every thread calls at the same moment */
+    float *outputs[5]; /* out, lse, dq, dk, dv */
+    int failed;
+    char message[256];
+} concurrent_call;
+
+static void *concurrent_main(void *argument) {
+    concurrent_call *call = argument;
+    const attention_buffers *b = call->inputs;
+    pthread_mutex_lock(&call->start->lock);
+    while (!call->start->open) {
+        pthread_cond_wait(&call->start->opened, &call->start->lock);
+    }
+    const bool abandoned = call->start->abandoned;
+    pthread_mutex_unlock(&call->start->lock);
+    if (abandoned) {
+        return NULL;
+    }
+    call->failed = kernel_call_forward(call->kernel, call->outputs[0], call->outputs[1], b->q, b->k,
+                                       b->v, call->mask, call->dims, call->scale, call->message,
+                                       sizeof call->message) != 0 ||
+                   kernel_call_backward(call->kernel, call->outputs[2], call->outputs[3],
+                                        call->outputs[4], b->dout, b->q, b->k, b->v,
+                                        call->outputs[0], call->outputs[1], call->mask, call->dims,
+                                        call->scale, call->message, sizeof call->message) != 0;
+    return NULL;
+}
+
+/* The kernel's calls made from CONCURRENT_THREADS threads at once, each compared with the serial
+ * call: bit for bit for a kernel declared deterministic, else against float64 (the largest error
+ * kept for the decision). Returns false when out of memory or a thread could not start. */
+static bool check_concurrent(const cpparity_attention_kernel *kernel,
+                             const cpparity_mask_description *mask,
+                             const cpparity_attention_dims *dims, float scale,
+                             const attention_buffers *b, const int64_t counts[5],
+                             layer_checks *checks) {
+    concurrent_call calls[CONCURRENT_THREADS];
+    memset(calls, 0, sizeof calls);
+    start_gate start = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+    bool ok = true;
+    for (int t = 0; t < CONCURRENT_THREADS; t++) {
+        calls[t] = (concurrent_call){kernel, mask, dims, b, scale, &start, {NULL}, 0, ""};
+        for (int o = 0; o < 5; o++) {
+            calls[t].outputs[o] = calloc((size_t)counts[o] + 1, sizeof(float));
+            ok = ok && calls[t].outputs[o] != NULL;
+        }
+    }
+    pthread_t threads[CONCURRENT_THREADS];
+    int started = 0;
+    for (; ok && started < CONCURRENT_THREADS; started++) {
+        if (pthread_create(&threads[started], NULL, concurrent_main, &calls[started]) != 0) {
+            ok = false;
+            break;
+        }
+    }
+    pthread_mutex_lock(&start.lock);
+    start.open = true;
+    start.abandoned = !ok;
+    pthread_cond_broadcast(&start.opened);
+    pthread_mutex_unlock(&start.lock);
+    for (int t = 0; t < started; t++) {
+        pthread_join(threads[t], NULL);
+    }
+    const float *serial[5] = {b->out, b->lse, b->dq, b->dk, b->dv};
+    const double *reference[5] = {b->ref_out, b->ref_lse, b->ref_dq, b->ref_dk, b->ref_dv};
+    const bool deterministic = kernel_declares_deterministic(kernel);
+    checks->concurrent = ok;
+    for (int o = 0; ok && o < 5; o++) {
+        checks->first_concurrent[o] = -1;
+        for (int t = 0; t < CONCURRENT_THREADS; t++) {
+            if (calls[t].failed) {
+                snprintf(checks->concurrent_failure, sizeof checks->concurrent_failure, "%s",
+                         calls[t].message);
+                continue;
+            }
+            if (deterministic && checks->concurrent_differing[o] == 0) {
+                checks->concurrent_differing[o] = differences(
+                    serial[o], calls[t].outputs[o], counts[o], &checks->first_concurrent[o]);
+            }
+            if (!deterministic) { /* lse: the rows compared (fully masked rows are checked once) */
+                compare_metrics metrics;
+                compare_float32(&metrics, calls[t].outputs[o], reference[o], counts[o],
+                                o == 1 ? b->include : NULL);
+                if (o == 1) {
+                    metrics.nonfinite = 0;
+                    for (int64_t r = 0; r < counts[o]; r++) {
+                        metrics.nonfinite += b->include[r] && !isfinite(calls[t].outputs[o][r]);
+                    }
+                }
+                checks->concurrent_error[o] = metrics.relative_l2 > checks->concurrent_error[o]
+                                                  ? metrics.relative_l2
+                                                  : checks->concurrent_error[o];
+                checks->concurrent_nonfinite[o] += metrics.nonfinite;
+            }
+        }
+    }
+    for (int t = 0; t < CONCURRENT_THREADS; t++) {
+        for (int o = 0; o < 5; o++) {
+            free(calls[t].outputs[o]);
+        }
+    }
+    return ok;
+}
 
 /* One layer: the kernel's calls, the reference's, the naive baseline's, and the records. */
 static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t layer,
                                  uint64_t seed, const cpparity_attention_kernel *kernel,
                                  const cpparity_batch *batch, const mask_storage *storage,
-                                 attention_buffers *b, layer_checks *checks, char *unsupported,
-                                 size_t unsupported_size, cpparity_error *error) {
+                                 attention_buffers *b, bool concurrent, layer_checks *checks,
+                                 char *unsupported, size_t unsupported_size,
+                                 cpparity_error *error) {
     const cpparity_model_config *m = &c->model;
     const int64_t B = c->batch_size, S = c->seq_len, H = m->num_attention_heads,
                   Hkv = m->num_key_value_heads, Dh = m->head_dim;
@@ -409,12 +549,20 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
                 differences(first_call[t], b->again[t], counts[t], &checks->first_difference[t]);
         }
     }
+    const int64_t tensor_counts[5] = {query, rows, query, key, key};
+    if (concurrent && (kernel->capabilities & CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS) != 0 &&
+        !check_concurrent(kernel, &mask, &dims, scale, b, tensor_counts, checks)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "case %s: out of memory or threads for the concurrent calls",
+                                  c->name);
+    }
     return CPPARITY_OK;
 }
 
 /* The item with a kernel that takes host buffers (a CPU kernel, or a CUDA one staged). */
 static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint64_t seed,
-                                   const cpparity_attention_kernel *kernel, cpparity_error *error) {
+                                   const cpparity_attention_kernel *kernel, bool concurrent,
+                                   cpparity_error *error) {
     const cpparity_model_config *m = &c->model;
     const int64_t B = c->batch_size, S = c->seq_len;
     int64_t query = 0, key = 0, rows = 0;
@@ -450,8 +598,8 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
     for (int64_t layer = 0; status == CPPARITY_OK && layer < m->num_hidden_layers &&
                             item->outcome != RUN_ERROR && unsupported[0] == '\0';
          layer++) {
-        status = run_layer(item, c, layer, seed, kernel, &batch, &storage, &b, &checks[layer],
-                           unsupported, sizeof unsupported, error);
+        status = run_layer(item, c, layer, seed, kernel, &batch, &storage, &b, concurrent,
+                           &checks[layer], unsupported, sizeof unsupported, error);
         if (unsupported[0] != '\0') {
             item->outcome = RUN_NOT_RUN;
             snprintf(item->message, sizeof item->message,
@@ -494,6 +642,30 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
                         "the position named; a fully masked row has out = 0, lse = -inf)",
                         (long long)check->masked_wrong, (long long)check->first_masked[1]);
         }
+        if (check->concurrent_differing[t] > 0) { /* named where the first changed element is */
+            compare_coordinates(check->first_concurrent[t], record->shape_rank, record->shape,
+                                record->worst);
+            fail_record(record,
+                        "a concurrent call changed the result: %lld elements differ from the "
+                        "serial call (first at flat index %lld; " CONCURRENT_WORDING ")",
+                        (long long)check->concurrent_differing[t],
+                        (long long)check->first_concurrent[t]);
+        } else if (check->concurrent && (check->concurrent_nonfinite[t] > 0 ||
+                                         check->concurrent_error[t] > record->decision.limit)) {
+            char reason[sizeof record->decision.reason];
+            snprintf(reason, sizeof reason,
+                     "a concurrent call changed the result: error %.2e > limit %.2e, %lld "
+                     "non-finite (" CONCURRENT_WORDING ")",
+                     check->concurrent_error[t], record->decision.limit,
+                     (long long)check->concurrent_nonfinite[t]);
+            record->decision.passed = false;
+            snprintf(record->decision.reason, sizeof record->decision.reason, "%s", reason);
+        } else if (t == 0 && check->concurrent_failure[0] != '\0') {
+            record->decision.passed = false;
+            snprintf(record->decision.reason, sizeof record->decision.reason,
+                     "a concurrent call failed (" CONCURRENT_WORDING "): %.100s",
+                     check->concurrent_failure);
+        }
         if (check->differing[t] > 0) { /* named where the first changed element is */
             compare_coordinates(check->first_difference[t], record->shape_rank, record->shape,
                                 record->worst);
@@ -520,7 +692,7 @@ cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint6
         return CPPARITY_OK;
     }
     if (kernel->device != CPPARITY_KERNEL_DEVICE_CUDA) {
-        return run_on_host(item, c, seed, kernel, error);
+        return run_on_host(item, c, seed, kernel, true, error);
     }
     cpparity_attention_kernel staged;
     char why[512] = "";
@@ -529,7 +701,8 @@ cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint6
         snprintf(item->message, sizeof item->message, "%s", why);
         return CPPARITY_OK;
     }
-    const cpparity_status status = run_on_host(item, c, seed, &staged, error);
+    /* a CUDA kernel's calls share the staging's stream: they are not made concurrently here */
+    const cpparity_status status = run_on_host(item, c, seed, &staged, false, error);
     kernel_device_staging_release(&staged);
     return status;
 }
