@@ -131,6 +131,13 @@ void console_footer(FILE *stream, const run_results *results, const char *result
     } else {
         fprintf(stream, "# results: NOT WRITTEN (the reason is on stderr); no output published\n");
     }
+    if (results->not_claimed > 0) {
+        fprintf(stream,
+                "# %lld run%s not claimed: the kernel declares it lacks what %s (listed above as "
+                "NOT CLAIMED); not failures, and not runs that could not happen here\n",
+                (long long)results->not_claimed, results->not_claimed == 1 ? "" : "s",
+                results->not_claimed == 1 ? "it needs" : "they need");
+    }
     if (results->not_run > 0) {
         fprintf(stream,
                 "# %lld planned run%s could not run here (listed above as NOT RUN, with what each "

@@ -25,6 +25,7 @@ static const char *outcome_class(const char *outcome) {
                                            {"FAIL", "fail"},
                                            {"REFUSED", "refused"},
                                            {"NOT RUN", "not-run"},
+                                           {"NOT CLAIMED", "not-claimed"},
                                            {"ERROR", "error"}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
         if (strcmp(outcome, names[k][0]) == 0) {
@@ -132,7 +133,7 @@ static int64_t chart_index(const html_page *page, html_chart_kind kind, int64_t 
 /* ---- the sections ---------------------------------------------------------------------------- */
 
 typedef struct outcome_counts {
-    int64_t passed, failed, refused, not_run, errors;
+    int64_t passed, failed, refused, not_run, errors, not_claimed;
 } outcome_counts;
 
 static outcome_counts count_outcomes(const read_results *run) {
@@ -144,6 +145,7 @@ static outcome_counts count_outcomes(const read_results *run) {
         counts.refused += strcmp(outcome, "REFUSED") == 0;
         counts.not_run += strcmp(outcome, "NOT RUN") == 0;
         counts.errors += strcmp(outcome, "ERROR") == 0;
+        counts.not_claimed += strcmp(outcome, "NOT CLAIMED") == 0;
     }
     return counts;
 }
@@ -204,9 +206,13 @@ static void put_header(FILE *out, const html_page *page, const outcome_counts *c
                  {"fail", "failed", counts->failed},
                  {"refused", "refused", counts->refused},
                  {"not-run", "not run", counts->not_run},
-                 {"error", "errors", counts->errors}};
+                 {"error", "errors", counts->errors},
+                 {"not-claimed", "not claimed", counts->not_claimed}};
     fputs("<p class=\"counts\" id=\"counts\">", out);
     for (size_t k = 0; k < sizeof chips / sizeof *chips; k++) { /* a zero is never alarming */
+        if (strcmp(chips[k].class_name, "not-claimed") == 0 && chips[k].count == 0) {
+            continue; /* only kernels that declare a lack have them */
+        }
         fprintf(out, "<span class=\"chip %s\">%" PRId64 " %s</span> ",
                 chips[k].count > 0 ? chips[k].class_name : "zero", chips[k].count, chips[k].words);
     }

@@ -139,6 +139,7 @@ static void put_testcase(FILE *out, const run_item *item) {
         fputs("</error>\n", out);
         break;
     case RUN_NOT_RUN:
+    case RUN_NOT_CLAIMED:
         fputs("    <skipped", out);
         put_attribute(out, "message", item->message, message);
         fputs("/>\n", out);
@@ -179,7 +180,7 @@ static void put_suite(FILE *out, const run_results *results) {
         const run_item *item = &results->items[i];
         failures += item->outcome == RUN_FAIL;
         errors += item->outcome == RUN_ERROR;
-        skipped += item->outcome == RUN_NOT_RUN;
+        skipped += item->outcome == RUN_NOT_RUN || item->outcome == RUN_NOT_CLAIMED;
         seconds += item->seconds + item->reference_seconds;
     }
     const run_provenance *p = &results->provenance;

@@ -103,20 +103,25 @@ static void put_item_section(FILE *out, const run_item *item) {
 }
 
 static void put_summary(FILE *out, const run_results *results) {
-    int64_t counts[5] = {0};
+    int64_t counts[RUN_OUTCOME_COUNT] = {0};
     for (int64_t i = 0; i < results->item_count; i++) {
         const run_outcome outcome = results->items[i].outcome;
-        if ((int)outcome >= 0 && (int)outcome < 5) {
+        if ((int)outcome >= 0 && (int)outcome < RUN_OUTCOME_COUNT) {
             counts[outcome]++;
         }
     }
     const bool ok = counts[RUN_FAIL] == 0 && counts[RUN_ERROR] == 0;
+    char not_claimed[64] = "";
+    if (counts[RUN_NOT_CLAIMED] > 0) {
+        snprintf(not_claimed, sizeof not_claimed, ", %lld not claimed",
+                 (long long)counts[RUN_NOT_CLAIMED]);
+    }
     fprintf(out,
             "## cpparity: %s — %lld passed, %lld failed, %lld refused, %lld not run, %lld "
-            "errors\n\n",
+            "errors%s\n\n",
             ok ? "OK" : "FAILED", (long long)counts[RUN_PASS], (long long)counts[RUN_FAIL],
             (long long)counts[RUN_REFUSED], (long long)counts[RUN_NOT_RUN],
-            (long long)counts[RUN_ERROR]);
+            (long long)counts[RUN_ERROR], not_claimed);
     const run_provenance *p = &results->provenance;
     char line[1024];
     snprintf(line, sizeof line, "cpparity %.*s (%.*s), %.*s/%.*s, %d ranks, kernel %.*s, %.*s",
@@ -136,11 +141,19 @@ static void put_summary(FILE *out, const run_results *results) {
             put_item_section(out, item);
         }
     }
-    if (counts[RUN_NOT_RUN] > 0) {
-        fputs("\n### Not run\n\n", out);
+    for (int listed = RUN_NOT_RUN; listed <= RUN_NOT_CLAIMED;
+         listed += RUN_NOT_CLAIMED - RUN_NOT_RUN) {
+        if (counts[listed] == 0) {
+            continue;
+        }
+        fprintf(out, "\n### %s (%lld)\n\n",
+                listed == RUN_NOT_RUN
+                    ? "Not run"
+                    : "Not claimed by the kernel (it declares it lacks what they need)",
+                (long long)counts[listed]);
         for (int64_t i = 0; i < results->item_count; i++) {
             const run_item *item = &results->items[i];
-            if (item->outcome == RUN_NOT_RUN) {
+            if ((int)item->outcome == listed) {
                 fputs("- ", out);
                 put_cell(out, failing_tensors_case_name(item), CPPARITY_CASE_NAME);
                 fprintf(out, ", cp %lld, %s: ", (long long)item->cp,

@@ -7,8 +7,8 @@
 
 #include "common/names.h"
 
-const char *const run_outcome_names[RUN_OUTCOME_COUNT] = {"PASS", "FAIL", "REFUSED", "NOT RUN",
-                                                          "ERROR"};
+const char *const run_outcome_names[RUN_OUTCOME_COUNT] = {"PASS",    "FAIL",  "REFUSED",
+                                                          "NOT RUN", "ERROR", "NOT CLAIMED"};
 
 const char *const run_store_names[RUN_STORE_COUNT] = {"metrics", "failures", "all"};
 

@@ -50,15 +50,17 @@ typedef struct compare_decision {
 } compare_decision;
 
 typedef enum run_outcome {
-    RUN_PASS = 0,    /* every tensor within tolerance */
-    RUN_FAIL = 1,    /* a parity failure (or an expected refusal that did not happen) */
-    RUN_REFUSED = 2, /* refused as the case expected, with the expected text */
-    RUN_NOT_RUN = 3, /* not run: the reason is in message (e.g. cp does not divide ranks) */
-    RUN_ERROR = 4,   /* bad input or runtime failure while running this item */
+    RUN_PASS = 0,        /* every tensor within tolerance */
+    RUN_FAIL = 1,        /* a parity failure (or an expected refusal that did not happen) */
+    RUN_REFUSED = 2,     /* refused as the case expected, with the expected text */
+    RUN_NOT_RUN = 3,     /* not run: the reason is in message (e.g. cp does not divide ranks) */
+    RUN_ERROR = 4,       /* bad input or runtime failure while running this item */
+    RUN_NOT_CLAIMED = 5, /* the --kernel declares it lacks what the item needs (a capability, a
+                            head dim, its supports()): not a failure, not run */
 } run_outcome;
 
-#define RUN_OUTCOME_COUNT 5
-/* "PASS", "FAIL", "REFUSED", "NOT RUN", "ERROR", indexed by run_outcome. */
+#define RUN_OUTCOME_COUNT 6
+/* "PASS", "FAIL", "REFUSED", "NOT RUN", "ERROR", "NOT CLAIMED", indexed by run_outcome. */
 extern const char *const run_outcome_names[RUN_OUTCOME_COUNT];
 const char *run_outcome_name(run_outcome outcome);
 
@@ -165,6 +167,7 @@ typedef struct run_results {
     discrimination_record *discrimination; /* (discrimination_count) */
     int64_t discrimination_count;
     int64_t passed, failed, refused, not_run, errors; /* counts of item outcomes */
+    int64_t not_claimed;                              /* and of NOT CLAIMED ones */
 } run_results;
 
 /* "grads/model.layers.0.self_attn.q_proj.weight rank 1 row 5 column 3 (head 1)": where a

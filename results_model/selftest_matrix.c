@@ -39,7 +39,8 @@ int64_t selftest_item_strongest(const run_item *item, double *ratio) {
 }
 
 double selftest_item_ratio(const run_item *item) {
-    if (item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN) {
+    if (item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN ||
+        item->outcome == RUN_NOT_CLAIMED) {
         return INFINITY;
     }
     double ratio;
@@ -55,7 +56,8 @@ void selftest_describe_item(const run_item *item, char *text, size_t size) {
     const char *dtype = cpparity_dtype_name(item->dtype);
     double ratio;
     const int64_t strongest = selftest_item_strongest(item, &ratio);
-    if (item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN) {
+    if (item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN ||
+        item->outcome == RUN_NOT_CLAIMED) {
         snprintf(text, size, "cp %lld %s %s: %s", (long long)item->cp, dtype,
                  run_outcome_name(item->outcome), item->message);
     } else if (item->outcome == RUN_FAIL && !(ratio > 1.0) && !item->gradients_identical) {

@@ -17,6 +17,9 @@
  *     5  a static workspace (the forward's accumulator) while declaring concurrent calls
  *     6  forward leaves the last partial tile of 16 query rows unwritten (a NaN tail)
  *     7  backward alone lets one key too many into the sliding window (forward right)
+ * and PLUGIN_LACKS_SLIDING a right kernel that does not claim sliding windows (capabilities
+ * without CPPARITY_KERNEL_SUPPORTS_SLIDING): its other layers are judged, its sliding ones "not
+ * claimed".
  */
 #include <math.h>
 #include <stdint.h>
@@ -228,7 +231,11 @@ static const cpparity_attention_kernel kernel = {
     .context = NULL,
     .forward = forward,
     .backward = backward,
+#ifdef PLUGIN_LACKS_SLIDING
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL & ~CPPARITY_KERNEL_SUPPORTS_SLIDING,
+#else
     .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
+#endif
     .head_dim_count = 0,
     .head_dims = NULL,
     .supports = supports,

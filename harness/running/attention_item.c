@@ -248,14 +248,18 @@ static void refresh_outcome(run_item *item) {
     }
     char where[256];
     run_item_describe_worst(item, &item->tensors[first], where, sizeof where);
-    char seed[96];
-    const char *inputs = strstr(item->message, "inputs from seed");
-    snprintf(seed, sizeof seed, "%s%s", inputs != NULL ? "; " : "", inputs != NULL ? inputs : "");
+    /* kept from the message: the layers not claimed, the seed of the inputs */
+    char seed[CPPARITY_MESSAGE_TEXT / 2];
+    const char *kept = strstr(item->message, "not claimed by kernel");
+    kept = kept != NULL ? kept : strstr(item->message, "inputs from seed");
+    snprintf(seed, sizeof seed, "%s%s", kept != NULL ? "; " : "", kept != NULL ? kept : "");
     char blamed[384];
     verdict(item, blamed, sizeof blamed);
-    snprintf(item->message, sizeof item->message, "%s: %lld tensor%s failed; worst: %s: %s%s",
-             blamed, (long long)failures, failures == 1 ? "" : "s", where,
-             item->tensors[first].decision.reason, seed);
+    snprintf(item->message, sizeof item->message, "%s: %lld tensor%s failed; worst: %s: %s", blamed,
+             (long long)failures, failures == 1 ? "" : "s", where,
+             item->tensors[first].decision.reason);
+    const size_t used = strlen(item->message);
+    snprintf(item->message + used, sizeof item->message - used, "%s", seed);
 }
 
 /* Elements where two outputs differ bitwise; the first at *first. */
@@ -592,26 +596,37 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
         status =
             mask_storage_build(&storage, B, S, batch.attention_mask, batch.position_ids, error);
     }
-    char unsupported[512] = "";
+    /* each layer the kernel claims runs; the others are listed as not claimed */
+    char not_claimed[CPPARITY_MESSAGE_TEXT] = "";
+    int64_t ran = 0; /* layers run: their records and checks, in order */
     layer_checks checks[CPPARITY_MAX_LAYERS];
     memset(checks, 0, sizeof checks);
-    for (int64_t layer = 0; status == CPPARITY_OK && layer < m->num_hidden_layers &&
-                            item->outcome != RUN_ERROR && unsupported[0] == '\0';
+    for (int64_t layer = 0;
+         status == CPPARITY_OK && layer < m->num_hidden_layers && item->outcome != RUN_ERROR;
          layer++) {
+        char unsupported[512] = "";
         status = run_layer(item, c, layer, seed, kernel, &batch, &storage, &b, concurrent,
-                           &checks[layer], unsupported, sizeof unsupported, error);
-        if (unsupported[0] != '\0') {
-            item->outcome = RUN_NOT_RUN;
-            snprintf(item->message, sizeof item->message,
-                     "unsupported by kernel %s: layer %lld (%s): %s", kernel->name,
-                     (long long)layer,
-                     cpparity_layer_type_name(cpparity_model_layer(m, layer).type), unsupported);
+                           &checks[ran], unsupported, sizeof unsupported, error);
+        if (unsupported[0] == '\0') {
+            ran++;
+            continue;
         }
+        const size_t used = strlen(not_claimed);
+        snprintf(not_claimed + used, sizeof not_claimed - used, "%slayer %lld (%s): %s",
+                 used > 0 ? "; " : "", (long long)layer,
+                 cpparity_layer_type_name(cpparity_model_layer(m, layer).type), unsupported);
     }
     buffers_free(&b);
     mask_storage_free(&storage);
     cpparity_batch_free(&batch);
-    if (status != CPPARITY_OK || item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN) {
+    item->tensors_expected = TENSORS_PER_LAYER * ran;
+    if (status == CPPARITY_OK && item->outcome != RUN_ERROR && ran == 0) {
+        item->outcome = RUN_NOT_CLAIMED; /* the kernel declares it lacks what every layer needs */
+        snprintf(item->message, sizeof item->message, "not claimed by kernel %s: %.900s",
+                 kernel->name, not_claimed);
+        return CPPARITY_OK;
+    }
+    if (status != CPPARITY_OK || item->outcome == RUN_ERROR) {
         if (item->outcome == RUN_ERROR) {
             char text[CPPARITY_MESSAGE_TEXT];
             snprintf(text, sizeof text, "%s", item->message);
@@ -621,6 +636,12 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
         return status;
     }
     judge_item_decide(item, -1, NULL);
+    if (not_claimed[0] != '\0') { /* the layers that did not run, and why */
+        const size_t used = strlen(item->message);
+        snprintf(item->message + used, sizeof item->message - used,
+                 "%snot claimed by kernel %s, so not run: %.600s", used > 0 ? "; " : "",
+                 kernel->name, not_claimed);
+    }
     snprintf(item->message + strlen(item->message), sizeof item->message - strlen(item->message),
              "%sinputs from seed %llu (rerun with --seed %llu)",
              item->message[0] != '\0' ? "; " : "", (unsigned long long)seed,

@@ -286,6 +286,7 @@ int run_results_exit_code(const run_results *results, bool allow_not_run) {
 /* Rank 0: counts, discrimination, footer, results file and reports. Returns the exit code. */
 void run_results_count(run_results *results) {
     results->passed = results->failed = results->refused = results->not_run = results->errors = 0;
+    results->not_claimed = 0;
     for (int64_t i = 0; i < results->item_count; i++) {
         switch (results->items[i].outcome) {
         case RUN_PASS:
@@ -299,6 +300,9 @@ void run_results_count(run_results *results) {
             break;
         case RUN_NOT_RUN:
             results->not_run++;
+            break;
+        case RUN_NOT_CLAIMED:
+            results->not_claimed++;
             break;
         case RUN_ERROR:
             results->errors++;

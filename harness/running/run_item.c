@@ -258,8 +258,9 @@ static bool refused(const run_target *target, const cpparity_case *c, const run_
 /* Whether the kernel supports every attention call of the item (kernel_support.h), judged on the
  * mask each layer will get (the case's batch, padded to a multiple of cp as the implementation
  * pads it) and the heads one rank holds after the all-to-all. Identical on every rank. When not,
- * the item is NOT RUN with "unsupported by kernel ..." on root: never run, never passed. Built-in
- * kernels support everything, so this costs nothing for them. */
+ * the item is NOT CLAIMED with "not claimed by kernel ..." on root (the kernel declares it lacks
+ * what a layer needs: the model cannot run without that layer): never run, never passed, not a
+ * failure. Built-in kernels support everything, so this costs nothing for them. */
 static bool unsupported(const run_target *target, const cpparity_case *c,
                         const run_plan_item *planned, bool is_root, run_item *item) {
     const cpparity_attention_kernel *kernel = target->kernel;
@@ -304,14 +305,14 @@ static bool unsupported(const run_target *target, const cpparity_case *c,
         return false;
     }
     if (is_root) {
-        item->outcome = RUN_NOT_RUN;
+        item->outcome = failing < 0 ? RUN_NOT_RUN : RUN_NOT_CLAIMED;
         if (failing < 0) {
             snprintf(item->message, sizeof item->message,
                      "unsupported by kernel %s: out of memory checking what the calls need",
                      kernel->name);
         } else {
             snprintf(item->message, sizeof item->message,
-                     "unsupported by kernel %s: layer %lld (%s): %s", kernel->name,
+                     "not claimed by kernel %s: layer %lld (%s): %s", kernel->name,
                      (long long)failing,
                      cpparity_layer_type_name(cpparity_model_layer(model, failing).type), why);
         }

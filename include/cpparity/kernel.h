@@ -73,7 +73,8 @@ extern "C" {
 #define CPPARITY_KERNEL_DTYPE_BFLOAT16 1 /* uint16_t holding bfloat16 bits */
 
 /* Capabilities (cpparity_attention_kernel.capabilities). A call needing one the kernel lacks is
- * reported "unsupported by kernel", never run and never counted as passed. */
+ * reported "not claimed by kernel", never run and never counted as passed (nor failed: an
+ * attention-level case runs the layers the kernel claims and lists the others). */
 #define CPPARITY_KERNEL_SUPPORTS_GQA (1u << 0)               /* heads > kv_heads */
 #define CPPARITY_KERNEL_SUPPORTS_KEY_PADDING (1u << 1)       /* key_valid holds zeros */
 #define CPPARITY_KERNEL_SUPPORTS_DOCUMENTS (1u << 2)         /* several documents in a row */
