@@ -8,13 +8,11 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
     [CPPARITY_FAULT_MASK_DROPPED] = {"mask-dropped",
                                      "after the all-to-all the mask is plain causal: padding, "
                                      "documents, windows and chunks ignored",
-                                     "mask_description.c mask_storage_inject, model_f32.c "
-                                     "f32_model_layer_mask",
+                                     "mask_description.c mask_storage_build_planted, "
+                                     "layer_attention.c layer_attention_mask",
                                      false},
     [CPPARITY_FAULT_WINDOW_OFF_BY_ONE] = {"window-off-by-one", "sliding layers allow W + 1 keys",
-                                          "model_f32.c "
-                                          "f32_model_layer_mask",
-                                          false},
+                                          "layer_attention.c layer_attention_mask", false},
     [CPPARITY_FAULT_WINDOW_LOCAL] = {"window-local",
                                      "the window compares each token's index inside its rank's "
                                      "shard, not its index in the sequence",
@@ -22,7 +20,7 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
     [CPPARITY_FAULT_CHUNK_NO_LEFT_PAD] = {"chunk-no-left-pad",
                                           "the chunk grid starts at index 0, ignoring left "
                                           "padding",
-                                          "mask_description.c mask_storage_inject", false},
+                                          "mask_description.c mask_storage_build_planted", false},
     [CPPARITY_FAULT_CHUNK_LOCAL] = {"chunk-local",
                                     "the chunk grid restarts at every shard boundary",
                                     "kernel_cpu.c allowed_shard_local", true},
@@ -32,13 +30,13 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
     [CPPARITY_FAULT_DOCS_LOCAL] = {"docs-local",
                                    "document ids are rebuilt per shard: a document spanning two "
                                    "ranks becomes two",
-                                   "mask_description.c mask_storage_inject", false},
+                                   "mask_description.c mask_storage_build_planted", false},
     [CPPARITY_FAULT_PADDING_SIDE] = {"padding-side",
                                      "padding is assumed on the right: the first n tokens of a "
                                      "row with n real tokens are the valid keys",
-                                     "mask_description.c mask_storage_inject", false},
+                                     "mask_description.c mask_storage_build_planted", false},
     [CPPARITY_FAULT_PAD_LEAK] = {"pad-leak", "padding keys are not masked",
-                                 "mask_description.c mask_storage_inject", false},
+                                 "mask_description.c mask_storage_build_planted", false},
     [CPPARITY_FAULT_LABEL_SHIFT_IN_SHARD] = {"label-shift-in-shard",
                                              "labels are shifted from input_ids inside each "
                                              "shard: the target crossing a shard boundary is lost",
@@ -59,11 +57,11 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
                                        "the all-to-all before attention sends heads strided "
                                        "(head i·cp + r to rank r) while the one after it "
                                        "expects contiguous blocks",
-                                       "ulysses.c ulysses_heads_to_sequence_ordered", false},
+                                       "ulysses.c ulysses_sent_head", false},
     [CPPARITY_FAULT_GQA_KV_MAPPING] = {"gqa-kv-mapping",
                                        "query head j reads kv head j mod Hkv instead of "
                                        "j / (H / Hkv)",
-                                       "ulysses.c ulysses_repeat_kv_mapped, kernel_cpu.c "
+                                       "ulysses.c ulysses_repeated_head, kernel_cpu.c "
                                        "kv_head",
                                        false},
     [CPPARITY_FAULT_AUTOPAD_TRUNCATE] =
@@ -80,17 +78,17 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
                                       "kernel_cpu.c cpu_backward", true},
     [CPPARITY_FAULT_STALE_RANK_SLICE] = {"stale-rank-slice",
                                          "each rank reports the logits slice of the next rank",
-                                         "model_f32_forward.c report_stale_slice", false},
+                                         "model_f32_forward.c report_slice", false},
     [CPPARITY_FAULT_FULLY_MASKED_NAN] = {"fully-masked-nan",
                                          "a query row with no allowed key divides 0 by 0 (NaN "
                                          "output)",
                                          "kernel_cpu.c cpu_forward", true},
     [CPPARITY_FAULT_SCALE_DROPPED] = {"scale-dropped",
                                       "the kernel is called with scale 1 instead of 1/sqrt(Dh)",
-                                      "model_f32.c f32_model_attention_scale", false},
+                                      "layer_attention.c layer_attention_scale", false},
     [CPPARITY_FAULT_LAYER_TYPE_MIXUP] = {"layer-type-mixup",
                                          "layer l gets the attention type of layer n - 1 - l",
-                                         "model_f32.c f32_model_layer_mask", false},
+                                         "layer_attention.c layer_attention_mask", false},
     [CPPARITY_FAULT_KERNEL_TILING] = {"kernel-tiling",
                                       "the kernel skips a last key tile shorter than the tile "
                                       "size",
@@ -108,7 +106,7 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
     [CPPARITY_FAULT_KV_SUM_BACK] = {"kv-sum-back",
                                     "gradients of replicated kv heads keep the first repeat "
                                     "instead of summing every repeat",
-                                    "ulysses.c ulysses_sum_repeated_kv_mapped", false},
+                                    "ulysses.c ulysses_sums_repeat", false},
     [CPPARITY_FAULT_GRAD_REDUCE_ORDER] = {"grad-reduce-order",
                                           "gradients are summed over the group starting from "
                                           "each rank's own, so ranks differ in the last bits",

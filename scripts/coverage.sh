@@ -37,6 +37,9 @@ for ranks in 1 2 4; do
   "$build/cpparity" run "$source_dir/cases/ci.yaml" --comm local --ranks "$ranks" --allow-not-run \
     --out "$out" >/dev/null
 done
+# every fault's planting site (common/fault.c's where) ran in the clean runs above: a fault must
+# perturb the code production runs, not a helper only the fault calls
+python3 "$source_dir/scripts/check_fault_sites.py" "$source_dir" "$build"
 # the self-test's passes run the fault branches (common/fault.h) the clean runs never take
 out="$build/coverage-selftest.h5"
 rm -f "$out"

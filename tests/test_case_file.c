@@ -893,6 +893,7 @@ Test(case_file, sweep__generates_the_family_at_every_edge) {
         cr_assert_eq(c->rows[1].document_lengths[0], edges[i]);
         cr_assert_eq(c->rows[1].document_lengths[1], S - edges[i]);
         cr_assert_eq(c->rows[2].left_padding, edges[i]);
+        cr_assert(c->rows[2].padding_continues);
         cr_assert_eq(c->rows[2].document_lengths[0], S - edges[i]);
         cr_assert_eq(c->model.num_hidden_layers, 3);
         cr_assert_eq(c->model.layer_types[0], CPPARITY_LAYER_FULL);

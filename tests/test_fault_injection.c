@@ -57,19 +57,20 @@ Test(fault_table, every_class_of_bug_classes_md_can_be_planted) {
                  classes);
 }
 
-/* One row of 8 tokens: 2 padding (positions continuing), a document of 6. */
-static mask_storage row_storage(void) {
+/* One row of 8 tokens: 2 padding (positions continuing), a document of 6, built with fault
+ * planted (shard length shard). */
+static mask_storage row_storage(cpparity_fault fault, int64_t shard) {
     const int8_t attention_mask[8] = {0, 0, 1, 1, 1, 1, 1, 1};
     const int64_t position_ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     mask_storage storage;
-    cr_assert_eq(mask_storage_build(&storage, 1, 8, attention_mask, position_ids, NULL),
+    cr_assert_eq(mask_storage_build_planted(&storage, 1, 8, attention_mask, position_ids, fault,
+                                            shard, NULL),
                  CPPARITY_OK);
     return storage;
 }
 
 Test(fault_mask, docs_local_splits_documents_at_every_shard_start) {
-    mask_storage storage = row_storage();
-    mask_storage_inject(&storage, CPPARITY_FAULT_DOCS_LOCAL, 3);
+    mask_storage storage = row_storage(CPPARITY_FAULT_DOCS_LOCAL, 3);
     const int64_t document[8] = {0, 0, 0, 1, 1, 1, 2, 2};
     const int64_t start[8] = {0, 0, 0, 3, 3, 3, 6, 6};
     for (int t = 0; t < 8; t++) {
@@ -80,8 +81,7 @@ Test(fault_mask, docs_local_splits_documents_at_every_shard_start) {
 }
 
 Test(fault_mask, padding_side_treats_the_first_real_count_tokens_as_valid) {
-    mask_storage storage = row_storage();
-    mask_storage_inject(&storage, CPPARITY_FAULT_PADDING_SIDE, 4);
+    mask_storage storage = row_storage(CPPARITY_FAULT_PADDING_SIDE, 4);
     for (int t = 0; t < 8; t++) {
         cr_expect_eq(storage.key_valid[t], t < 6, "key_valid[%d]", t);
     }
@@ -90,23 +90,31 @@ Test(fault_mask, padding_side_treats_the_first_real_count_tokens_as_valid) {
 }
 
 Test(fault_mask, pad_leak_and_chunk_no_left_pad_and_mask_dropped) {
-    mask_storage storage = row_storage();
-    mask_storage_inject(&storage, CPPARITY_FAULT_CHUNK_NO_LEFT_PAD, 4);
+    mask_storage storage = row_storage(CPPARITY_FAULT_CHUNK_NO_LEFT_PAD, 4);
     cr_expect_eq(storage.left_padding[0], 0, "the chunk grid must lose the left padding");
     cr_expect_eq(storage.key_valid[0], 0, "chunk-no-left-pad must keep padding masked");
-    mask_storage_inject(&storage, CPPARITY_FAULT_PAD_LEAK, 4);
+    mask_storage_free(&storage);
+    storage = row_storage(CPPARITY_FAULT_PAD_LEAK, 4);
     cr_expect(storage.key_valid[0] == 1 && storage.key_valid[1] == 1, "padding keys must leak");
+    cr_expect_eq(storage.left_padding[0], 2, "pad-leak keeps the chunk grid");
+    mask_storage_free(&storage);
+    storage = row_storage(CPPARITY_FAULT_NONE, 4); /* nothing planted: the true mask */
+    cr_expect(storage.key_valid[0] == 0 && storage.key_valid[2] == 1 &&
+              storage.left_padding[0] == 2);
     mask_storage_free(&storage);
     const int8_t attention_mask[4] = {0, 1, 1, 1};
     const int64_t position_ids[4] = {0, 0, 0, 1}; /* three documents */
-    cr_assert_eq(mask_storage_build(&storage, 1, 4, attention_mask, position_ids, NULL),
+    cr_assert_eq(mask_storage_build_planted(&storage, 1, 4, attention_mask, position_ids,
+                                            CPPARITY_FAULT_MASK_DROPPED, 2, NULL),
                  CPPARITY_OK);
-    mask_storage_inject(&storage, CPPARITY_FAULT_MASK_DROPPED, 2);
     for (int t = 0; t < 4; t++) {
         cr_expect(storage.key_valid[t] == 1 && storage.document[t] == 0, "token %d", t);
     }
-    mask_storage_inject(&storage, CPPARITY_FAULT_NONE, 2); /* nothing planted: unchanged */
-    cr_expect_eq(storage.document[3], 0);
+    mask_storage_free(&storage);
+    cr_assert_eq(mask_storage_build_planted(&storage, 1, 4, attention_mask, position_ids,
+                                            CPPARITY_FAULT_NONE, 2, NULL),
+                 CPPARITY_OK);
+    cr_expect_eq(storage.document[3], 2, "unplanted: three documents");
     mask_storage_free(&storage);
 }
 

@@ -525,3 +525,33 @@ Test(judge_item,
               j.item.tensors[j.item.worst_tensor].name);
     release(&j);
 }
+
+/* The contiguous layout with several batch rows and S not divisible by cp: cp 4, B 3, S 10 pads
+ * to 12, so rank 3 holds positions 9, 10, 11 of each row and compares position 9 only (10 and 11
+ * are automatic padding), less batch row 2's position 9, fully masked. Values in the padding are
+ * never compared; an error at a compared position of the last rank fails naming it. */
+Test(judge_item, contiguous_auto_padding_several_rows__last_rank_counts_only_real_positions) {
+    judged j;
+    prepare_sized(&j, 4, 3, 10);
+    mask_fully(&j, 2, 9);
+    const int64_t V = j.reference.vocab, L = 3;
+    float *last = j.logits + 3 * 3 * L * V; /* rank 3: [B = 3, L = 3, V] */
+    last[(1 * L + 1) * V + 4] = 1e6f;       /* batch row 1, position 10 */
+    judge(&j);
+    cr_assert_eq(j.item.outcome, RUN_PASS, "%s", j.item.message);
+    const int64_t compared[4] = {3 * 3 * V, 3 * 3 * V, 3 * 3 * V, 2 * V};
+    for (int r = 0; r < 4; r++) {
+        const tensor_record *record = logits_record(&j, r);
+        cr_assert_eq(record->metrics.compared, compared[r], "rank %d compared %lld", r,
+                     (long long)record->metrics.compared);
+        cr_assert_eq(record->metrics.compared + record->metrics.excluded, 3 * L * V);
+    }
+    /* 2 padded positions in each of 3 rows, and the fully masked one */
+    cr_assert_eq(j.item.logits_excluded, 2 * 3 * V + V);
+    release(&j);
+
+    prepare_sized(&j, 4, 3, 10);
+    last = j.logits + 3 * 3 * L * V;
+    last[(0 * L + 0) * V + 2] += 1e-2f; /* batch row 0, position 9, vocab 2 */
+    expect(&j, RUN_FAIL, "logits rank 3 batch row 0 position 9 vocab 2");
+}

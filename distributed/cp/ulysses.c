@@ -1,6 +1,7 @@
 /* ulysses.c — packing, all-to-all and unpacking around attention (see ulysses.h). */
 #include "ulysses.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 cpparity_status ulysses_heads_to_sequence(cpparity_comm *comm, float *out, const float *in,
@@ -18,24 +19,25 @@ cpparity_status ulysses_heads_to_sequence_ordered(cpparity_comm *comm, float *ou
     const int64_t block = batch * local_len * local_heads * head_dim; /* elements per rank */
     const size_t row_bytes = (size_t)(local_heads * head_dim) * sizeof(float);
     float *send = scratch, *receive = scratch + cp * block;
-    if (fault == CPPARITY_FAULT_A2A_HEAD_ORDER) { /* rank j gets heads i·cp + j: strided */
-        for (int64_t j = 0; j < cp; j++) {
-            for (int64_t token = 0; token < batch * local_len; token++) {
-                for (int64_t i = 0; i < local_heads; i++) {
-                    memcpy(send + j * block + (token * local_heads + i) * head_dim,
-                           in + (token * heads + ulysses_sent_head(j, i, heads, cp, fault)) *
-                                    head_dim,
-                           (size_t)head_dim * sizeof(float));
-                }
-            }
+    /* block j = the heads ulysses_sent_head gives rank j, for my tokens, [B, L, H/cp, Dh]: one
+     * copy of the row when they are consecutive (always, but with a2a-head-order planted), else
+     * head by head. The mapping is asked every time, so a fault planted in it is on this path. */
+    for (int64_t j = 0; j < cp; j++) {
+        const int64_t first = ulysses_sent_head(j, 0, heads, cp, fault);
+        bool consecutive = true;
+        for (int64_t i = 1; i < local_heads; i++) {
+            consecutive = consecutive && ulysses_sent_head(j, i, heads, cp, fault) == first + i;
         }
-    }
-    /* block j = heads of rank j for my tokens, [B, L, H/cp, Dh] */
-    for (int64_t j = 0; j < cp && fault != CPPARITY_FAULT_A2A_HEAD_ORDER; j++) {
-        for (int64_t b = 0; b < batch; b++) {
-            for (int64_t t = 0; t < local_len; t++) {
-                memcpy(send + j * block + (b * local_len + t) * local_heads * head_dim,
-                       in + ((b * local_len + t) * heads + j * local_heads) * head_dim, row_bytes);
+        for (int64_t token = 0; token < batch * local_len; token++) {
+            float *to = send + j * block + token * local_heads * head_dim;
+            if (consecutive) {
+                memcpy(to, in + (token * heads + first) * head_dim, row_bytes);
+                continue;
+            }
+            for (int64_t i = 0; i < local_heads; i++) {
+                memcpy(to + i * head_dim,
+                       in + (token * heads + ulysses_sent_head(j, i, heads, cp, fault)) * head_dim,
+                       (size_t)head_dim * sizeof(float));
             }
         }
     }

@@ -64,14 +64,17 @@ static int64_t key_tile_end(int64_t k0, int64_t seq_len, int64_t tile, cpparity_
 static bool allowed_shard_local(const cpparity_mask_description *mask,
                                 const kernel_cpu_options *options, int64_t b, int64_t q,
                                 int64_t k) {
+    const cpparity_fault fault = fault_of(options); /* fault site: window-local, chunk-local */
+    if (fault == CPPARITY_FAULT_NONE) {
+        return mask_allowed(mask, b, q, k);
+    }
     const int64_t L = options->shard_length;
     cpparity_mask_description plain = *mask;
-    if (options->fault == CPPARITY_FAULT_WINDOW_LOCAL && mask->layer_type == 1) {
+    if (fault == CPPARITY_FAULT_WINDOW_LOCAL && mask->layer_type == 1) {
         plain.layer_type = 0;
         return mask_allowed(&plain, b, q, k) && q % L - k % L < mask->window;
     }
-    if (options->fault == CPPARITY_FAULT_CHUNK_LOCAL && mask->layer_type == 2 &&
-        mask->chunk_origin == 0) {
+    if (fault == CPPARITY_FAULT_CHUNK_LOCAL && mask->layer_type == 2 && mask->chunk_origin == 0) {
         plain.layer_type = 0;
         const int64_t lp = mask->left_padding[b];
         const int64_t q_origin = q / L * L > lp ? q / L * L : lp;
@@ -83,14 +86,11 @@ static bool allowed_shard_local(const cpparity_mask_description *mask,
     return mask_allowed(mask, b, q, k);
 }
 
-/* May query q attend key k (in a PARTIAL tile)? */
+/* May query q attend key k (in a PARTIAL tile)? The shard-local faults deviate inside
+ * allowed_shard_local, which every call goes through. */
 static bool allowed(const cpparity_mask_description *mask, const void *context, int64_t b,
                     int64_t q, int64_t k) {
-    const cpparity_fault fault = fault_of(context);
-    if (fault == CPPARITY_FAULT_WINDOW_LOCAL || fault == CPPARITY_FAULT_CHUNK_LOCAL) {
-        return allowed_shard_local(mask, context, b, q, k);
-    }
-    return mask_allowed(mask, b, q, k);
+    return allowed_shard_local(mask, context, b, q, k);
 }
 
 /* The tile's class; under the shard-local faults every causal tile is PARTIAL (their predicate

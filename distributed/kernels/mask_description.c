@@ -16,6 +16,14 @@ void mask_storage_free(mask_storage *storage) {
 cpparity_status mask_storage_build(mask_storage *storage, int64_t batch, int64_t seq_len,
                                    const int8_t *attention_mask, const int64_t *position_ids,
                                    cpparity_error *error) {
+    return mask_storage_build_planted(storage, batch, seq_len, attention_mask, position_ids,
+                                      CPPARITY_FAULT_NONE, 0, error);
+}
+
+cpparity_status mask_storage_build_planted(mask_storage *storage, int64_t batch, int64_t seq_len,
+                                           const int8_t *attention_mask,
+                                           const int64_t *position_ids, cpparity_fault fault,
+                                           int64_t shard_length, cpparity_error *error) {
     memset(storage, 0, sizeof *storage);
     const size_t tokens = (size_t)(batch * seq_len);
     storage->batch = batch;
@@ -32,17 +40,35 @@ cpparity_status mask_storage_build(mask_storage *storage, int64_t batch, int64_t
                                   "%lld tokens)",
                                   (long long)batch, (long long)seq_len);
     }
-    memcpy(storage->key_valid, attention_mask, tokens);
+    /* the mask faults (fault.h) deviate here, inside the loops every run executes */
+    const bool every_key_valid = /* fault site: mask-dropped, pad-leak */
+        fault == CPPARITY_FAULT_MASK_DROPPED || fault == CPPARITY_FAULT_PAD_LEAK;
+    const bool no_left_padding = /* fault site: chunk-no-left-pad, padding-side */
+        fault == CPPARITY_FAULT_MASK_DROPPED || fault == CPPARITY_FAULT_CHUNK_NO_LEFT_PAD ||
+        fault == CPPARITY_FAULT_PADDING_SIDE;
+    const bool real_tokens_first =
+        fault == CPPARITY_FAULT_PADDING_SIDE;                       /* fault site: padding-side */
+    const bool one_document = fault == CPPARITY_FAULT_MASK_DROPPED; /* fault site: mask-dropped */
+    const int64_t split_every = /* fault site: docs-local (a new document at every shard start) */
+        fault == CPPARITY_FAULT_DOCS_LOCAL ? shard_length : 0;
     for (int64_t b = 0; b < batch; b++) {
         const int64_t row = b * seq_len;
-        int64_t leading = 0;
+        int64_t leading = 0, real = 0;
         while (leading < seq_len && attention_mask[row + leading] == 0) {
             leading++;
         }
-        storage->left_padding[b] = leading;
+        for (int64_t t = 0; t < seq_len; t++) {
+            real += attention_mask[row + t] != 0;
+        }
+        storage->left_padding[b] = no_left_padding ? 0 : leading;
         int64_t document = 0, start = 0;
         for (int64_t t = 0; t < seq_len; t++) {
-            if (t > 0 && position_ids[row + t] != position_ids[row + t - 1] + 1) {
+            storage->key_valid[row + t] = every_key_valid     ? 1
+                                          : real_tokens_first ? (int8_t)(t < real)
+                                                              : attention_mask[row + t];
+            const bool jump = t > 0 && position_ids[row + t] != position_ids[row + t - 1] + 1;
+            const bool shard_start = split_every > 0 && t > 0 && t % split_every == 0;
+            if (!one_document && (jump || shard_start)) {
                 document++;
                 start = t;
             }
@@ -51,57 +77,6 @@ cpparity_status mask_storage_build(mask_storage *storage, int64_t batch, int64_t
         }
     }
     return CPPARITY_OK;
-}
-
-void mask_storage_inject(mask_storage *storage, cpparity_fault fault, int64_t shard_length) {
-    const int64_t S = storage->seq_len;
-    for (int64_t b = 0; b < storage->batch; b++) {
-        const int64_t row = b * S;
-        switch (fault) {
-        case CPPARITY_FAULT_MASK_DROPPED: /* plain causal: one document, every key valid */
-            storage->left_padding[b] = 0;
-            for (int64_t t = 0; t < S; t++) {
-                storage->key_valid[row + t] = 1;
-                storage->document[row + t] = 0;
-                storage->document_start[row + t] = 0;
-            }
-            break;
-        case CPPARITY_FAULT_PAD_LEAK:
-            memset(storage->key_valid + row, 1, (size_t)S);
-            break;
-        case CPPARITY_FAULT_CHUNK_NO_LEFT_PAD:
-            storage->left_padding[b] = 0;
-            break;
-        case CPPARITY_FAULT_PADDING_SIDE: { /* the n real tokens assumed to come first */
-            int64_t real = 0;
-            for (int64_t t = 0; t < S; t++) {
-                real += storage->key_valid[row + t] != 0;
-            }
-            for (int64_t t = 0; t < S; t++) {
-                storage->key_valid[row + t] = t < real;
-            }
-            storage->left_padding[b] = 0;
-            break;
-        }
-        case CPPARITY_FAULT_DOCS_LOCAL: { /* a new document at every shard start as well */
-            int64_t document = 0, start = 0, previous = storage->document[row];
-            for (int64_t t = 1; t < S; t++) {
-                const int64_t original = storage->document[row + t];
-                const bool shard_start = shard_length > 0 && t % shard_length == 0;
-                if (original != previous || shard_start) {
-                    document++;
-                    start = t;
-                }
-                previous = original;
-                storage->document[row + t] = document;
-                storage->document_start[row + t] = start;
-            }
-            break;
-        }
-        default:
-            return;
-        }
-    }
 }
 
 cpparity_mask_description mask_storage_describe(const mask_storage *storage,

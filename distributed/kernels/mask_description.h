@@ -31,10 +31,14 @@ cpparity_status mask_storage_build(mask_storage *storage, int64_t batch, int64_t
                                    const int8_t *attention_mask, const int64_t *position_ids,
                                    cpparity_error *error);
 
-/* Plants a fault of the mask (fault.h: mask-dropped, chunk-no-left-pad, docs-local,
- * padding-side, pad-leak) into built storage; shard_length is L (docs-local splits documents at
- * every multiple of it). Nothing for the other faults. */
-void mask_storage_inject(mask_storage *storage, cpparity_fault fault, int64_t shard_length);
+/* The same with a fault of the mask planted (fault.h: mask-dropped, chunk-no-left-pad,
+ * docs-local, padding-side, pad-leak) inside the building loops, which every run executes;
+ * shard_length is L (docs-local splits documents at every multiple of it). The other faults
+ * build the true mask. */
+cpparity_status mask_storage_build_planted(mask_storage *storage, int64_t batch, int64_t seq_len,
+                                           const int8_t *attention_mask,
+                                           const int64_t *position_ids, cpparity_fault fault,
+                                           int64_t shard_length, cpparity_error *error);
 
 /* The description of one layer over storage (pointers into storage). */
 cpparity_mask_description mask_storage_describe(const mask_storage *storage,

@@ -41,10 +41,8 @@ static cpparity_status gather_mask(cuda_model *model, const cpparity_batch *loca
             }
         }
         mask_storage_free(&model->mask);
-        status = mask_storage_build(&model->mask, B, S, mask_rows, position_rows, error);
-    }
-    if (status == CPPARITY_OK && model->fault != CPPARITY_FAULT_NONE) {
-        mask_storage_inject(&model->mask, model->fault, L);
+        status = mask_storage_build_planted(&model->mask, B, S, mask_rows, position_rows,
+                                            model->fault, L, error);
     }
     free(masks);
     free(positions);

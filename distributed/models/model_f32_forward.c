@@ -40,10 +40,8 @@ static cpparity_status gather_mask(f32_model *model, const cpparity_batch *local
             }
         }
         mask_storage_free(&model->mask);
-        status = mask_storage_build(&model->mask, B, S, mask_rows, position_rows, error);
-    }
-    if (status == CPPARITY_OK && model->fault != CPPARITY_FAULT_NONE) {
-        mask_storage_inject(&model->mask, model->fault, L);
+        status = mask_storage_build_planted(&model->mask, B, S, mask_rows, position_rows,
+                                            model->fault, L, error);
     }
     free(masks);
     free(positions);
@@ -155,10 +153,17 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
     return CPPARITY_OK;
 }
 
-/* stale-rank-slice: the slice reported is the next rank's (every rank's logits gathered). */
-static cpparity_status report_stale_slice(f32_model *model, cpparity_error *error) {
+/* The slice of logits this rank reports: its own, where the model computed it; with
+ * stale-rank-slice the next rank's (every rank's logits gathered). Every run asks. */
+static cpparity_status report_slice(f32_model *model, cpparity_error *error) {
     const int64_t slice = model->batch * model->shard.local_len * model->config.vocab_size;
     const int64_t cp = model->shard.cp;
+    const int64_t source = model->fault == CPPARITY_FAULT_STALE_RANK_SLICE
+                               ? (model->shard.rank + 1) % cp
+                               : model->shard.rank;
+    if (source == model->shard.rank || model->reported_logits == NULL) {
+        return CPPARITY_OK; /* its own logits: reported where they are */
+    }
     float *all = malloc((size_t)(cp * slice) * sizeof(float));
     if (all == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: out of memory",
@@ -167,8 +172,7 @@ static cpparity_status report_stale_slice(f32_model *model, cpparity_error *erro
     cpparity_status status = cpparity_all_gather(model->comm, model->activations + model->logits,
                                                  all, slice, CPPARITY_FLOAT32, NULL, error);
     if (status == CPPARITY_OK) {
-        memcpy(model->reported_logits, all + (model->shard.rank + 1) % cp * slice,
-               (size_t)slice * sizeof(float));
+        memcpy(model->reported_logits, all + source * slice, (size_t)slice * sizeof(float));
     }
     free(all);
     return status;
@@ -256,8 +260,8 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
             cpparity_all_reduce_sum(model->comm, &mean, &mean, 1, CPPARITY_FLOAT32, NULL, error);
         model->loss = mean / (float)model->shard.cp;
     }
-    if (status == CPPARITY_OK && model->fault == CPPARITY_FAULT_STALE_RANK_SLICE) {
-        status = report_stale_slice(model, error);
+    if (status == CPPARITY_OK) {
+        status = report_slice(model, error);
     }
     return status;
 }

@@ -234,7 +234,9 @@ cpparity_status case_sweep_member(case_reader *reader, const case_sweep *sweep, 
         ok = set_row(&rows[row_count++], 0, edge, S - edge);
     }
     if (ok && sweep->vary[CASE_SWEEP_PADDING]) {
+        /* positions counting through the padding: only key padding masks it, not documents */
         ok = set_row(&rows[row_count++], edge, S - edge, 0);
+        rows[row_count - 1].padding_continues = true;
     }
     int64_t entries = 0;
     for (int64_t r = 0; r < row_count; r++) {
