@@ -62,6 +62,25 @@ static cpparity_status read_integers(yaml_source *source, const yaml_node_t *nod
     return CPPARITY_OK;
 }
 
+/* sweep.key, when written, into *value: an integer from minimum to 64 (*value keeps its default
+ * otherwise). */
+static cpparity_status read_bounded(yaml_source *source, const yaml_node_t *node, const char *scope,
+                                    const char *key, int64_t minimum, int64_t *value) {
+    const yaml_node_t *written = yaml_source_value(source, node, key, NULL);
+    if (written == NULL) {
+        return CPPARITY_OK;
+    }
+    char key_path[KEY_PATH_CAPACITY];
+    yaml_source_format(key_path, sizeof key_path, "sweep.%s", key);
+    cpparity_status status =
+        yaml_source_read_integer(source, written, scope, key_path, minimum, value);
+    if (status == CPPARITY_OK && *value > 64) {
+        status = yaml_source_fail(source, written, scope, key_path, "must be <= 64, got %lld",
+                                  (long long)*value);
+    }
+    return status;
+}
+
 /* The edges: m × tile + r for every tile, m in 1 … multiples and r in −residues … +residues, the
  * positive ones, sorted and distinct. */
 static cpparity_status gather_edges(yaml_source *source, const char *scope, case_sweep *sweep) {
@@ -120,23 +139,11 @@ cpparity_status case_sweep_read(yaml_source *source, const yaml_node_t *node, co
     /* 2^20 keeps every generated length far from overflow */
     status = read_integers(source, tiles, scope, "tiles", 1, (int64_t)1 << 20, CASE_SWEEP_MAX_TILES,
                            sweep->tiles, NULL, &sweep->tile_count);
-    const yaml_node_t *multiples = yaml_source_value(source, node, "multiples", NULL);
-    if (status == CPPARITY_OK && multiples != NULL) {
-        status = yaml_source_read_integer(source, multiples, scope, "sweep.multiples", 1,
-                                          &sweep->multiples);
-        if (status == CPPARITY_OK && sweep->multiples > 64) {
-            status = yaml_source_fail(source, multiples, scope, "sweep.multiples",
-                                      "must be <= 64, got %lld", (long long)sweep->multiples);
-        }
+    if (status == CPPARITY_OK) {
+        status = read_bounded(source, node, scope, "multiples", 1, &sweep->multiples);
     }
-    const yaml_node_t *residues = yaml_source_value(source, node, "residues", NULL);
-    if (status == CPPARITY_OK && residues != NULL) {
-        status = yaml_source_read_integer(source, residues, scope, "sweep.residues", 0,
-                                          &sweep->residues);
-        if (status == CPPARITY_OK && sweep->residues > 64) {
-            status = yaml_source_fail(source, residues, scope, "sweep.residues",
-                                      "must be <= 64, got %lld", (long long)sweep->residues);
-        }
+    if (status == CPPARITY_OK) {
+        status = read_bounded(source, node, scope, "residues", 0, &sweep->residues);
     }
     const yaml_node_t *groups = yaml_source_value(source, node, "gqa_groups", NULL);
     if (status == CPPARITY_OK && groups != NULL) {
