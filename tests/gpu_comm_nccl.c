@@ -163,12 +163,13 @@ typedef enum collective {
     COLLECTIVE_ALL_REDUCE = 2,
     COLLECTIVE_ALL_REDUCE_IN_PLACE = 3,
     COLLECTIVE_BROADCAST = 4,
-    COLLECTIVE_COUNT = 5,
+    COLLECTIVE_SHIFT = 5, /* the ring step: on one rank, to itself */
+    COLLECTIVE_COUNT = 6,
 } collective;
 
-static const char *const collective_names[] = {"all_to_all", "all_gather", "all_reduce_sum",
-                                               "all_reduce_sum in place", "broadcast"};
-static const int64_t collective_counts[] = {5, 3, 6, 6, 7};
+static const char *const collective_names[] = {
+    "all_to_all", "all_gather", "all_reduce_sum", "all_reduce_sum in place", "broadcast", "shift"};
+static const int64_t collective_counts[] = {5, 3, 6, 6, 7, 4};
 
 /* Runs one collective of one type on one setup (one rank: every result equals the input) and
  * compares the result with the hash values sent. */
@@ -202,6 +203,9 @@ static cpparity_status check_one(cpparity_comm *comm, const setup *how, cudaStre
             break;
         case COLLECTIVE_ALL_REDUCE_IN_PLACE:
             status = cpparity_all_reduce_sum(comm, send, send, count, type, stream, error);
+            break;
+        case COLLECTIVE_SHIFT:
+            status = cpparity_shift(comm, send, receive, count, type, 1, stream, error);
             break;
         case COLLECTIVE_BROADCAST:
         case COLLECTIVE_COUNT:

@@ -197,6 +197,32 @@ static cpparity_status check_all_gather(cpparity_comm *comm, cpparity_error *err
     return CPPARITY_OK;
 }
 
+/* The ring shift of f(rank, 2, i), i < 5, by offsets 1, −1, 2, size and 3 − 2·size, for every
+ * type: the receive holds the send of rank − offset (mod size). */
+static cpparity_status check_shift(cpparity_comm *comm, cpparity_error *error) {
+    const int offsets[] = {1, -1, 2, comm->size, 3 - 2 * comm->size};
+    for (size_t t = 0; t < sizeof all_types / sizeof all_types[0]; t++) {
+        const cpparity_element_type type = all_types[t];
+        const int64_t element = cpparity_element_size(type);
+        for (size_t o = 0; o < sizeof offsets / sizeof *offsets; o++) {
+            unsigned char send[5 * 8] = {0}, receive[5 * 8] = {0}, expected[8] = {0};
+            for (int64_t i = 0; i < 5; i++) {
+                hash_element(type, comm->rank, 2, i, send + i * element);
+            }
+            CALL(cpparity_shift(comm, send, receive, 5, type, offsets[o], NULL, error));
+            const int from =
+                (int)(((comm->rank - offsets[o]) % comm->size + comm->size) % comm->size);
+            for (int64_t i = 0; i < 5; i++) {
+                hash_element(type, from, 2, i, expected);
+                CHECK(memcmp(receive + i * element, expected, (size_t)element) == 0, error,
+                      "type %d, offset %d, rank %d: element %lld is not rank %d's", (int)type,
+                      offsets[o], comm->rank, (long long)i, from);
+            }
+        }
+    }
+    return CPPARITY_OK;
+}
+
 /* broadcast of 7 doubles from the last rank (non-zero when there are several). */
 static cpparity_status check_broadcast(cpparity_comm *comm, cpparity_error *error) {
     int root = comm->size - 1;
@@ -357,6 +383,7 @@ static const named_check checks[] = {
     {"gather_bytes", check_gather_bytes},
     {"agree_status", check_agree_status},
     {"split", check_split},
+    {"shift", check_shift},
 };
 
 /* Parses --timeout and --hang-rank; false on anything else. */

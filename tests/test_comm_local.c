@@ -371,6 +371,66 @@ Test(comm_local, all_gather__one_to_four_ranks_each_type__blocks_in_rank_order) 
     }
 }
 
+/* --- shift (the ring step) ---------------------------------------------------------------------
+ */
+
+/* Shifts f(rank, 2, i), i < 5, by offsets 1, −1, 2, size and 3 − 2·size: the receive holds the
+ * send of rank − offset (mod size). */
+static cpparity_status shift_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
+    const cpparity_element_type *type = argument;
+    const int64_t element = cpparity_element_size(*type);
+    const int offsets[] = {1, -1, 2, comm->size, 3 - 2 * comm->size};
+    for (size_t o = 0; o < sizeof offsets / sizeof *offsets; o++) {
+        unsigned char send[5 * 8] = {0}, receive[5 * 8] = {0}, expected[8] = {0};
+        for (int64_t i = 0; i < 5; i++) {
+            hash_element(*type, comm->rank, 2, i, send + i * element);
+        }
+        BODY_CALL(cpparity_shift(comm, send, receive, 5, *type, offsets[o], NULL, error));
+        const int from = ((comm->rank - offsets[o]) % comm->size + comm->size) % comm->size;
+        for (int64_t i = 0; i < 5; i++) {
+            hash_element(*type, from, 2, i, expected);
+            BODY_CHECK(memcmp(receive + i * element, expected, (size_t)element) == 0, error,
+                       "type %d, offset %d, rank %d: element %lld is not rank %d's", (int)*type,
+                       offsets[o], comm->rank, (long long)i, from);
+        }
+    }
+    return CPPARITY_OK;
+}
+
+Test(comm_local, shift__one_to_eight_ranks_each_type__receive_from_rank_minus_offset) {
+    const int sizes[] = {1, 2, 3, 4, 8};
+    for (size_t n = 0; n < sizeof sizes / sizeof *sizes; n++) {
+        for (size_t t = 0; t < sizeof all_types / sizeof all_types[0]; t++) {
+            cpparity_element_type type = all_types[t];
+            cpparity_status statuses[MAX_RANKS];
+            cpparity_error errors[MAX_RANKS];
+            run_ranks(sizes[n], LONG_TIMEOUT, shift_body, &type, statuses, errors);
+            expect_all_ok(sizes[n], statuses, errors, "shift");
+        }
+    }
+}
+
+/* Ranks that disagree on the offset: every rank fails saying so, nothing hangs. */
+static cpparity_status shift_mismatch_body(cpparity_comm *comm, void *argument,
+                                           cpparity_error *error) {
+    (void)argument;
+    double send = 1.0, receive = 0.0;
+    return cpparity_shift(comm, &send, &receive, 1, CPPARITY_FLOAT64, comm->rank == 0 ? 1 : -1,
+                          NULL, error);
+}
+
+Test(comm_local, shift__offsets_differ__every_rank_fails_naming_them, .timeout = 20) {
+    cpparity_status statuses[MAX_RANKS];
+    cpparity_error errors[MAX_RANKS];
+    run_ranks(3, LONG_TIMEOUT, shift_mismatch_body, NULL, statuses, errors);
+    for (int rank = 0; rank < 3; rank++) {
+        cr_assert_neq(statuses[rank], CPPARITY_OK);
+        cr_assert(strstr(errors[rank].message, "shift") != NULL &&
+                      strstr(errors[rank].message, "offsets") != NULL,
+                  "rank %d: %s", rank, errors[rank].message);
+    }
+}
+
 /* Broadcasts 7 doubles f(root, 1, i) from rank 2; the others start with garbage. */
 static cpparity_status broadcast_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
     const int root = *(const int *)argument;

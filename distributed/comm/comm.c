@@ -120,6 +120,29 @@ cpparity_status cpparity_all_gather(cpparity_comm *comm, const void *send, void 
                                                                 type, stream, error);
 }
 
+cpparity_status cpparity_shift(cpparity_comm *comm, const void *send, void *receive, int64_t count,
+                               cpparity_element_type type, int offset, void *stream,
+                               cpparity_error *error) {
+    cpparity_status status = check_comm(comm, "shift", error);
+    if (status == CPPARITY_OK) {
+        status = check_buffers(comm, "shift", send, receive, count, 1, type, error);
+    }
+    if (status == CPPARITY_OK && count > 0 && send == receive) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    WHERE_FORMAT "send and receive must not overlap",
+                                    WHERE(comm, "shift"));
+    }
+    if (status == CPPARITY_OK && comm->operations->shift == NULL) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                    WHERE_FORMAT "this communicator has no ring shift",
+                                    WHERE(comm, "shift"));
+    }
+    const int normalised = (int)(((int64_t)offset % comm->size + comm->size) % comm->size);
+    return status != CPPARITY_OK ? status
+                                 : comm->operations->shift(comm, send, receive, count, type,
+                                                           normalised, stream, error);
+}
+
 cpparity_status cpparity_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
                                    cpparity_element_type type, int root, void *stream,
                                    cpparity_error *error) {

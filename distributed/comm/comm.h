@@ -78,6 +78,13 @@ typedef struct cpparity_comm_operations {
     /* *agreed = the largest status any rank passed in: lets every rank exit with one code. */
     cpparity_status (*agree_status)(cpparity_comm *comm, cpparity_status local,
                                     cpparity_status *agreed, cpparity_error *error);
+    /* The ring step of ring attention: send (count elements) goes to rank (rank + offset) mod
+     * size, and receive gets the send of rank (rank − offset) mod size. offset is already in
+     * [0, size) (cpparity_shift normalises it); every rank passes the same count, type and
+     * offset. send and receive must not overlap. */
+    cpparity_status (*shift)(cpparity_comm *comm, const void *send, void *receive, int64_t count,
+                             cpparity_element_type type, int offset, void *stream,
+                             cpparity_error *error);
     /* Ranks passing the same color form a new communicator, ranked by (key, parent rank). Every
      * rank of comm must call it. *result is allocated; free it with cpparity_comm_free. */
     cpparity_status (*split)(cpparity_comm *comm, int color, int key, cpparity_comm **result,
@@ -124,6 +131,11 @@ cpparity_status cpparity_agree_status(cpparity_comm *comm, cpparity_status local
                                       cpparity_status *agreed, cpparity_error *error);
 cpparity_status cpparity_comm_split(cpparity_comm *comm, int color, int key, cpparity_comm **result,
                                     cpparity_error *error);
+/* The ring shift above; any offset, negative too (−1 sends to the previous rank, as dK and dV
+ * travel back round the ring), taken modulo the size. */
+cpparity_status cpparity_shift(cpparity_comm *comm, const void *send, void *receive, int64_t count,
+                               cpparity_element_type type, int offset, void *stream,
+                               cpparity_error *error);
 /* Stops the whole job (see abort above); comm may not be NULL. */
 void cpparity_comm_abort(cpparity_comm *comm, int code, const char *message);
 /* Releases a communicator made by split; safe on NULL. */

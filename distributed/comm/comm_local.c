@@ -34,11 +34,12 @@ typedef enum local_collective {
     LOCAL_GATHER_BYTES = 4,   /* gather_bytes */
     LOCAL_AGREE_STATUS = 5,   /* agree_status */
     LOCAL_SPLIT = 6,          /* split */
+    LOCAL_SHIFT = 7,          /* shift */
 } local_collective;
 
 static const char *const local_collective_names[] = {
     "all_to_all",   "all_reduce_sum", "all_gather", "broadcast",
-    "gather_bytes", "agree_status",   "split",
+    "gather_bytes", "agree_status",   "split",      "shift",
 };
 
 /* What all communicators of one comm_local_run share. */
@@ -57,7 +58,7 @@ typedef struct local_slot {
     void *receive;               /* receive buffer (broadcast: the buffer) */
     int64_t count;               /* elements (gather_bytes: bytes) */
     cpparity_element_type type;  /* element type */
-    int root;                    /* broadcast, gather_bytes */
+    int root;                    /* broadcast, gather_bytes; shift: the offset */
     int color;                   /* split */
     int key;                     /* split */
     cpparity_status local;       /* agree_status: this rank's status */
@@ -185,15 +186,17 @@ static bool local_arguments_agree(local_context *context) {
         }
         bool sized = first->collective == LOCAL_ALL_TO_ALL ||
                      first->collective == LOCAL_ALL_REDUCE_SUM ||
-                     first->collective == LOCAL_ALL_GATHER || first->collective == LOCAL_BROADCAST;
+                     first->collective == LOCAL_ALL_GATHER ||
+                     first->collective == LOCAL_BROADCAST || first->collective == LOCAL_SHIFT;
         if (sized && (other->count != first->count || other->type != first->type)) {
             local_mismatch(context, rank, "counts or types");
             return false;
         }
-        bool rooted =
-            first->collective == LOCAL_BROADCAST || first->collective == LOCAL_GATHER_BYTES;
+        bool rooted = first->collective == LOCAL_BROADCAST ||
+                      first->collective == LOCAL_GATHER_BYTES || first->collective == LOCAL_SHIFT;
         if (rooted && other->root != first->root) {
-            local_mismatch(context, rank, "roots");
+            local_mismatch(context, rank,
+                           first->collective == LOCAL_SHIFT ? "shift offsets" : "roots");
             return false;
         }
     }
@@ -386,6 +389,12 @@ static void local_complete(local_context *context, double timeout_seconds) {
     case LOCAL_GATHER_BYTES:
         local_gather(context);
         break;
+    case LOCAL_SHIFT: /* rank r's send to rank r + offset */
+        for (int source = 0; source < size && block > 0; source++) {
+            memcpy(slots[(source + slots[0].root) % size].receive, slots[source].send,
+                   (size_t)block);
+        }
+        break;
     case LOCAL_AGREE_STATUS: {
         cpparity_status agreed = CPPARITY_OK;
         for (int rank = 0; rank < size; rank++) {
@@ -507,6 +516,23 @@ static cpparity_status local_all_to_all(cpparity_comm *comm, const void *send, v
                           .receive = receive,
                           .count = count_per_rank,
                           .type = type};
+    return local_rendezvous(comm, &deposit, error);
+}
+
+/* shift (see comm.h). */
+static cpparity_status local_shift(cpparity_comm *comm, const void *send, void *receive,
+                                   int64_t count, cpparity_element_type type, int offset,
+                                   void *stream, cpparity_error *error) {
+    cpparity_status status = local_check_stream(comm, LOCAL_SHIFT, stream, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    local_slot deposit = {.collective = LOCAL_SHIFT,
+                          .send = send,
+                          .receive = receive,
+                          .count = count,
+                          .type = type,
+                          .root = offset};
     return local_rendezvous(comm, &deposit, error);
 }
 
@@ -645,6 +671,7 @@ static const cpparity_comm_operations local_operations = {
     .gather_bytes = local_gather_bytes,
     .agree_status = local_agree_status,
     .split = local_split_call,
+    .shift = local_shift,
     .abort = local_abort,
     .free = local_free,
 };

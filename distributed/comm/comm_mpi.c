@@ -232,6 +232,31 @@ static cpparity_status mpi_all_gather(cpparity_comm *comm, const void *send, voi
     return mpi_gather_all(comm, send, receive, count_per_rank, type, "all_gather", error);
 }
 
+/* The tag of the ring shift's messages (point to point, in call order on each pair of ranks). */
+#define MPI_SHIFT_TAG 0x51f7
+
+/* shift (see comm.h): MPI_Irecv from rank − offset and MPI_Isend to rank + offset, each waited for
+ * under the deadline. Ranks that disagree on the offset meet no partner and time out. */
+static cpparity_status mpi_shift(cpparity_comm *comm, const void *send, void *receive,
+                                 int64_t count, cpparity_element_type type, int offset,
+                                 void *stream, cpparity_error *error) {
+    cpparity_status status = mpi_check_buffers(comm, "shift", count, 1, stream, error);
+    if (status != CPPARITY_OK || count == 0) {
+        return status;
+    }
+    const int to = (comm->rank + offset) % comm->size;
+    const int from = (comm->rank - offset + comm->size) % comm->size;
+    MPI_Request requests[2];
+    MPI_CHECK(MPI_Irecv(receive, (int)count, mpi_datatype(type), from, MPI_SHIFT_TAG,
+                        mpi_handle(comm), &requests[0]),
+              error, "shift");
+    MPI_CHECK(MPI_Isend(send, (int)count, mpi_datatype(type), to, MPI_SHIFT_TAG, mpi_handle(comm),
+                        &requests[1]),
+              error, "shift");
+    status = mpi_wait(comm, &requests[0], "shift", error);
+    return status != CPPARITY_OK ? status : mpi_wait(comm, &requests[1], "shift", error);
+}
+
 /* broadcast (see comm.h). */
 static cpparity_status mpi_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
                                      cpparity_element_type type, int root, void *stream,
@@ -434,6 +459,7 @@ static const cpparity_comm_operations mpi_operations = {
     .gather_bytes = mpi_gather_bytes,
     .agree_status = mpi_agree_status,
     .split = mpi_split,
+    .shift = mpi_shift,
     .abort = mpi_abort,
     .free = mpi_free,
 };

@@ -438,6 +438,46 @@ static cpparity_status nccl_all_gather(cpparity_comm *comm, const void *send, vo
     return nccl_end(comm, status, error);
 }
 
+static cpparity_status shift_body(cpparity_comm *comm, const nccl_call *call, const void *send,
+                                  void *receive, int64_t count, cpparity_element_type type,
+                                  int offset, cpparity_error *error) {
+    const size_t bytes = (size_t)count * (size_t)cpparity_element_size(type);
+    nccl_buffer buffers[2] = {{(void *)send, bytes, true, false, false, NULL},
+                              {receive, bytes, false, true, false, NULL}};
+    NCCL_CALL(nccl_stage_in(comm, call, buffers, 2, error));
+    const int to = (comm->rank + offset) % comm->size;
+    const int from = (comm->rank - offset + comm->size) % comm->size;
+    NCCL_CHECK(ncclGroupStart(), error, call->collective);
+    ncclResult_t result = ncclSend(buffers[0].device, (size_t)count, nccl_datatype(type), to,
+                                   nccl_get(comm)->nccl, call->stream);
+    const char *failed = "ncclSend()";
+    if (nccl_result_ok(result)) {
+        result = ncclRecv(buffers[1].device, (size_t)count, nccl_datatype(type), from,
+                          nccl_get(comm)->nccl, call->stream);
+        failed = "ncclRecv()";
+    }
+    const ncclResult_t ended = ncclGroupEnd(); /* always closes the group */
+    if (!nccl_result_ok(result)) {
+        return nccl_failure(result, error, call->collective, failed, __FILE__, __LINE__);
+    }
+    if (!nccl_result_ok(ended)) {
+        return nccl_failure(ended, error, call->collective, "ncclGroupEnd()", __FILE__, __LINE__);
+    }
+    return nccl_stage_out(comm, call, buffers, 2, error);
+}
+
+/* shift (see comm.h): ncclSend to rank + offset and ncclRecv from rank − offset, grouped. */
+static cpparity_status nccl_shift(cpparity_comm *comm, const void *send, void *receive,
+                                  int64_t count, cpparity_element_type type, int offset,
+                                  void *stream, cpparity_error *error) {
+    nccl_call call;
+    cpparity_status status = nccl_begin(comm, "shift", stream, &call, error);
+    if (status == CPPARITY_OK && count > 0) {
+        status = shift_body(comm, &call, send, receive, count, type, offset, error);
+    }
+    return nccl_end(comm, status, error);
+}
+
 static cpparity_status broadcast_body(cpparity_comm *comm, const nccl_call *call, void *buffer,
                                       int64_t count, cpparity_element_type type, int root,
                                       cpparity_error *error) {
@@ -792,6 +832,7 @@ static const cpparity_comm_operations nccl_operations = {
     .gather_bytes = nccl_gather_bytes,
     .agree_status = nccl_agree_status,
     .split = nccl_split,
+    .shift = nccl_shift,
     .abort = nccl_abort,
     .free = nccl_free,
 };
