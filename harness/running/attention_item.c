@@ -28,6 +28,9 @@
  * given the reference's out and lse ("backward_alone") */
 #define TENSORS_PER_LAYER 8
 #define CALLED_TENSORS 5 /* the first five: what the kernel's own forward and backward gave */
+/* How the reasons of failures the metrics cannot show begin: verdict() sorts records by them. */
+#define CONCURRENT_REASON "a concurrent call"
+#define DETERMINISM_REASON "declared deterministic"
 
 /* One draw per process, which every item of a run shares (items of local ranks run on several
  * threads: drawn once through pthread_once). */
@@ -200,11 +203,11 @@ static void verdict(const run_item *item, char *text, size_t size) {
         if (record->decision.passed) {
             continue;
         }
-        if (strncmp(record->decision.reason, "a concurrent call", 17) == 0) {
+        if (strncmp(record->decision.reason, CONCURRENT_REASON, strlen(CONCURRENT_REASON)) == 0) {
             concurrent = true;
             continue;
         }
-        if (strncmp(record->decision.reason, "declared deterministic", 22) == 0) {
+        if (strncmp(record->decision.reason, DETERMINISM_REASON, strlen(DETERMINISM_REASON)) == 0) {
             second = true;
             continue;
         }
@@ -540,6 +543,7 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
     if (checks->masked_wrong > 0) {
         compare_coordinates(first_masked_wrong, 3, lse_shape, checks->first_masked);
     }
+    const int64_t counts[5] = {query, rows, query, key, key}; /* out, lse, dq, dk, dv */
     if (kernel_declares_deterministic(kernel)) { /* a second call must give the same bits */
         kernel_call_forward(kernel, b->again[0], b->again[1], b->q, b->k, b->v, &mask, &dims, scale,
                             message, sizeof message);
@@ -547,15 +551,13 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
                              b->v, b->again[0], b->again[1], &mask, &dims, scale, message,
                              sizeof message);
         const float *first_call[5] = {b->out, b->lse, b->dq, b->dk, b->dv};
-        const int64_t counts[5] = {query, rows, query, key, key};
         for (int t = 0; t < 5; t++) {
             checks->differing[t] =
                 differences(first_call[t], b->again[t], counts[t], &checks->first_difference[t]);
         }
     }
-    const int64_t tensor_counts[5] = {query, rows, query, key, key};
     if (concurrent && (kernel->capabilities & CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS) != 0 &&
-        !check_concurrent(kernel, &mask, &dims, scale, b, tensor_counts, checks)) {
+        !check_concurrent(kernel, &mask, &dims, scale, b, counts, checks)) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "case %s: out of memory or threads for the concurrent calls",
                                   c->name);
@@ -666,17 +668,17 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
         if (check->concurrent_differing[t] > 0) { /* named where the first changed element is */
             compare_coordinates(check->first_concurrent[t], record->shape_rank, record->shape,
                                 record->worst);
-            fail_record(record,
-                        "a concurrent call changed the result: %lld elements differ from the "
-                        "serial call (first at flat index %lld; " CONCURRENT_WORDING ")",
-                        (long long)check->concurrent_differing[t],
-                        (long long)check->first_concurrent[t]);
+            fail_record(
+                record,
+                CONCURRENT_REASON " changed the result: %lld elements differ from the "
+                                  "serial call (first at flat index %lld; " CONCURRENT_WORDING ")",
+                (long long)check->concurrent_differing[t], (long long)check->first_concurrent[t]);
         } else if (check->concurrent && (check->concurrent_nonfinite[t] > 0 ||
                                          check->concurrent_error[t] > record->decision.limit)) {
             char reason[sizeof record->decision.reason];
             snprintf(reason, sizeof reason,
-                     "a concurrent call changed the result: error %.2e > limit %.2e, %lld "
-                     "non-finite (" CONCURRENT_WORDING ")",
+                     CONCURRENT_REASON " changed the result: error %.2e > limit %.2e, %lld "
+                                       "non-finite (" CONCURRENT_WORDING ")",
                      check->concurrent_error[t], record->decision.limit,
                      (long long)check->concurrent_nonfinite[t]);
             record->decision.passed = false;
@@ -684,15 +686,15 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
         } else if (t == 0 && check->concurrent_failure[0] != '\0') {
             record->decision.passed = false;
             snprintf(record->decision.reason, sizeof record->decision.reason,
-                     "a concurrent call failed (" CONCURRENT_WORDING "): %.100s",
+                     CONCURRENT_REASON " failed (" CONCURRENT_WORDING "): %.100s",
                      check->concurrent_failure);
         }
         if (check->differing[t] > 0) { /* named where the first changed element is */
             compare_coordinates(check->first_difference[t], record->shape_rank, record->shape,
                                 record->worst);
             fail_record(record,
-                        "declared deterministic, but a second call changed %lld elements "
-                        "(first at flat index %lld)",
+                        DETERMINISM_REASON ", but a second call changed %lld elements "
+                                           "(first at flat index %lld)",
                         (long long)check->differing[t], (long long)check->first_difference[t]);
         }
     }

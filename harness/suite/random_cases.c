@@ -125,7 +125,8 @@ static void append_case(text_buffer *buffer, uint64_t *state, int64_t number) {
     }
 }
 
-char *random_cases_text(uint64_t seed, int64_t count) {
+/* The cases as suite text (malloc'd, NUL-terminated; free it), or NULL when out of memory. */
+static char *random_cases_text(uint64_t seed, int64_t count) {
     text_buffer buffer = {malloc(4096), 0, 4096, true};
     buffer.ok = buffer.text != NULL;
     uint64_t state = seed;

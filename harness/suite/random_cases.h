@@ -19,7 +19,4 @@
 cpparity_status random_cases_load(uint64_t seed, int64_t count, cpparity_suite *suite,
                                   cpparity_error *error);
 
-/* The same cases as suite text (malloc'd, NUL-terminated; free it), or NULL when out of memory. */
-char *random_cases_text(uint64_t seed, int64_t count);
-
 #endif
