@@ -7,6 +7,9 @@
 #include "common/names.h"
 
 const char *const cpparity_dtype_names[CPPARITY_DTYPE_COUNT] = {"f32", "bf16"};
+const char *const cpparity_layout_names[CPPARITY_LAYOUT_COUNT] = {"contiguous", "zigzag",
+                                                                  "round-robin"};
+const char *const cpparity_algorithm_names[CPPARITY_ALGORITHM_COUNT] = {"ulysses", "ring"};
 const char *const cpparity_case_level_names[CPPARITY_LEVEL_COUNT] = {"model", "attention"};
 const char *const cpparity_tensor_kind_names[CPPARITY_KIND_COUNT] = {"loss", "logits", "grads"};
 const char *const cpparity_tolerance_origin_names[CPPARITY_ORIGIN_COUNT] = {"default", "suite",
@@ -14,6 +17,14 @@ const char *const cpparity_tolerance_origin_names[CPPARITY_ORIGIN_COUNT] = {"def
 
 const char *cpparity_dtype_name(cpparity_dtype dtype) {
     return cpparity_name_of(cpparity_dtype_names, CPPARITY_DTYPE_COUNT, (int)dtype);
+}
+
+const char *cpparity_layout_name(cpparity_layout layout) {
+    return cpparity_name_of(cpparity_layout_names, CPPARITY_LAYOUT_COUNT, (int)layout);
+}
+
+const char *cpparity_algorithm_name(cpparity_algorithm algorithm) {
+    return cpparity_name_of(cpparity_algorithm_names, CPPARITY_ALGORITHM_COUNT, (int)algorithm);
 }
 
 const char *cpparity_tensor_kind_name(cpparity_tensor_kind kind) {

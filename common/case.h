@@ -79,19 +79,44 @@ typedef enum cpparity_case_level {
 #define CPPARITY_LEVEL_COUNT 2
 extern const char *const cpparity_case_level_names[CPPARITY_LEVEL_COUNT];
 
+/* How the padded sequence is dealt out to the ranks of a CP group (docs/masks.md, "Who holds
+ * what"); the case key `layouts`. With Sp the padded length and cp the ranks:
+ *   contiguous:  rank r holds [r·Sp/cp, (r + 1)·Sp/cp)                        (Sp: multiple of cp)
+ *   zigzag:      2·cp chunks of Sp/(2·cp); rank r holds chunk r, then 2·cp−1−r (of 2·cp)
+ *   round-robin: token t on rank t mod cp, in increasing order (chunks of one token) (of cp) */
+typedef enum cpparity_layout {
+    CPPARITY_LAYOUT_CONTIGUOUS = 0,  /* "contiguous" */
+    CPPARITY_LAYOUT_ZIGZAG = 1,      /* "zigzag" */
+    CPPARITY_LAYOUT_ROUND_ROBIN = 2, /* "round-robin" */
+} cpparity_layout;
+#define CPPARITY_LAYOUT_COUNT 3
+extern const char *const cpparity_layout_names[CPPARITY_LAYOUT_COUNT];
+
+/* The context-parallel algorithm of the implementation under test; the case key `algorithms`. */
+typedef enum cpparity_algorithm {
+    CPPARITY_ALGORITHM_ULYSSES = 0, /* "ulysses": all-to-all to heads × whole sequence */
+    CPPARITY_ALGORITHM_RING = 1,    /* "ring": queries stay, key/value blocks pass round the ring */
+} cpparity_algorithm;
+#define CPPARITY_ALGORITHM_COUNT 2
+extern const char *const cpparity_algorithm_names[CPPARITY_ALGORITHM_COUNT];
+
 typedef struct cpparity_case {
-    char name[CPPARITY_CASE_NAME];               /* unique within the suite */
-    char description[CPPARITY_CASE_DESCRIPTION]; /* optional free text, "" when absent */
-    int64_t line;                                /* 1-based line of the case in its file */
-    cpparity_model_config model;                 /* validated */
-    int64_t seq_len;                             /* S: every row adds up to it */
-    int64_t batch_size;                          /* B = number of rows */
-    cpparity_row_layout *rows;                   /* (batch_size) owned by the suite */
-    int64_t cp_sizes[CPPARITY_MAX_CP_SIZES];     /* distinct, each >= 1 */
-    int cp_count;                                /* >= 1 */
-    cpparity_dtype dtypes[CPPARITY_DTYPE_COUNT]; /* distinct */
-    int dtype_count;                             /* >= 1 */
-    uint64_t seed;                               /* fixture seed */
+    char name[CPPARITY_CASE_NAME];                  /* unique within the suite */
+    char description[CPPARITY_CASE_DESCRIPTION];    /* optional free text, "" when absent */
+    int64_t line;                                   /* 1-based line of the case in its file */
+    cpparity_model_config model;                    /* validated */
+    int64_t seq_len;                                /* S: every row adds up to it */
+    int64_t batch_size;                             /* B = number of rows */
+    cpparity_row_layout *rows;                      /* (batch_size) owned by the suite */
+    int64_t cp_sizes[CPPARITY_MAX_CP_SIZES];        /* distinct, each >= 1 */
+    int cp_count;                                   /* >= 1 */
+    cpparity_dtype dtypes[CPPARITY_DTYPE_COUNT];    /* distinct */
+    int dtype_count;                                /* >= 1 */
+    cpparity_layout layouts[CPPARITY_LAYOUT_COUNT]; /* distinct; default [contiguous] */
+    int layout_count;                               /* >= 1 */
+    cpparity_algorithm algorithms[CPPARITY_ALGORITHM_COUNT]; /* distinct; default [ulysses] */
+    int algorithm_count;                                     /* >= 1 */
+    uint64_t seed;                                           /* fixture seed */
     cpparity_tolerance tolerances[CPPARITY_DTYPE_COUNT][CPPARITY_KIND_COUNT]; /* resolved */
     cpparity_case_level level;           /* model (default) or attention */
     bool expect_refuse;                  /* the implementation must refuse this case */
@@ -117,6 +142,8 @@ const cpparity_case *cpparity_suite_find(const cpparity_suite *suite, const char
 
 /* "f32"/"bf16", "loss"/"logits"/"grads", "default"/"suite"/"case" (from the tables above). */
 const char *cpparity_dtype_name(cpparity_dtype dtype);
+const char *cpparity_layout_name(cpparity_layout layout);
+const char *cpparity_algorithm_name(cpparity_algorithm algorithm);
 const char *cpparity_tensor_kind_name(cpparity_tensor_kind kind);
 const char *cpparity_tolerance_origin_name(cpparity_tolerance_origin origin);
 

@@ -115,6 +115,30 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
                                    "the forward writes lse as [B, S, H], the backward reads "
                                    "[B, H, S]",
                                    "kernel_cpu.c cpu_forward", true},
+    [CPPARITY_FAULT_RING_MERGE_MAX] = {"ring-merge-max",
+                                       "ring attention merges a step's output with the running "
+                                       "maximum as the new log-sum-exp, never normalising the sum",
+                                       "ring_merge.h ring_merge_row", false},
+    [CPPARITY_FAULT_RING_MERGE_STEP_LSE] = {"ring-merge-step-lse",
+                                            "ring attention adds a step's output without weighing "
+                                            "it by its log-sum-exp",
+                                            "ring_merge.h ring_merge_row", false},
+    [CPPARITY_FAULT_RING_LAST_STEP] = {"ring-last-step",
+                                       "ring attention skips the last key/value step (the block "
+                                       "of the next rank)",
+                                       "ring.c ring_step_count", false},
+    [CPPARITY_FAULT_RING_CAUSAL_SKIP] = {"ring-causal-skip",
+                                         "ring attention skips a pair of runs whose first key "
+                                         "reaches their first query: the causal diagonal block",
+                                         "ring.c runs_meet", false},
+    [CPPARITY_FAULT_RING_DKV_DIRECTION] = {"ring-dkv-direction",
+                                           "ring attention sends dK and dV home the wrong way "
+                                           "round the ring (to rank − 1, not + 1)",
+                                           "ring.c ring_attention_backward", false},
+    [CPPARITY_FAULT_ZIGZAG_CHUNK_SWAP] = {"zigzag-chunk-swap",
+                                          "the zigzag layout swaps the two chunks of rank 1 "
+                                          "(chunk 2·cp − 2 first)",
+                                          "shard.c shard_position", false},
 };
 
 int cpparity_fault_from_name(const char *name) {

@@ -5,7 +5,9 @@
  * off (one integer comparison at that place).
  *
  * Each fault is one bug class: the classes of docs/bug-classes.md and a few of the kernel's own
- * (tiling, online-softmax merge, tile classification, kv sum-back, reduction order, lse layout).
+ * (tiling, online-softmax merge, tile classification, kv sum-back, reduction order, lse layout)
+ * and ring attention's (the log-sum-exp merge, the steps, skipped blocks, where dK and dV go, the
+ * zigzag layout).
  * A fault is "kernel" when it lives inside the built-in CPU kernel
  * (distributed/kernels/kernel_cpu.c): it can be planted only when that kernel is the one under
  * test. The table is here, in common/, because the harness and the reports name faults too; the
@@ -46,6 +48,12 @@ typedef enum cpparity_fault {
     CPPARITY_FAULT_KV_SUM_BACK,
     CPPARITY_FAULT_GRAD_REDUCE_ORDER,
     CPPARITY_FAULT_LSE_LAYOUT,
+    CPPARITY_FAULT_RING_MERGE_MAX,
+    CPPARITY_FAULT_RING_MERGE_STEP_LSE,
+    CPPARITY_FAULT_RING_LAST_STEP,
+    CPPARITY_FAULT_RING_CAUSAL_SKIP,
+    CPPARITY_FAULT_RING_DKV_DIRECTION,
+    CPPARITY_FAULT_ZIGZAG_CHUNK_SWAP,
     CPPARITY_FAULT_COUNT
 } cpparity_fault;
 

@@ -21,10 +21,11 @@ void console_preamble(FILE *stream, const run_provenance *p, int64_t cases, int6
     } else {
         fprintf(stream, "# seed: each case's own\n");
     }
-    fprintf(stream,
-            "# %s\n# %lld cases, %lld runs (case x dtype x cp, baselines at cp 1 "
-            "included); started %s\n",
-            p->libraries, (long long)cases, (long long)items, p->start_time);
+    fprintf(
+        stream,
+        "# %s\n# %lld cases, %lld runs (case x dtype x cp x algorithm x layout, baselines at cp 1 "
+        "included); started %s\n",
+        p->libraries, (long long)cases, (long long)items, p->start_time);
 }
 
 void console_table_header(FILE *stream) {
@@ -58,7 +59,12 @@ void console_item(FILE *stream, const run_item *item) {
         }
         snprintf(limit, sizeof limit, "%.2e", record->decision.limit);
     }
-    fprintf(stream, "%-46s %3lld %-5s %-44s %9s %9s  %s\n", item->source->name, (long long)item->cp,
+    /* another layout or algorithm than contiguous Ulysses is named after the case */
+    char variant[48], name[CPPARITY_CASE_NAME + 64];
+    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+    snprintf(name, sizeof name, "%s%s%s%s", item->source->name, variant[0] != '\0' ? " [" : "",
+             variant, variant[0] != '\0' ? "]" : "");
+    fprintf(stream, "%-46s %3lld %-5s %-44s %9s %9s  %s\n", name, (long long)item->cp,
             cpparity_dtype_name(item->dtype), tensor, error, limit,
             run_outcome_name(item->outcome));
     if (item->outcome == RUN_PASS) {

@@ -52,8 +52,9 @@ void diff_report_console(FILE *stream, const results_diff *diff, const read_resu
             }
             char detail[640];
             describe(detail, sizeof detail, entry, diff->factor);
-            fprintf(stream, "%-13s %s %s cp %lld: %s\n", diff_kind_names[kind], entry->case_name,
-                    entry->dtype, (long long)entry->cp, detail);
+            fprintf(stream, "%-13s %s %s cp %lld%s%s: %s\n", diff_kind_names[kind],
+                    entry->case_name, entry->dtype, (long long)entry->cp,
+                    entry->variant[0] != '\0' ? " " : "", entry->variant, detail);
         }
     }
     fprintf(stream,
@@ -115,7 +116,8 @@ static void put_markdown(FILE *out, const void *argument) {
             fprintf(out, "| %s%s%s | ", entry->regression ? "**" : "", diff_kind_names[entry->kind],
                     entry->regression ? "**" : "");
             put_cell(out, entry->case_name);
-            fprintf(out, " | %s | %lld | ", entry->dtype, (long long)entry->cp);
+            fprintf(out, " | %s | %lld%s%s | ", entry->dtype, (long long)entry->cp,
+                    entry->variant[0] != '\0' ? " " : "", entry->variant);
             put_cell(out, detail);
             fputs(" |\n", out);
         }

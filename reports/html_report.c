@@ -266,9 +266,12 @@ static void put_chip_style(FILE *out, const read_item *item) {
 static const diff_entry *change_of(const html_page *page, const read_item *item) {
     const results_diff *diff = page->input->changes;
     const diff_entry *found = NULL;
+    char variant[48];
+    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
     for (int64_t e = 0; diff != NULL && e < diff->count; e++) {
         const diff_entry *entry = &diff->entries[e];
         if (entry->cp == item->cp && strcmp(entry->dtype, item->dtype) == 0 &&
+            strcmp(entry->variant, variant) == 0 &&
             strcmp(entry->case_name, item->case_name) == 0 &&
             (found == NULL || (entry->regression && !found->regression))) {
             found = entry;
@@ -297,7 +300,9 @@ static void put_chip(FILE *out, const html_page *page, const read_item *item, in
     put_chip_style(out, item);
     fputs(" title=\"", out);
     html_put_text(out, item->message);
-    fprintf(out, "\">%s ", item->dtype);
+    char variant[48]; /* another layout or algorithm than contiguous Ulysses, named */
+    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+    fprintf(out, "\">%s%s%s ", item->dtype, variant[0] != '\0' ? " " : "", variant);
     html_put_text(out, item->outcome);
     if (item->tensor_count > 0) {
         fputs(" <small>", out);
@@ -310,7 +315,7 @@ static void put_chip(FILE *out, const html_page *page, const read_item *item, in
     fputs("</a>", out);
 }
 
-/* The case × cp grid; each cell holds one chip per dtype. */
+/* The case × cp grid; each cell holds one chip per dtype (and per layout and algorithm). */
 static void put_grid(FILE *out, const html_page *page) {
     const read_results *run = page->run;
     int64_t cps[64];
@@ -406,13 +411,18 @@ static void put_failures(FILE *out, const html_page *page) {
         for (int64_t i = 0; i < hc->item_count; i++) {
             const read_item *item = &run->items[hc->items[i]];
             if (is_failure(item)) {
-                fprintf(out, "<span class=\"chip %s\">%s cp %" PRId64 "</span>",
-                        outcome_class(item->outcome), item->dtype, item->cp);
+                char variant[48];
+                results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+                fprintf(out, "<span class=\"chip %s\">%s cp %" PRId64 "%s%s</span>",
+                        outcome_class(item->outcome), item->dtype, item->cp,
+                        variant[0] != '\0' ? " " : "", variant);
             }
         }
         const read_item *item = &run->items[worst];
-        fprintf(out, "<br>worst, <a href=\"#item-%" PRId64 "\">%s cp %" PRId64 "</a>: ", worst,
-                item->dtype, item->cp);
+        char variant[48];
+        results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+        fprintf(out, "<br>worst, <a href=\"#item-%" PRId64 "\">%s cp %" PRId64 "%s%s</a>: ", worst,
+                item->dtype, item->cp, variant[0] != '\0' ? " " : "", variant);
         html_put_text(out, item->message);
         fputs("</li>\n", out);
     }
@@ -522,7 +532,8 @@ static void put_changes(FILE *out, const html_page *page) {
         fprintf(out, "<tr%s><td>%s</td><td>", entry->regression ? " class=\"failed\"" : "",
                 diff_kind_names[entry->kind]);
         html_put_text(out, entry->case_name);
-        fprintf(out, "</td><td>%s</td><td>%" PRId64 "</td><td>", entry->dtype, entry->cp);
+        fprintf(out, "</td><td>%s</td><td>%" PRId64 "%s%s</td><td>", entry->dtype, entry->cp,
+                entry->variant[0] != '\0' ? " " : "", entry->variant);
         if (entry->kind == DIFF_GREW) {
             html_put_text(out, entry->tensor);
             fprintf(out, " rank %d: error ", entry->rank);

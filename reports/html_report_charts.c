@@ -72,10 +72,16 @@ static void put_measure(FILE *out, double value) {
 /* "f32 cp 4 (FAIL)", "bf16 cp 2 zigzag (PASS)": an item's name in a legend; a layout other
  * than contiguous is named. */
 static void put_item_label(FILE *out, const read_item *item) {
-    char label[96];
+    char label[128], variant[48];
     const bool named = item->token_layout[0] != '\0' && strcmp(item->token_layout, "contiguous");
+    /* a run item names its algorithm too when it is not Ulysses ("f32 cp 4 zigzag ring") */
+    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
     snprintf(label, sizeof label, "%s cp %" PRId64 "%s%s (%s)", item->dtype, item->cp,
-             named ? " " : "", named ? item->token_layout : "", item->outcome);
+             named || variant[0] != '\0' ? " " : "",
+             variant[0] != '\0' ? variant
+             : named            ? item->token_layout
+                                : "",
+             item->outcome);
     json_put_string(out, label);
 }
 

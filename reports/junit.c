@@ -113,11 +113,17 @@ static void put_failure_body(FILE *out, const run_item *item) {
 }
 
 static void put_testcase(FILE *out, const run_item *item) {
-    char stem[512], classname[700], name[64];
+    char stem[512], classname[700], name[96], variant[48];
     suite_stem(item->suite_path, sizeof item->suite_path, stem, sizeof stem);
     snprintf(classname, sizeof classname, "%s.%.*s", stem, CPPARITY_CASE_NAME,
              failing_tensors_case_name(item));
-    snprintf(name, sizeof name, "cp%lld-%s", (long long)item->cp, cpparity_dtype_name(item->dtype));
+    /* "cp4-f32", or "cp4-zigzag-ring-f32" for another layout or algorithm */
+    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+    for (char *c = variant; *c != '\0'; c++) {
+        *c = *c == ' ' ? '-' : *c;
+    }
+    snprintf(name, sizeof name, "cp%lld-%s%s%s", (long long)item->cp, variant,
+             variant[0] != '\0' ? "-" : "", cpparity_dtype_name(item->dtype));
     fputs("  <testcase", out);
     put_attribute(out, "classname", classname, sizeof classname);
     put_attribute(out, "name", name, sizeof name);

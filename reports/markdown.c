@@ -36,7 +36,9 @@ static void put_text(FILE *out, const char *text) {
 static void put_item_row(FILE *out, const run_item *item) {
     fputs("| ", out);
     put_cell(out, failing_tensors_case_name(item), CPPARITY_CASE_NAME);
-    fprintf(out, " | %lld | %s | ", (long long)item->cp, cpparity_dtype_name(item->dtype));
+    char cp[64];
+    run_item_cp_label(item, cp, sizeof cp);
+    fprintf(out, " | %s | %s | ", cp, cpparity_dtype_name(item->dtype));
     const bool bad = item->outcome == RUN_FAIL || item->outcome == RUN_ERROR;
     fprintf(out, bad ? "**%s** | " : "%s | ", run_outcome_name(item->outcome));
     if (item->worst_tensor >= 0 && item->worst_tensor < item->tensor_count) {
@@ -56,6 +58,9 @@ static void put_item_section(FILE *out, const run_item *item) {
     fprintf(out, ", cp %lld, %s", (long long)item->cp, cpparity_dtype_name(item->dtype));
     if (item->token_layout[0] != '\0' && strcmp(item->token_layout, "contiguous") != 0) {
         fprintf(out, ", layout %s", item->token_layout); /* a name from token_layout.h */
+    }
+    if (item->algorithm[0] != '\0' && strcmp(item->algorithm, "ulysses") != 0) {
+        fprintf(out, ", algorithm %s", item->algorithm);
     }
     fputs("\n\n", out);
     put_cell(out, item->message, sizeof item->message);
@@ -156,8 +161,9 @@ static void put_summary(FILE *out, const run_results *results) {
             if ((int)item->outcome == listed) {
                 fputs("- ", out);
                 put_cell(out, failing_tensors_case_name(item), CPPARITY_CASE_NAME);
-                fprintf(out, ", cp %lld, %s: ", (long long)item->cp,
-                        cpparity_dtype_name(item->dtype));
+                char cp[64];
+                run_item_cp_label(item, cp, sizeof cp);
+                fprintf(out, ", cp %s, %s: ", cp, cpparity_dtype_name(item->dtype));
                 put_cell(out, item->message, sizeof item->message);
                 fputs("\n", out);
             }

@@ -23,9 +23,10 @@ static void not_passed(FILE *stream, const run_results *results) {
     for (int64_t i = 0; i < results->item_count; i++) {
         const run_item *item = &results->items[i];
         if (item->outcome != RUN_PASS && item->outcome != RUN_REFUSED) {
-            fprintf(stream, "#   %s %s cp %lld %s: %s\n", run_outcome_name(item->outcome),
-                    item->source->name, (long long)item->cp, cpparity_dtype_name(item->dtype),
-                    item->message);
+            char cp[64];
+            run_item_cp_label(item, cp, sizeof cp);
+            fprintf(stream, "#   %s %s cp %s %s: %s\n", run_outcome_name(item->outcome),
+                    item->source->name, cp, cpparity_dtype_name(item->dtype), item->message);
         }
     }
 }

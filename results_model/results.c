@@ -87,3 +87,19 @@ void run_item_describe_worst(const run_item *item, const tensor_record *record, 
                  (long long)record->worst[0]);
     }
 }
+
+void results_variant_name(const char *token_layout, const char *algorithm, char *text,
+                          size_t size) {
+    const bool contiguous = token_layout[0] == '\0' || strcmp(token_layout, "contiguous") == 0;
+    if (algorithm[0] == '\0' || (contiguous && strcmp(algorithm, "ulysses") == 0)) {
+        snprintf(text, size, "%s", "");
+        return;
+    }
+    snprintf(text, size, "%s %s", contiguous ? "contiguous" : token_layout, algorithm);
+}
+
+void run_item_cp_label(const run_item *item, char *text, size_t size) {
+    char variant[48];
+    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+    snprintf(text, size, "%lld%s%s", (long long)item->cp, variant[0] != '\0' ? " " : "", variant);
+}

@@ -115,7 +115,12 @@ typedef struct run_item {
     char token_layout[16];               /* how the ranks' rows cut the padded sequence:
                                             "contiguous", "zigzag", "round-robin" or
                                             "permutation" (harness/judging/token_layout.h);
-                                            "" when no logits were compared */
+                                            for a `cpparity run` item the layout it ran (or
+                                            would have); otherwise "" when no logits were
+                                            compared */
+    char algorithm[16];                  /* the CP algorithm of a `cpparity run` item: "ulysses"
+                                            or "ring"; "" for items that have none (attention
+                                            level, `cpparity judge`) */
     int64_t tensors_expected;            /* (1 + 1 + parameters) × cp records expected */
     int64_t tensor_count;                /* records present */
     tensor_record *tensors;              /* (tensor_count) owned */
@@ -169,6 +174,15 @@ typedef struct run_results {
     int64_t passed, failed, refused, not_run, errors; /* counts of item outcomes */
     int64_t not_claimed;                              /* and of NOT CLAIMED ones */
 } run_results;
+
+/* What distinguishes an item of a `cpparity run` among those of its cp and dtype: "" for
+ * contiguous Ulysses (and for items without an algorithm), else "<layout> <algorithm>", e.g.
+ * "zigzag ring", "contiguous ring", "round-robin ulysses". From a run_item's or a read item's
+ * token_layout and algorithm. */
+void results_variant_name(const char *token_layout, const char *algorithm, char *text, size_t size);
+
+/* An item's cp with its variant, for "cp %s": "4", or "4 zigzag ring". */
+void run_item_cp_label(const run_item *item, char *text, size_t size);
 
 /* "grads/model.layers.0.self_attn.q_proj.weight rank 1 row 5 column 3 (head 1)": where a
  * tensor's worst element is, in words (logits: batch row, global position, vocab entry; q/k/v/o

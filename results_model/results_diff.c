@@ -19,6 +19,14 @@ static int compare_items(const read_item *a, const read_item *b) {
     if (order == 0) {
         order = (a->cp > b->cp) - (a->cp < b->cp);
     }
+    /* a `cpparity run` item is one (layout, algorithm) of its cp; items without an algorithm
+     * (`cpparity judge`) match whatever layout they record, which the diff then compares */
+    if (order == 0) {
+        order = strcmp(a->algorithm, b->algorithm);
+    }
+    if (order == 0 && a->algorithm[0] != '\0') {
+        order = strcmp(a->token_layout, b->token_layout);
+    }
     return order;
 }
 
@@ -89,6 +97,8 @@ static diff_entry *add_entry(results_diff *diff, int64_t *capacity, diff_kind ki
     snprintf(entry->case_name, sizeof entry->case_name, "%s", item->case_name);
     snprintf(entry->dtype, sizeof entry->dtype, "%s", item->dtype);
     entry->cp = item->cp;
+    results_variant_name(item->token_layout, item->algorithm, entry->variant,
+                         sizeof entry->variant);
     if (old_item != NULL) {
         snprintf(entry->old_outcome, sizeof entry->old_outcome, "%s", old_item->outcome);
         snprintf(entry->old_layout, sizeof entry->old_layout, "%s", old_item->token_layout);

@@ -48,6 +48,8 @@ typedef struct diff_entry {
     double old_error, new_error, limit;    /* grew: the errors and the new limit */
     char message[CPPARITY_MESSAGE_TEXT];   /* new failure / changed: the new item's message */
     char old_layout[16], new_layout[16];   /* the items' token_layout ("" when not recorded) */
+    char variant[48];                      /* a run item's layout and algorithm when not
+                                              contiguous Ulysses ("zigzag ring"), else "" */
 } diff_entry;
 
 /* True when both items recorded a token layout and they differ. */

@@ -419,7 +419,21 @@ static cpparity_status write_tensors(hid_t item_group, const run_item *item,
     return status == CPPARITY_OK ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME;
 }
 
-/* /cases/<case>/<dtype>/cp_<n>: one item. */
+void results_item_group_name(const run_item *item, char *name, size_t size) {
+    const bool plain =
+        item->algorithm[0] == '\0' ||
+        (strcmp(item->algorithm, "ulysses") == 0 &&
+         (item->token_layout[0] == '\0' || strcmp(item->token_layout, "contiguous") == 0));
+    if (plain) {
+        snprintf(name, size, "cp_%lld", (long long)item->cp);
+    } else {
+        snprintf(name, size, "cp_%lld_%s_%s", (long long)item->cp,
+                 item->token_layout[0] != '\0' ? item->token_layout : "contiguous",
+                 item->algorithm);
+    }
+}
+
+/* /cases/<case>/<dtype>/cp_<n>[_<layout>_<algorithm>]: one item. */
 static cpparity_status write_item(hid_t case_group, const run_item *item, cpparity_error *error) {
     const char *dtype = cpparity_dtype_name(item->dtype);
     hid_t dtype_group = H5I_INVALID_HID, group = H5I_INVALID_HID;
@@ -433,8 +447,8 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
     } else if ((dtype_group = create_group(case_group, dtype, error)) < 0) {
         goto fail;
     }
-    char name[32];
-    snprintf(name, sizeof name, "cp_%lld", (long long)item->cp);
+    char name[64];
+    results_item_group_name(item, name, sizeof name);
     if ((group = create_group(dtype_group, name, error)) < 0) {
         goto fail;
     }
@@ -459,6 +473,7 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
         FIELD_ATTRIBUTE(group, "message", item->message) != CPPARITY_OK ||
         hdf5_attribute_string(group, "dtype", dtype, error) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "token_layout", item->token_layout) != CPPARITY_OK ||
+        FIELD_ATTRIBUTE(group, "algorithm", item->algorithm) != CPPARITY_OK ||
         hdf5_attributes_int64(group, integers, sizeof integers / sizeof *integers, error) !=
             CPPARITY_OK ||
         hdf5_attribute_double(group, "worst_ratio", item->worst_ratio, error) != CPPARITY_OK ||

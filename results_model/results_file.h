@@ -34,19 +34,22 @@
  *     document_lengths  int64 [total documents]: every row's document lengths, row after row
  *     document_start_positions  int64 [total documents]: start_positions as declared, -1 where
  *                       not declared
- *   /cases/<case>/<dtype>/cp_<n>     one group per run item; dtype is "f32" or "bf16"
+ *   /cases/<case>/<dtype>/cp_<n>     one group per run item; dtype is "f32" or "bf16"; an
+ *                       item of another layout or algorithm than contiguous Ulysses is
+ *                       cp_<n>_<layout>_<algorithm> (e.g. cp_4_zigzag_ring)
  *                       attributes: outcome ("PASS", "FAIL", "REFUSED", "NOT RUN", "ERROR"),
  *                       message, cp, dtype, is_baseline, padded_seq_len, tensors_expected,
  *                       tensors_compared, logits_excluded, gradients_identical, worst_ratio
  *                       (float64), worst_tensor (name, "" if none), worst_tensor_index (row of
  *                       metrics, -1 if none), token_layout (how the ranks' rows cut the padded
- *                       sequence: "contiguous", "zigzag", "round-robin", "permutation"; "" when
- *                       no logits were compared), error_status (ERROR: 2 bad input, 3 runtime;
- *                       else 0), seconds, reference_seconds, wall_seconds (the item on its
- *                       root with the reference computed alongside the implementation) (float64)
- *     metrics           compound [tensor records], one row per compared tensor and rank (may
- *                       have 0 rows), attribute error_metric. Fields: tensor (S112), kind (S8),
- *                       rank (int32), count, compared, excluded, nonfinite, first_nonfinite
+ *                       sequence: "contiguous", "zigzag", "round-robin", "permutation"; a
+ *                       `cpparity run` item's is the layout it ran; otherwise "" when no logits
+ *                       were compared), algorithm ("ulysses", "ring"; "" when the item has none:
+ *                       attention level, `cpparity judge`), error_status (ERROR: 2 bad input, 3
+ * runtime; else 0), seconds, reference_seconds, wall_seconds (the item on its root with the
+ * reference computed alongside the implementation) (float64) metrics           compound [tensor
+ * records], one row per compared tensor and rank (may have 0 rows), attribute error_metric. Fields:
+ * tensor (S112), kind (S8), rank (int32), count, compared, excluded, nonfinite, first_nonfinite
  *                       (int64), max_abs, error_norm, reference_norm, relative_l2 (float64),
  *                       absolute (int8), worst_index (int64), worst_value, worst_reference
  *                       (float64), w0..w3 (int64: coordinates of the element a failure
@@ -94,6 +97,10 @@
  * is only read. */
 cpparity_status results_file_write(const run_results *results, const char *path,
                                    cpparity_error *error);
+
+/* The name of item's group under its dtype group: cp_<n>, or cp_<n>_<layout>_<algorithm> for
+ * another layout or algorithm than contiguous Ulysses. */
+void results_item_group_name(const run_item *item, char *name, size_t size);
 
 /* The same into an output_file begun by the caller (one of a set published together); nothing is
  * published. */

@@ -365,6 +365,11 @@ static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_inf
             status = read_string(r, group, where, "token_layout", item->token_layout,
                                  sizeof item->token_layout);
         }
+        /* written since ring attention; absent from older files of the same format */
+        if (status == CPPARITY_OK && H5Aexists(group, "algorithm") > 0) {
+            status =
+                read_string(r, group, where, "algorithm", item->algorithm, sizeof item->algorithm);
+        }
         if (status == CPPARITY_OK && H5Lexists(group, "profiles", H5P_DEFAULT) > 0) {
             const hid_t profiles = H5Gopen2(group, "profiles", H5P_DEFAULT);
             if (profiles < 0 || H5Literate(profiles, H5_INDEX_NAME, H5_ITER_INC, NULL,

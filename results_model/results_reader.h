@@ -56,6 +56,7 @@ typedef struct read_item {
     int64_t padded_seq_len; /* S after automatic padding to a multiple of cp (0 if not recorded) */
     char token_layout[16];  /* "contiguous", "zigzag", "round-robin", "permutation"; "" when not
                                recorded (no logits compared, or an older file) */
+    char algorithm[16];     /* "ulysses", "ring"; "" when the item has none or the file is older */
     read_profile *profiles; /* (profile_count) logits error profiles in rank order; none for
                                items that compared no logits */
     int64_t profile_count;

@@ -54,21 +54,22 @@ double selftest_item_ratio(const run_item *item) {
 
 void selftest_describe_item(const run_item *item, char *text, size_t size) {
     const char *dtype = cpparity_dtype_name(item->dtype);
+    char cp[64];
+    run_item_cp_label(item, cp, sizeof cp);
     double ratio;
     const int64_t strongest = selftest_item_strongest(item, &ratio);
     if (item->outcome == RUN_ERROR || item->outcome == RUN_NOT_RUN ||
         item->outcome == RUN_NOT_CLAIMED) {
-        snprintf(text, size, "cp %lld %s %s: %s", (long long)item->cp, dtype,
-                 run_outcome_name(item->outcome), item->message);
+        snprintf(text, size, "cp %s %s %s: %s", cp, dtype, run_outcome_name(item->outcome),
+                 item->message);
     } else if (item->outcome == RUN_FAIL && !(ratio > 1.0) && !item->gradients_identical) {
-        snprintf(text, size, "cp %lld %s: gradients differ between ranks", (long long)item->cp,
-                 dtype);
+        snprintf(text, size, "cp %s %s: gradients differ between ranks", cp, dtype);
     } else if (strongest >= 0) {
         const tensor_record *record = &item->tensors[strongest];
-        snprintf(text, size, "cp %lld %s %s rank %d%s", (long long)item->cp, dtype, record->name,
-                 record->rank, record->metrics.nonfinite > 0 ? " (non-finite)" : "");
+        snprintf(text, size, "cp %s %s %s rank %d%s", cp, dtype, record->name, record->rank,
+                 record->metrics.nonfinite > 0 ? " (non-finite)" : "");
     } else {
-        snprintf(text, size, "cp %lld %s: %s", (long long)item->cp, dtype, item->message);
+        snprintf(text, size, "cp %s %s: %s", cp, dtype, item->message);
     }
 }
 

@@ -270,8 +270,15 @@ static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_e
     const cpparity_implementation *implementation = r->implementation;
     const inputs *in = r->in;
     outputs *out = r->out;
-    const cpparity_implementation_setup setup = {&in->config, BATCH,     SEQ_LEN, r->dtype,
-                                                 comm,        r->kernel, r->fault};
+    const cpparity_implementation_setup setup = {&in->config,
+                                                 BATCH,
+                                                 SEQ_LEN,
+                                                 r->dtype,
+                                                 comm,
+                                                 r->kernel,
+                                                 r->fault,
+                                                 CPPARITY_LAYOUT_CONTIGUOUS,
+                                                 CPPARITY_ALGORITHM_ULYSSES};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     RANK_CHECK(status == CPPARITY_OK, "create: %s", error->message);
@@ -526,7 +533,8 @@ static bool check_refusals(void) {
         for (int dtype = 0; dtype < CPPARITY_DTYPE_COUNT; dtype++) {
             error.message[0] = '\0';
             const cpparity_status status =
-                cuda->check(&config, checks[i].cp, (cpparity_dtype)dtype, checks[i].kernel, &error);
+                cuda->check(&config, checks[i].cp, (cpparity_dtype)dtype,
+                            CPPARITY_ALGORITHM_ULYSSES, checks[i].kernel, &error);
             const bool ok = checks[i].expected == NULL
                                 ? status == CPPARITY_OK
                                 : status == CPPARITY_ERROR_INPUT &&
@@ -549,8 +557,15 @@ static bool check_refusals(void) {
             continue; /* planted on the device: check_faults */
         }
         kernel_faults++;
-        const cpparity_implementation_setup setup = {
-            &config, BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, &fake, &staged, (cpparity_fault)fault};
+        const cpparity_implementation_setup setup = {&config,
+                                                     BATCH,
+                                                     SEQ_LEN,
+                                                     CPPARITY_DTYPE_F32,
+                                                     &fake,
+                                                     &staged,
+                                                     (cpparity_fault)fault,
+                                                     CPPARITY_LAYOUT_CONTIGUOUS,
+                                                     CPPARITY_ALGORITHM_ULYSSES};
         void *instance = (void *)&fake;
         const cpparity_status status = cuda->create(&setup, &instance, &error);
         char expected[128];
@@ -633,8 +648,15 @@ static cpparity_status misuse_body(cpparity_comm *comm, void *argument, cpparity
     const inputs *in = (const inputs *)argument;
     const cpparity_implementation *implementation = &cpparity_cuda_implementation;
     const cpparity_attention_kernel kernel = staged_kernel();
-    const cpparity_implementation_setup setup = {
-        &in->config, BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, comm, &kernel, CPPARITY_FAULT_NONE};
+    const cpparity_implementation_setup setup = {&in->config,
+                                                 BATCH,
+                                                 SEQ_LEN,
+                                                 CPPARITY_DTYPE_F32,
+                                                 comm,
+                                                 &kernel,
+                                                 CPPARITY_FAULT_NONE,
+                                                 CPPARITY_LAYOUT_CONTIGUOUS,
+                                                 CPPARITY_ALGORITHM_ULYSSES};
     void *instance = NULL;
     cpparity_error refusal;
     float loss, logit;

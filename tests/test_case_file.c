@@ -667,6 +667,42 @@ Test(case_file, duplicate_dtype__names_line_and_column) {
                        "dtypes[1]: duplicate dtype 'bf16'");
 }
 
+Test(case_file, layouts_and_algorithms__default_to_contiguous_ulysses_and_are_read) {
+    cpparity_suite suite;
+    load_ok(CASE_A "  - name: b\n"
+                   "    layouts: [zigzag, round-robin, contiguous]\n"
+                   "    algorithms: [ring]\n",
+            &suite);
+    const cpparity_case *a = &suite.cases[0], *b = &suite.cases[1];
+    cr_expect_eq(a->layout_count, 1);
+    cr_expect_eq(a->layouts[0], CPPARITY_LAYOUT_CONTIGUOUS);
+    cr_expect_eq(a->algorithm_count, 1);
+    cr_expect_eq(a->algorithms[0], CPPARITY_ALGORITHM_ULYSSES);
+    cr_expect_eq(b->layout_count, 3);
+    cr_expect_eq(b->layouts[0], CPPARITY_LAYOUT_ZIGZAG);
+    cr_expect_eq(b->layouts[1], CPPARITY_LAYOUT_ROUND_ROBIN);
+    cr_expect_eq(b->algorithm_count, 1);
+    cr_expect_eq(b->algorithms[0], CPPARITY_ALGORITHM_RING);
+    cpparity_suite_free(&suite);
+}
+
+Test(case_file, unknown_or_duplicate_layout_or_algorithm__names_line_and_column) {
+    expect_input_error(CASE_A "    layouts: [contiguous, striped]\n", "9:27",
+                       "layouts[1]: unknown layout 'striped' (expected contiguous, zigzag or "
+                       "round-robin)");
+    expect_input_error(CASE_A "    algorithms: [ring, ring]\n", "9:24",
+                       "algorithms[1]: duplicate algorithm 'ring'");
+    expect_input_error(CASE_A "    algorithms: [ulysses, hybrid]\n", "9:27",
+                       "algorithms[1]: unknown algorithm 'hybrid'");
+}
+
+Test(case_file, layouts_on_an_attention_level_case__are_refused) {
+    expect_input_error(CASE_A "    level: attention\n"
+                              "    cp: [1]\n"
+                              "    layouts: [zigzag]\n",
+                       "11:14", "layouts: an attention-level case has no context-parallel group");
+}
+
 Test(case_file, tolerance_ratio_below_one__names_line_and_column) {
     expect_input_error(CASE_A "    tolerances: {f32: {loss: {ratio: 0.5}}}\n", "9:38",
                        "tolerances.f32.loss.ratio: must be >= 1, got 0.5");

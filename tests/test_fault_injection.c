@@ -52,8 +52,9 @@ Test(fault_table, every_class_of_bug_classes_md_can_be_planted) {
         }
     }
     fclose(file);
-    /* the 22 classes of the first table and the 28 faults of the second */
-    cr_expect_eq(classes, 22 + CPPARITY_FAULT_COUNT - 1, "read %d rows from docs/bug-classes.md",
+    /* the 28 classes of the first table (22, and 6 of ring attention and its layouts) and the
+     * 34 faults of the second */
+    cr_expect_eq(classes, 28 + CPPARITY_FAULT_COUNT - 1, "read %d rows from docs/bug-classes.md",
                  classes);
 }
 
@@ -135,7 +136,7 @@ Test(fault_shard, label_shift_and_autopad_faults_change_only_their_tokens) {
     cpparity_batch local;
     cr_assert_eq(cpparity_batch_allocate(&local, 1, 4, NULL), CPPARITY_OK);
     /* rank 1 of 2 for S = 7: global positions 4..7, position 7 is automatic padding */
-    const shard_layout layout = shard_layout_make(7, 2, 1);
+    const shard_layout layout = shard_layout_make(7, 2, 1, CPPARITY_LAYOUT_CONTIGUOUS);
     const int64_t labels[4] = {11, 12, -100, -100};
     const int8_t mask[4] = {1, 1, 1, 0};
     for (int t = 0; t < 4; t++) {

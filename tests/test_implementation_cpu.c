@@ -134,9 +134,15 @@ static cpparity_status bf16_body(cpparity_comm *comm, void *argument, cpparity_e
     shared_run *run = argument;
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
     const int64_t V = run->config.vocab_size, L = (SEQ_LEN + comm->size - 1) / comm->size;
-    const cpparity_implementation_setup setup = {
-        &run->config,       BATCH, SEQ_LEN, CPPARITY_DTYPE_BF16, comm, cpparity_cpu_f32_kernel(),
-        CPPARITY_FAULT_NONE};
+    const cpparity_implementation_setup setup = {.config = &run->config,
+                                                 .batch = BATCH,
+                                                 .seq_len = SEQ_LEN,
+                                                 .dtype = CPPARITY_DTYPE_BF16,
+                                                 .comm = comm,
+                                                 .kernel = cpparity_cpu_f32_kernel(),
+                                                 .layout = CPPARITY_LAYOUT_CONTIGUOUS,
+                                                 .algorithm = CPPARITY_ALGORITHM_ULYSSES,
+                                                 .fault = CPPARITY_FAULT_NONE};
     void *instance = NULL;
     float *logits = malloc((size_t)(BATCH * L * V) * sizeof(float));
     double *expected = malloc((size_t)(BATCH * L * V) * sizeof(double));
@@ -205,9 +211,15 @@ static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_e
     shared_run *run = argument;
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
     const int64_t V = run->config.vocab_size, L = (SEQ_LEN + comm->size - 1) / comm->size;
-    const cpparity_implementation_setup setup = {
-        &run->config,       BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, comm, cpparity_cpu_f32_kernel(),
-        CPPARITY_FAULT_NONE};
+    const cpparity_implementation_setup setup = {.config = &run->config,
+                                                 .batch = BATCH,
+                                                 .seq_len = SEQ_LEN,
+                                                 .dtype = CPPARITY_DTYPE_F32,
+                                                 .comm = comm,
+                                                 .kernel = cpparity_cpu_f32_kernel(),
+                                                 .layout = CPPARITY_LAYOUT_CONTIGUOUS,
+                                                 .algorithm = CPPARITY_ALGORITHM_ULYSSES,
+                                                 .fault = CPPARITY_FAULT_NONE};
     void *instance = NULL;
     float *logits = malloc((size_t)(BATCH * L * V) * sizeof(float));
     float *gradient = malloc((size_t)run->table.total * sizeof(float));
@@ -320,16 +332,20 @@ Test(implementation_cpu, check__refuses_before_compute_naming_the_constraint) {
     cpparity_model_config config = small_config();
     const cpparity_attention_kernel *kernel = cpparity_cpu_f32_kernel();
     cpparity_error error;
-    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_F32, kernel, &error),
+    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_F32, CPPARITY_ALGORITHM_ULYSSES,
+                                       kernel, &error),
                  CPPARITY_OK);
-    cr_assert_eq(implementation->check(&config, 3, CPPARITY_DTYPE_F32, kernel, &error),
+    cr_assert_eq(implementation->check(&config, 3, CPPARITY_DTYPE_F32, CPPARITY_ALGORITHM_ULYSSES,
+                                       kernel, &error),
                  CPPARITY_ERROR_INPUT);
     cr_assert(strstr(error.message, "refused: num_attention_heads") != NULL, "%s", error.message);
-    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_BF16, kernel, &error),
+    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_BF16, CPPARITY_ALGORITHM_ULYSSES,
+                                       kernel, &error),
                  CPPARITY_OK, "%s", error.message);
     cpparity_attention_kernel cuda_kernel = *kernel;
     cuda_kernel.device = CPPARITY_KERNEL_DEVICE_CUDA;
-    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_F32, &cuda_kernel, &error),
+    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_F32, CPPARITY_ALGORITHM_ULYSSES,
+                                       &cuda_kernel, &error),
                  CPPARITY_ERROR_INPUT);
     cr_assert(strstr(error.message, "CPU float32 attention kernel") != NULL, "%s", error.message);
 }
@@ -338,9 +354,15 @@ Test(implementation_cpu, check__refuses_before_compute_naming_the_constraint) {
 static cpparity_status misuse_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
     shared_run *run = argument;
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
-    const cpparity_implementation_setup setup = {
-        &run->config,       BATCH, SEQ_LEN, CPPARITY_DTYPE_F32, comm, cpparity_cpu_f32_kernel(),
-        CPPARITY_FAULT_NONE};
+    const cpparity_implementation_setup setup = {.config = &run->config,
+                                                 .batch = BATCH,
+                                                 .seq_len = SEQ_LEN,
+                                                 .dtype = CPPARITY_DTYPE_F32,
+                                                 .comm = comm,
+                                                 .kernel = cpparity_cpu_f32_kernel(),
+                                                 .layout = CPPARITY_LAYOUT_CONTIGUOUS,
+                                                 .algorithm = CPPARITY_ALGORITHM_ULYSSES,
+                                                 .fault = CPPARITY_FAULT_NONE};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     RANK_CHECK(status == CPPARITY_OK, "create: %s", error->message);

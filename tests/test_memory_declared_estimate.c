@@ -32,9 +32,9 @@ static bool toy_overflows;                         /* the toy reports an overflo
 static cpparity_implementation_estimate toy_asked; /* the last setup it was asked about */
 
 static cpparity_status toy_check(const cpparity_model_config *config, int64_t cp,
-                                 cpparity_dtype dtype, const cpparity_attention_kernel *kernel,
-                                 cpparity_error *error) {
-    (void)config, (void)cp, (void)dtype, (void)kernel, (void)error;
+                                 cpparity_dtype dtype, cpparity_algorithm algorithm,
+                                 const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    (void)config, (void)cp, (void)dtype, (void)algorithm, (void)kernel, (void)error;
     return CPPARITY_OK;
 }
 
@@ -65,6 +65,8 @@ static const cpparity_implementation toy = {
     .device = "cpu",
     .description = "a table of functions with a declared memory estimate (tests only)",
     .dtypes = {[CPPARITY_DTYPE_F32] = true},
+    .layouts = {[CPPARITY_LAYOUT_CONTIGUOUS] = true},
+    .algorithms = {[CPPARITY_ALGORITHM_ULYSSES] = true},
     .default_kernel = "cpu-f32",
     .check = toy_check,
     .estimate = toy_estimate,
@@ -139,8 +141,9 @@ static memory_setting setting_for(const cpparity_implementation *implementation)
 static memory_item item_of(const toy_suite *suite, const memory_setting *setting) {
     memory_item item;
     char what[MEMORY_TEXT];
-    cr_assert(memory_estimate_item(suite->plan.cases[0], 2, CPPARITY_DTYPE_F32, setting, &item,
-                                   what, sizeof what),
+    cr_assert(memory_estimate_item(suite->plan.cases[0], 2, CPPARITY_DTYPE_F32,
+                                   CPPARITY_LAYOUT_CONTIGUOUS, CPPARITY_ALGORITHM_ULYSSES, setting,
+                                   &item, what, sizeof what),
               "%s", what);
     return item;
 }
@@ -287,6 +290,7 @@ Test(declared_estimate, older_abi2_descriptor__is_registered) {
     static cpparity_attention_kernel older;
     older = *cpparity_cpu_f32_kernel();
     older.name = "test-older-abi2";
+    older.abi_version = 2u; /* an ABI 2 plugin built before workspace_bytes */
     older.struct_size = (uint32_t)CPPARITY_KERNEL_ABI2_STRUCT_SIZE;
     cpparity_error error;
     cr_expect_eq(kernel_registry_add(&older, &error), CPPARITY_OK, "%s", error.message);

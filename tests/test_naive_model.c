@@ -170,9 +170,15 @@ static cpparity_status implementation_body(cpparity_comm *comm, void *argument,
                                            cpparity_error *error) {
     implementation_run *run = argument;
     const cpparity_implementation *implementation = &cpparity_cpu_implementation;
-    const cpparity_implementation_setup setup = {
-        &run->c->config,    BATCH, SEQ_LEN, run->dtype, comm, cpparity_cpu_f32_kernel(),
-        CPPARITY_FAULT_NONE};
+    const cpparity_implementation_setup setup = {&run->c->config,
+                                                 BATCH,
+                                                 SEQ_LEN,
+                                                 run->dtype,
+                                                 comm,
+                                                 cpparity_cpu_f32_kernel(),
+                                                 CPPARITY_FAULT_NONE,
+                                                 CPPARITY_LAYOUT_CONTIGUOUS,
+                                                 CPPARITY_ALGORITHM_ULYSSES};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     if (status == CPPARITY_OK) {

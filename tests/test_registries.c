@@ -42,7 +42,7 @@ static int never_backward(void *context, void *dq, void *dk, void *dv, const voi
 /* A well-formed descriptor called name (copied into a static slot: the registry borrows it). */
 static cpparity_attention_kernel test_kernel(const char *name) {
     cpparity_attention_kernel kernel = {
-        .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+        .abi_version = 2u, /* whole-sequence calls only: nothing of ABI 3 to fill */
         .struct_size = sizeof(cpparity_attention_kernel),
         .name = name,
         .version = "0",

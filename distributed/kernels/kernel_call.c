@@ -106,32 +106,87 @@ void kernel_call_end(const cpparity_attention_kernel *kernel) {
     }
 }
 
-int kernel_call_forward(const cpparity_attention_kernel *kernel, float *out, float *lse,
+/* A forward, whole-sequence (block NULL) or block call, outputs poisoned and guarded. */
+static int call_forward(const cpparity_attention_kernel *kernel, float *out, float *lse,
                         const float *q, const float *k, const float *v,
                         const cpparity_mask_description *mask, const cpparity_attention_dims *dims,
-                        float scale, char *message, size_t size) {
-    const int64_t rows = dims->batch * dims->seq_len * dims->heads;
+                        const cpparity_attention_block *block, float scale, char *message,
+                        size_t size) {
+    const int64_t query_rows = block != NULL ? block->query_len : dims->seq_len;
+    const int64_t rows = dims->batch * query_rows * dims->heads;
     guarded_output outputs[2] = {{"out", out, rows * dims->head_dim, NULL},
                                  {"lse", lse, rows, NULL}};
+    const char *call = block != NULL ? "forward_block" : "forward";
     const bool guarded = !kernel_registry_is_built_in(kernel);
     if (!prepare(outputs, 2, guarded)) {
-        finish(kernel, "forward", outputs, 2, message, size);
+        finish(kernel, call, outputs, 2, message, size);
         snprintf(message, size, "out of memory for the guarded outputs of kernel %s", kernel->name);
         return 1;
     }
     if (guarded) {
-        interrupt_enter_foreign_code(kernel->name, "forward");
+        interrupt_enter_foreign_code(kernel->name, call);
     }
     kernel_call_begin(kernel);
-    const int result = kernel->forward(kernel->context, target(&outputs[0]), target(&outputs[1]), q,
-                                       k, v, mask, dims, scale, NULL, message, size);
+    const int result =
+        block != NULL
+            ? kernel->forward_block(kernel->context, target(&outputs[0]), target(&outputs[1]), q, k,
+                                    v, mask, dims, block, scale, NULL, message, size)
+            : kernel->forward(kernel->context, target(&outputs[0]), target(&outputs[1]), q, k, v,
+                              mask, dims, scale, NULL, message, size);
     kernel_call_end(kernel);
     if (guarded) {
         interrupt_leave_foreign_code();
     }
     const int guards =
-        finish(kernel, "forward", outputs, 2, result != 0 ? NULL : message, result != 0 ? 0 : size);
+        finish(kernel, call, outputs, 2, result != 0 ? NULL : message, result != 0 ? 0 : size);
     return result != 0 ? result : guards;
+}
+
+/* A backward, whole-sequence (block NULL) or block call, outputs poisoned and guarded. */
+static int call_backward(const cpparity_attention_kernel *kernel, float *dq, float *dk, float *dv,
+                         const float *dout, const float *q, const float *k, const float *v,
+                         const float *out, const float *lse, const cpparity_mask_description *mask,
+                         const cpparity_attention_dims *dims, const cpparity_attention_block *block,
+                         float scale, char *message, size_t size) {
+    const int64_t query_rows = block != NULL ? block->query_len : dims->seq_len;
+    const int64_t key_rows = block != NULL ? block->key_len : dims->seq_len;
+    const int64_t query = dims->batch * query_rows * dims->heads * dims->head_dim;
+    const int64_t key = dims->batch * key_rows * dims->kv_heads * dims->head_dim;
+    guarded_output outputs[3] = {
+        {"dq", dq, query, NULL}, {"dk", dk, key, NULL}, {"dv", dv, key, NULL}};
+    const char *call = block != NULL ? "backward_block" : "backward";
+    const bool guarded = !kernel_registry_is_built_in(kernel);
+    if (!prepare(outputs, 3, guarded)) {
+        finish(kernel, call, outputs, 3, message, size);
+        snprintf(message, size, "out of memory for the guarded outputs of kernel %s", kernel->name);
+        return 1;
+    }
+    if (guarded) {
+        interrupt_enter_foreign_code(kernel->name, call);
+    }
+    kernel_call_begin(kernel);
+    const int result =
+        block != NULL
+            ? kernel->backward_block(kernel->context, target(&outputs[0]), target(&outputs[1]),
+                                     target(&outputs[2]), dout, q, k, v, out, lse, mask, dims,
+                                     block, scale, NULL, message, size)
+            : kernel->backward(kernel->context, target(&outputs[0]), target(&outputs[1]),
+                               target(&outputs[2]), dout, q, k, v, out, lse, mask, dims, scale,
+                               NULL, message, size);
+    kernel_call_end(kernel);
+    if (guarded) {
+        interrupt_leave_foreign_code();
+    }
+    const int guards =
+        finish(kernel, call, outputs, 3, result != 0 ? NULL : message, result != 0 ? 0 : size);
+    return result != 0 ? result : guards;
+}
+
+int kernel_call_forward(const cpparity_attention_kernel *kernel, float *out, float *lse,
+                        const float *q, const float *k, const float *v,
+                        const cpparity_mask_description *mask, const cpparity_attention_dims *dims,
+                        float scale, char *message, size_t size) {
+    return call_forward(kernel, out, lse, q, k, v, mask, dims, NULL, scale, message, size);
 }
 
 int kernel_call_backward(const cpparity_attention_kernel *kernel, float *dq, float *dk, float *dv,
@@ -139,28 +194,26 @@ int kernel_call_backward(const cpparity_attention_kernel *kernel, float *dq, flo
                          const float *out, const float *lse, const cpparity_mask_description *mask,
                          const cpparity_attention_dims *dims, float scale, char *message,
                          size_t size) {
-    const int64_t query = dims->batch * dims->seq_len * dims->heads * dims->head_dim;
-    const int64_t key = dims->batch * dims->seq_len * dims->kv_heads * dims->head_dim;
-    guarded_output outputs[3] = {
-        {"dq", dq, query, NULL}, {"dk", dk, key, NULL}, {"dv", dv, key, NULL}};
-    const bool guarded = !kernel_registry_is_built_in(kernel);
-    if (!prepare(outputs, 3, guarded)) {
-        finish(kernel, "backward", outputs, 3, message, size);
-        snprintf(message, size, "out of memory for the guarded outputs of kernel %s", kernel->name);
-        return 1;
-    }
-    if (guarded) {
-        interrupt_enter_foreign_code(kernel->name, "backward");
-    }
-    kernel_call_begin(kernel);
-    const int result = kernel->backward(kernel->context, target(&outputs[0]), target(&outputs[1]),
-                                        target(&outputs[2]), dout, q, k, v, out, lse, mask, dims,
-                                        scale, NULL, message, size);
-    kernel_call_end(kernel);
-    if (guarded) {
-        interrupt_leave_foreign_code();
-    }
-    const int guards = finish(kernel, "backward", outputs, 3, result != 0 ? NULL : message,
-                              result != 0 ? 0 : size);
-    return result != 0 ? result : guards;
+    return call_backward(kernel, dq, dk, dv, dout, q, k, v, out, lse, mask, dims, NULL, scale,
+                         message, size);
+}
+
+int kernel_call_forward_block(const cpparity_attention_kernel *kernel, float *out, float *lse,
+                              const float *q, const float *k, const float *v,
+                              const cpparity_mask_description *mask,
+                              const cpparity_attention_dims *dims,
+                              const cpparity_attention_block *block, float scale, char *message,
+                              size_t size) {
+    return call_forward(kernel, out, lse, q, k, v, mask, dims, block, scale, message, size);
+}
+
+int kernel_call_backward_block(const cpparity_attention_kernel *kernel, float *dq, float *dk,
+                               float *dv, const float *dout, const float *q, const float *k,
+                               const float *v, const float *out, const float *lse,
+                               const cpparity_mask_description *mask,
+                               const cpparity_attention_dims *dims,
+                               const cpparity_attention_block *block, float scale, char *message,
+                               size_t size) {
+    return call_backward(kernel, dq, dk, dv, dout, q, k, v, out, lse, mask, dims, block, scale,
+                         message, size);
 }

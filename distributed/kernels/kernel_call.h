@@ -61,6 +61,22 @@ int kernel_call_backward(const cpparity_attention_kernel *kernel, float *dq, flo
                          const cpparity_attention_dims *dims, float scale, char *message,
                          size_t size);
 
+/* The block calls of ABI 3 (kernel_support.h kernel_has_block_calls must hold): out [B, Sq, H,
+ * Dh] and lse [B, H, Sq]; dq [B, Sq, H, Dh], dk and dv [B, Sk, Hkv, Dh]; as the two above. */
+int kernel_call_forward_block(const cpparity_attention_kernel *kernel, float *out, float *lse,
+                              const float *q, const float *k, const float *v,
+                              const cpparity_mask_description *mask,
+                              const cpparity_attention_dims *dims,
+                              const cpparity_attention_block *block, float scale, char *message,
+                              size_t size);
+int kernel_call_backward_block(const cpparity_attention_kernel *kernel, float *dq, float *dk,
+                               float *dv, const float *dout, const float *q, const float *k,
+                               const float *v, const float *out, const float *lse,
+                               const cpparity_mask_description *mask,
+                               const cpparity_attention_dims *dims,
+                               const cpparity_attention_block *block, float scale, char *message,
+                               size_t size);
+
 #ifdef __cplusplus
 }
 #endif

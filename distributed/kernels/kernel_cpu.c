@@ -19,10 +19,24 @@
 
 enum { MAX_TILE = 32 }; /* the largest tile (scores of one key tile live on the stack) */
 
-/* Offsets of token t, head h in a [B, S, heads, Dh] tensor. */
-static int64_t at(const cpparity_attention_dims *d, int64_t heads, int64_t b, int64_t t,
-                  int64_t h) {
-    return ((b * d->seq_len + t) * heads + h) * d->head_dim;
+/* The rows of one call: a block call's (kernel.h, ABI 3), or a whole-sequence call's (the
+ * identity: every index NULL). */
+typedef struct call_rows {
+    int64_t query_len;          /* Sq */
+    int64_t key_len;            /* Sk */
+    const int64_t *query_index; /* [Sq] token of each query row, NULL: row i is token i */
+    const int64_t *key_index;   /* [Sk] token of each key row, NULL: row j is token j */
+} call_rows;
+
+/* The token of row `row` under index (NULL: the identity). */
+static int64_t token_of(const int64_t *index, int64_t row) {
+    return index != NULL ? index[row] : row;
+}
+
+/* Offsets of row t, head h in a [B, rows, heads, Dh] tensor. */
+static int64_t at(const cpparity_attention_dims *d, int64_t rows, int64_t heads, int64_t b,
+                  int64_t t, int64_t h) {
+    return ((b * rows + t) * heads + h) * d->head_dim;
 }
 
 static float dot(const float *a, const float *b, int64_t n) {
@@ -51,8 +65,8 @@ static int64_t kv_head(int64_t h, int64_t group, int64_t kv_heads, cpparity_faul
     return fault == CPPARITY_FAULT_GQA_KV_MAPPING ? h % kv_heads : h / group;
 }
 
-/* End of the key tile starting at k0: min(k0 + tile, S); k0 (an empty tile) for a short last
- * tile under kernel-tiling. */
+/* End of the key tile starting at row k0: min(k0 + tile, Sk); k0 (an empty tile) for a short
+ * last tile under kernel-tiling. */
 static int64_t key_tile_end(int64_t k0, int64_t seq_len, int64_t tile, cpparity_fault fault) {
     const int64_t k1 = k0 + tile < seq_len ? k0 + tile : seq_len;
     return fault == CPPARITY_FAULT_KERNEL_TILING && k1 - k0 < tile ? k0 : k1;
@@ -108,6 +122,46 @@ static int classify(const cpparity_mask_description *mask, const void *context, 
                                        fault != CPPARITY_FAULT_TILE_CLASSIFICATION);
 }
 
+/* The class of the tile of query rows [i0, i1) × key rows [j0, j1): mask_classify_tile's when
+ * both run over consecutive tokens (every whole-sequence call, most of a block call's), else
+ * EMPTY when every key comes after every query and PARTIAL otherwise (the predicate decides each
+ * pair). */
+static int classify_rows(const cpparity_mask_description *mask, const void *context,
+                         const call_rows *rows, int64_t b, int64_t i0, int64_t i1, int64_t j0,
+                         int64_t j1) {
+    if (rows->query_index == NULL && rows->key_index == NULL) {
+        return classify(mask, context, b, i0, i1, j0, j1);
+    }
+    if (j1 <= j0) {
+        return MASK_TILE_EMPTY; /* a tile kernel-tiling dropped */
+    }
+    bool consecutive = true;
+    int64_t query_last = token_of(rows->query_index, i0), key_first = INT64_MAX;
+    for (int64_t i = i0 + 1; i < i1; i++) {
+        const int64_t token = token_of(rows->query_index, i);
+        consecutive = consecutive && token == token_of(rows->query_index, i - 1) + 1;
+        query_last = token > query_last ? token : query_last;
+    }
+    for (int64_t j = j0; j < j1; j++) {
+        const int64_t token = token_of(rows->key_index, j);
+        consecutive = consecutive && (j == j0 || token == token_of(rows->key_index, j - 1) + 1);
+        key_first = token < key_first ? token : key_first;
+    }
+    if (consecutive) {
+        const int64_t q0 = token_of(rows->query_index, i0), k0 = token_of(rows->key_index, j0);
+        return classify(mask, context, b, q0, q0 + (i1 - i0), k0, k0 + (j1 - j0));
+    }
+    return key_first > query_last ? MASK_TILE_EMPTY : MASK_TILE_PARTIAL;
+}
+
+/* The key rows a query tile ending at row i1 scans: up to i1 in a whole-sequence call (later
+ * keys are all in the future), every key row in a block call. */
+static int64_t key_rows_scanned(const call_rows *rows, int64_t i1) {
+    return rows->query_index == NULL && rows->key_index == NULL && i1 < rows->key_len
+               ? i1
+               : rows->key_len;
+}
+
 static int check_dims(const cpparity_attention_dims *d, const cpparity_mask_description *mask,
                       char *error, size_t capacity) {
     if (d->heads < 1 || d->kv_heads < 1 || d->head_dim < 1 || d->heads % d->kv_heads != 0 ||
@@ -123,21 +177,49 @@ static int check_dims(const cpparity_attention_dims *d, const cpparity_mask_desc
     return 0;
 }
 
-static int cpu_forward(void *context, void *out_data, float *lse, const void *q_data,
-                       const void *k_data, const void *v_data,
-                       const cpparity_mask_description *mask, const cpparity_attention_dims *d,
-                       float scale, void *stream, char *error, size_t capacity) {
-    const cpparity_fault fault = fault_of(context);
-    const int64_t tile = tile_of(context);
-    if (stream != NULL || check_dims(d, mask, error, capacity)) {
-        if (stream != NULL) {
-            snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
-        }
+/* Checks a block's rows (every index inside [0, S)). */
+static int check_rows(const call_rows *rows, const cpparity_attention_dims *d, char *error,
+                      size_t capacity) {
+    if (rows->query_len < 0 || rows->key_len < 0) {
+        snprintf(error, capacity, "cpu-f32 kernel: a block of %lld x %lld rows",
+                 (long long)rows->query_len, (long long)rows->key_len);
         return 1;
     }
-    float *out = out_data;
-    const float *q = q_data, *k = k_data, *v = v_data;
-    const int64_t S = d->seq_len, Dh = d->head_dim, group = d->heads / d->kv_heads;
+    for (int side = 0; side < 2; side++) {
+        const int64_t *index = side == 0 ? rows->query_index : rows->key_index;
+        const int64_t count = side == 0 ? rows->query_len : rows->key_len;
+        for (int64_t i = 0; index != NULL && i < count; i++) {
+            if (index[i] < 0 || index[i] >= d->seq_len) {
+                snprintf(error, capacity,
+                         "cpu-f32 kernel: block %s row %lld is token %lld, outside [0, %lld)",
+                         side == 0 ? "query" : "key", (long long)i, (long long)index[i],
+                         (long long)d->seq_len);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Both calls' checks: sizes, rows, no stream. */
+static int check_call(const cpparity_attention_dims *d, const cpparity_mask_description *mask,
+                      const call_rows *rows, void *stream, char *error, size_t capacity) {
+    if (stream != NULL) {
+        snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
+        return 1;
+    }
+    return check_dims(d, mask, error, capacity) || check_rows(rows, d, error, capacity);
+}
+
+/* Forward over the call's rows (a whole-sequence call, or a block call). */
+static int forward_rows(void *context, float *out, float *lse, const float *q, const float *k,
+                        const float *v, const cpparity_mask_description *mask,
+                        const cpparity_attention_dims *d, const call_rows *rows, float scale,
+                        char *error, size_t capacity) {
+    const cpparity_fault fault = fault_of(context);
+    const int64_t tile = tile_of(context);
+    const int64_t Sq = rows->query_len, Sk = rows->key_len;
+    const int64_t Dh = d->head_dim, group = d->heads / d->kv_heads;
     float *accumulator = malloc((size_t)(2 * Dh) * sizeof(float));
     if (accumulator == NULL) {
         snprintf(error, capacity, "cpu-f32 kernel: out of memory");
@@ -145,28 +227,32 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
     }
     float *tile_accumulator = accumulator + Dh;
     for (int64_t b = 0; b < d->batch; b++) {
-        for (int64_t q0 = 0; q0 < S; q0 += tile) {
-            const int64_t q1 = q0 + tile < S ? q0 + tile : S;
+        for (int64_t q0 = 0; q0 < Sq; q0 += tile) {
+            const int64_t q1 = q0 + tile < Sq ? q0 + tile : Sq;
+            const int64_t key_end = key_rows_scanned(rows, q1);
             for (int64_t h = 0; h < d->heads; h++) {
                 const int64_t g = kv_head(h, group, d->kv_heads, fault);
                 for (int64_t t = q0; t < q1; t++) {
-                    const float *query = q + at(d, d->heads, b, t, h);
+                    const int64_t query_token = token_of(rows->query_index, t);
+                    const float *query = q + at(d, Sq, d->heads, b, t, h);
                     online_softmax state = {-INFINITY, 0.0f};
                     memset(accumulator, 0, (size_t)Dh * sizeof(float));
-                    for (int64_t k0 = 0; k0 < q1; k0 += tile) {
-                        const int64_t k1 = key_tile_end(k0, S, tile, fault);
-                        const int tile_class = classify(mask, context, b, q0, q1, k0, k1);
+                    for (int64_t k0 = 0; k0 < key_end; k0 += tile) {
+                        const int64_t k1 = key_tile_end(k0, Sk, tile, fault);
+                        const int tile_class =
+                            classify_rows(mask, context, rows, b, q0, q1, k0, k1);
                         if (tile_class == MASK_TILE_EMPTY) {
                             continue;
                         }
                         float scores[MAX_TILE];
                         online_softmax tile_state = {-INFINITY, 0.0f};
                         for (int64_t key = k0; key < k1; key++) {
-                            const bool pair_allowed =
-                                tile_class == MASK_TILE_FULL || allowed(mask, context, b, t, key);
+                            const bool pair_allowed = tile_class == MASK_TILE_FULL ||
+                                                      allowed(mask, context, b, query_token,
+                                                              token_of(rows->key_index, key));
                             scores[key - k0] =
                                 pair_allowed
-                                    ? scale * dot(query, k + at(d, d->kv_heads, b, key, g), Dh)
+                                    ? scale * dot(query, k + at(d, Sk, d->kv_heads, b, key, g), Dh)
                                     : -INFINITY;
                             if (scores[key - k0] > tile_state.maximum) {
                                 tile_state.maximum = scores[key - k0];
@@ -182,7 +268,7 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
                             }
                             const float p = expf(scores[key - k0] - tile_state.maximum);
                             tile_state.sum += p;
-                            const float *value = v + at(d, d->kv_heads, b, key, g);
+                            const float *value = v + at(d, Sk, d->kv_heads, b, key, g);
                             for (int64_t i = 0; i < Dh; i++) {
                                 tile_accumulator[i] += p * value[i];
                             }
@@ -196,7 +282,7 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
                                 accumulator[i] * kept + tile_accumulator[i] * tile_factor;
                         }
                     }
-                    float *output = out + at(d, d->heads, b, t, h);
+                    float *output = out + at(d, Sq, d->heads, b, t, h);
                     /* fully-masked-nan: no guard, 0 / 0 */
                     const bool guarded = fault != CPPARITY_FAULT_FULLY_MASKED_NAN;
                     for (int64_t i = 0; i < Dh; i++) {
@@ -204,8 +290,8 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
                             state.sum > 0.0f || !guarded ? accumulator[i] / state.sum : 0.0f;
                     }
                     const int64_t lse_at = fault == CPPARITY_FAULT_LSE_LAYOUT
-                                               ? (b * S + t) * d->heads + h
-                                               : (b * d->heads + h) * S + t;
+                                               ? (b * Sq + t) * d->heads + h
+                                               : (b * d->heads + h) * Sq + t;
                     lse[lse_at] = online_softmax_lse(state);
                 }
             }
@@ -215,52 +301,49 @@ static int cpu_forward(void *context, void *out_data, float *lse, const void *q_
     return 0;
 }
 
-static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_data,
-                        const void *dout_data, const void *q_data, const void *k_data,
-                        const void *v_data, const void *out_data, const float *lse,
-                        const cpparity_mask_description *mask, const cpparity_attention_dims *d,
-                        float scale, void *stream, char *error, size_t capacity) {
+/* Backward over the call's rows: dq, dk and dv overwritten. */
+static void backward_rows(void *context, float *dq, float *dk, float *dv, const float *dout,
+                          const float *q, const float *k, const float *v, const float *out,
+                          const float *lse, const cpparity_mask_description *mask,
+                          const cpparity_attention_dims *d, const call_rows *rows, float scale) {
     const cpparity_fault fault = fault_of(context);
     const int64_t tile = tile_of(context);
-    if (stream != NULL || check_dims(d, mask, error, capacity)) {
-        if (stream != NULL) {
-            snprintf(error, capacity, "cpu-f32 kernel: a stream was given to a CPU kernel");
-        }
-        return 1;
-    }
-    float *dq = dq_data, *dk = dk_data, *dv = dv_data;
-    const float *dout = dout_data, *q = q_data, *k = k_data, *v = v_data, *out = out_data;
-    const int64_t S = d->seq_len, Dh = d->head_dim, group = d->heads / d->kv_heads;
-    memset(dq, 0, (size_t)(d->batch * S * d->heads * Dh) * sizeof(float));
-    memset(dk, 0, (size_t)(d->batch * S * d->kv_heads * Dh) * sizeof(float));
-    memset(dv, 0, (size_t)(d->batch * S * d->kv_heads * Dh) * sizeof(float));
+    const int64_t Sq = rows->query_len, Sk = rows->key_len;
+    const int64_t Dh = d->head_dim, group = d->heads / d->kv_heads;
+    memset(dq, 0, (size_t)(d->batch * Sq * d->heads * Dh) * sizeof(float));
+    memset(dk, 0, (size_t)(d->batch * Sk * d->kv_heads * Dh) * sizeof(float));
+    memset(dv, 0, (size_t)(d->batch * Sk * d->kv_heads * Dh) * sizeof(float));
     for (int64_t b = 0; b < d->batch; b++) {
-        for (int64_t q0 = 0; q0 < S; q0 += tile) {
-            const int64_t q1 = q0 + tile < S ? q0 + tile : S;
+        for (int64_t q0 = 0; q0 < Sq; q0 += tile) {
+            const int64_t q1 = q0 + tile < Sq ? q0 + tile : Sq;
+            const int64_t key_end = key_rows_scanned(rows, q1);
             for (int64_t h = 0; h < d->heads; h++) {
                 const int64_t g = kv_head(h, group, d->kv_heads, fault);
                 for (int64_t t = q0; t < q1; t++) {
-                    const float row_lse = lse[(b * d->heads + h) * S + t];
+                    const float row_lse = lse[(b * d->heads + h) * Sq + t];
                     if (row_lse == -INFINITY) {
                         continue; /* fully masked row: no gradient in or out */
                     }
-                    const int64_t offset = at(d, d->heads, b, t, h);
+                    const int64_t query_token = token_of(rows->query_index, t);
+                    const int64_t offset = at(d, Sq, d->heads, b, t, h);
                     const float *query = q + offset, *grad_out = dout + offset;
                     const float delta = dot(grad_out, out + offset, Dh);
                     /* backward-only: dk without the softmax scale */
                     const float dk_scale = fault == CPPARITY_FAULT_BACKWARD_ONLY ? 1.0f : scale;
-                    for (int64_t k0 = 0; k0 < q1; k0 += tile) {
-                        const int64_t k1 = key_tile_end(k0, S, tile, fault);
-                        const int tile_class = classify(mask, context, b, q0, q1, k0, k1);
+                    for (int64_t k0 = 0; k0 < key_end; k0 += tile) {
+                        const int64_t k1 = key_tile_end(k0, Sk, tile, fault);
+                        const int tile_class =
+                            classify_rows(mask, context, rows, b, q0, q1, k0, k1);
                         if (tile_class == MASK_TILE_EMPTY) {
                             continue;
                         }
                         for (int64_t key = k0; key < k1; key++) {
                             if (tile_class != MASK_TILE_FULL &&
-                                !allowed(mask, context, b, t, key)) {
+                                !allowed(mask, context, b, query_token,
+                                         token_of(rows->key_index, key))) {
                                 continue;
                             }
-                            const int64_t kv = at(d, d->kv_heads, b, key, g);
+                            const int64_t kv = at(d, Sk, d->kv_heads, b, key, g);
                             const float p = expf(scale * dot(query, k + kv, Dh) - row_lse);
                             const float ds = p * (dot(grad_out, v + kv, Dh) - delta);
                             for (int64_t i = 0; i < Dh; i++) {
@@ -274,6 +357,55 @@ static int cpu_backward(void *context, void *dq_data, void *dk_data, void *dv_da
             }
         }
     }
+}
+
+static int cpu_forward(void *context, void *out, float *lse, const void *q, const void *k,
+                       const void *v, const cpparity_mask_description *mask,
+                       const cpparity_attention_dims *d, float scale, void *stream, char *error,
+                       size_t capacity) {
+    const call_rows rows = {d->seq_len, d->seq_len, NULL, NULL};
+    if (check_call(d, mask, &rows, stream, error, capacity)) {
+        return 1;
+    }
+    return forward_rows(context, out, lse, q, k, v, mask, d, &rows, scale, error, capacity);
+}
+
+static int cpu_backward(void *context, void *dq, void *dk, void *dv, const void *dout,
+                        const void *q, const void *k, const void *v, const void *out,
+                        const float *lse, const cpparity_mask_description *mask,
+                        const cpparity_attention_dims *d, float scale, void *stream, char *error,
+                        size_t capacity) {
+    const call_rows rows = {d->seq_len, d->seq_len, NULL, NULL};
+    if (check_call(d, mask, &rows, stream, error, capacity)) {
+        return 1;
+    }
+    backward_rows(context, dq, dk, dv, dout, q, k, v, out, lse, mask, d, &rows, scale);
+    return 0;
+}
+
+static int cpu_forward_block(void *context, void *out, float *lse, const void *q, const void *k,
+                             const void *v, const cpparity_mask_description *mask,
+                             const cpparity_attention_dims *d,
+                             const cpparity_attention_block *block, float scale, void *stream,
+                             char *error, size_t capacity) {
+    const call_rows rows = {block->query_len, block->key_len, block->query_index, block->key_index};
+    if (check_call(d, mask, &rows, stream, error, capacity)) {
+        return 1;
+    }
+    return forward_rows(context, out, lse, q, k, v, mask, d, &rows, scale, error, capacity);
+}
+
+static int cpu_backward_block(void *context, void *dq, void *dk, void *dv, const void *dout,
+                              const void *q, const void *k, const void *v, const void *out,
+                              const float *lse, const cpparity_mask_description *mask,
+                              const cpparity_attention_dims *d,
+                              const cpparity_attention_block *block, float scale, void *stream,
+                              char *error, size_t capacity) {
+    const call_rows rows = {block->query_len, block->key_len, block->query_index, block->key_index};
+    if (check_call(d, mask, &rows, stream, error, capacity)) {
+        return 1;
+    }
+    backward_rows(context, dq, dk, dv, dout, q, k, v, out, lse, mask, d, &rows, scale);
     return 0;
 }
 
@@ -303,6 +435,8 @@ static const cpparity_attention_kernel cpu_f32_kernel = {
     .head_dims = NULL,
     .supports = NULL,
     .workspace_bytes = cpu_workspace_bytes,
+    .forward_block = cpu_forward_block,
+    .backward_block = cpu_backward_block,
 };
 
 static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
@@ -321,6 +455,8 @@ static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
     .head_dims = NULL,
     .supports = NULL,
     .workspace_bytes = cpu_workspace_bytes,
+    .forward_block = cpu_forward_block,
+    .backward_block = cpu_backward_block,
 };
 
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void) {
@@ -333,7 +469,9 @@ const cpparity_attention_kernel *cpparity_cpu_f32_small_tile_kernel(void) {
 
 bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
                              const cpparity_attention_kernel *kernel, kernel_cpu_options *options) {
-    if (kernel == NULL || kernel->forward != cpu_forward || kernel->backward != cpu_backward) {
+    if (kernel == NULL || kernel->forward != cpu_forward || kernel->backward != cpu_backward ||
+        kernel->forward_block != cpu_forward_block ||
+        kernel->backward_block != cpu_backward_block) {
         return false;
     }
     options->tile = tile_of(kernel->context); /* the copy keeps the kernel's tile size */

@@ -922,9 +922,10 @@ static int cuda_bf16_backward(void *context, void *dq, void *dk, void *dv, const
 /* Fields in kernel.h's order: abi_version, struct_size, name, version, device, dtype,
  * deterministic, context, forward, backward, capabilities, head_dim_count, head_dims, supports,
  * workspace_bytes (NULL: their scratch is device memory, which the host memory estimate does not
- * count). */
+ * count), forward_block, backward_block. ABI 2: whole-sequence calls only (no block calls on the
+ * GPU yet, so no ring attention there). */
 static const cpparity_attention_kernel cuda_f32_kernel = {
-    CPPARITY_KERNEL_ABI_VERSION,
+    2u,
     sizeof(cpparity_attention_kernel),
     "cuda-f32",
     "1",
@@ -939,10 +940,12 @@ static const cpparity_attention_kernel cuda_f32_kernel = {
     NULL,
     NULL,
     NULL,
+    NULL,
+    NULL,
 };
 
 static const cpparity_attention_kernel cuda_bf16_kernel = {
-    CPPARITY_KERNEL_ABI_VERSION,
+    2u,
     sizeof(cpparity_attention_kernel),
     "cuda-bf16",
     "1",
@@ -954,6 +957,8 @@ static const cpparity_attention_kernel cuda_bf16_kernel = {
     cuda_bf16_backward,
     CPPARITY_KERNEL_SUPPORTS_ALL,
     0,
+    NULL,
+    NULL,
     NULL,
     NULL,
     NULL,

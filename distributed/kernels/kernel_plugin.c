@@ -83,16 +83,24 @@ cpparity_status kernel_plugin_load(const char *argument, const char *device,
                                   "(include/cpparity/kernel.h says what to export)",
                                   path, CPPARITY_KERNEL_PLUGIN_ENTRY);
     }
+    /* the newest version first; a plugin that does not speak it is asked for the older ones */
     int32_t count = -1;
-    const cpparity_attention_kernel *const *kernels = entry(CPPARITY_KERNEL_ABI_VERSION, &count);
+    const cpparity_attention_kernel *const *kernels = NULL;
+    for (uint32_t version = CPPARITY_KERNEL_ABI_VERSION;
+         version >= CPPARITY_KERNEL_ABI_OLDEST && (kernels == NULL || count < 1); version--) {
+        count = -1;
+        kernels = entry(version, &count);
+    }
     if (kernels == NULL || count < 1 || count > PLUGIN_MAX_KERNELS) {
         dlclose(library);
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "--kernel %s: %s(%u) returned %s%d kernels: the plugin does not "
-                                  "speak ABI version %u (or offers no kernel; 1 to %d expected)",
-                                  path, CPPARITY_KERNEL_PLUGIN_ENTRY, CPPARITY_KERNEL_ABI_VERSION,
+                                  "speak ABI version %u (nor any down to %u), or offers no kernel "
+                                  "(1 to %d expected)",
+                                  path, CPPARITY_KERNEL_PLUGIN_ENTRY, CPPARITY_KERNEL_ABI_OLDEST,
                                   kernels == NULL ? "NULL and " : "", (int)count,
-                                  CPPARITY_KERNEL_ABI_VERSION, PLUGIN_MAX_KERNELS);
+                                  CPPARITY_KERNEL_ABI_VERSION, CPPARITY_KERNEL_ABI_OLDEST,
+                                  PLUGIN_MAX_KERNELS);
     }
     /* every kernel is checked (and registered) before any is used; the library stays loaded */
     char names[512] = "";

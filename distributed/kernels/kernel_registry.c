@@ -82,11 +82,24 @@ cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel,
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "kernel registry: a kernel needs a name, forward and backward");
     }
-    if (kernel->abi_version != CPPARITY_KERNEL_ABI_VERSION) {
+    if (kernel->abi_version < CPPARITY_KERNEL_ABI_OLDEST ||
+        kernel->abi_version > CPPARITY_KERNEL_ABI_VERSION) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "kernel registry: kernel %s speaks ABI version %u, this cpparity "
-                                  "speaks %u",
-                                  kernel->name, kernel->abi_version, CPPARITY_KERNEL_ABI_VERSION);
+                                  "speaks %u to %u",
+                                  kernel->name, kernel->abi_version, CPPARITY_KERNEL_ABI_OLDEST,
+                                  CPPARITY_KERNEL_ABI_VERSION);
+    }
+    if (kernel->abi_version >= 3u &&
+        (kernel->struct_size < CPPARITY_KERNEL_ABI3_STRUCT_SIZE || kernel->forward_block == NULL ||
+         kernel->backward_block == NULL)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "kernel registry: kernel %s speaks ABI 3 but %s (ABI 3 requires "
+                                  "forward_block and backward_block)",
+                                  kernel->name,
+                                  kernel->struct_size < CPPARITY_KERNEL_ABI3_STRUCT_SIZE
+                                      ? "its struct_size does not cover them"
+                                      : "one of them is NULL");
     }
     /* fields appended to ABI 2 later (workspace_bytes) are optional: read where struct_size
      * covers them (kernel_support.h) */
@@ -94,7 +107,7 @@ cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel,
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "kernel registry: kernel %s declares struct_size %u, smaller "
                                   "than ABI %u's %zu (built against an older cpparity/kernel.h?)",
-                                  kernel->name, kernel->struct_size, CPPARITY_KERNEL_ABI_VERSION,
+                                  kernel->name, kernel->struct_size, CPPARITY_KERNEL_ABI_OLDEST,
                                   (size_t)CPPARITY_KERNEL_ABI2_STRUCT_SIZE);
     }
     if ((kernel->capabilities & ~CPPARITY_KERNEL_SUPPORTS_ALL) != 0) {
@@ -103,7 +116,7 @@ cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel,
                                   "unknown to ABI %u",
                                   kernel->name,
                                   kernel->capabilities & ~CPPARITY_KERNEL_SUPPORTS_ALL,
-                                  CPPARITY_KERNEL_ABI_VERSION);
+                                  kernel->abi_version);
     }
     if (kernel->head_dim_count < 0 || kernel->head_dim_count > 64 ||
         (kernel->head_dim_count > 0 && kernel->head_dims == NULL)) {

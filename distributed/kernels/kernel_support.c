@@ -165,3 +165,9 @@ bool kernel_workspace_bytes(const cpparity_attention_kernel *kernel,
     *bytes = declared > 0 ? declared : 0;
     return declared >= 0;
 }
+
+bool kernel_has_block_calls(const cpparity_attention_kernel *kernel) {
+    return kernel != NULL && kernel->abi_version >= 3u &&
+           kernel->struct_size >= CPPARITY_KERNEL_ABI3_STRUCT_SIZE &&
+           kernel->forward_block != NULL && kernel->backward_block != NULL;
+}

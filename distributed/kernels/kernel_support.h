@@ -47,6 +47,10 @@ bool kernel_supports_call(const cpparity_attention_kernel *kernel,
 bool kernel_workspace_bytes(const cpparity_attention_kernel *kernel,
                             const cpparity_attention_dims *dims, int64_t *bytes);
 
+/* Whether kernel has block calls (ABI 3: abi_version >= 3, struct_size covering forward_block
+ * and backward_block, both set): what ring attention needs. */
+bool kernel_has_block_calls(const cpparity_attention_kernel *kernel);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,9 +17,12 @@
  *                slice: sharding, automatic padding and label handling are part of what is
  *                tested), logits of this rank's slice and the loss
  *     backward   every parameter gradient, all-reduced over the group
- *     read_*     copy the loss, this rank's logits slice [B, L, V] (L = ceil(S / cp), rank r holds
- *                positions [r·L, (r+1)·L); positions past S are automatic padding) and each
- *                gradient by name into host float32 buffers (bf16 values widen exactly)
+ *     read_*     copy the loss, this rank's logits slice [B, L, V] and each gradient by name into
+ *                host float32 buffers (bf16 values widen exactly). The slice's rows are the
+ *                positions the setup's layout gives the rank, in increasing order (common/case.h:
+ *                contiguous, rank r holds [r·L, (r+1)·L), L = ceil(S / cp); zigzag and
+ *                round-robin pad S to a multiple of 2·cp and cp); positions past S are automatic
+ *                padding
  *     destroy    release everything
  *
  * Every function returns CPPARITY_OK or fills error (CPPARITY_ERROR_INPUT for a refusal or a
@@ -56,9 +59,11 @@ typedef struct cpparity_implementation_setup {
     cpparity_dtype dtype;                    /* storage dtype of parameters and activations */
     cpparity_comm *comm;                     /* the CP group; cp = comm->size */
     const cpparity_attention_kernel *kernel; /* the attention kernel to call */
-    cpparity_fault fault; /* a fault to plant (fault.h; self-test only), NONE normally; an
-                             implementation that cannot plant it fails create with an input
-                             error naming it */
+    cpparity_fault fault;         /* a fault to plant (fault.h; self-test only), NONE normally; an
+                                     implementation that cannot plant it fails create with an input
+                                     error naming it */
+    cpparity_layout layout;       /* who holds which tokens (one of its layouts[]) */
+    cpparity_algorithm algorithm; /* how attention crosses ranks (one of its algorithms[]) */
 } cpparity_implementation_setup;
 
 /* What an estimate is asked about: one rank of an instance created for these sizes, in a job run
@@ -69,6 +74,8 @@ typedef struct cpparity_implementation_estimate {
     int64_t seq_len;                         /* S of the case, before automatic padding */
     int64_t cp;                              /* ranks of the CP group */
     cpparity_dtype dtype;                    /* storage dtype */
+    cpparity_layout layout;                  /* the layout it will run */
+    cpparity_algorithm algorithm;            /* the algorithm it will run */
     const cpparity_attention_kernel *kernel; /* the kernel it will call (NULL: unknown); its
                                                 workspace through kernel_support.h */
     cpparity_fault fault;                    /* the fault planted, NONE normally */
@@ -81,18 +88,21 @@ typedef struct cpparity_implementation_estimate {
 } cpparity_implementation_estimate;
 
 typedef struct cpparity_implementation {
-    const char *name;                  /* e.g. "cpu-f32-model" */
-    const char *device;                /* "cpu" or "cuda": what --device selects */
-    const char *description;           /* one line for --help and --version */
-    bool dtypes[CPPARITY_DTYPE_COUNT]; /* dtypes it runs (others are NOT RUN, with why) */
-    const char *default_kernel;        /* registry name of the kernel used by default */
+    const char *name;                          /* e.g. "cpu-f32-model" */
+    const char *device;                        /* "cpu" or "cuda": what --device selects */
+    const char *description;                   /* one line for --help and --version */
+    bool dtypes[CPPARITY_DTYPE_COUNT];         /* dtypes it runs (others are NOT RUN, with why) */
+    bool layouts[CPPARITY_LAYOUT_COUNT];       /* layouts it shards by (others NOT RUN) */
+    bool algorithms[CPPARITY_ALGORITHM_COUNT]; /* algorithms it runs (others NOT RUN) */
+    const char *default_kernel;                /* registry name of the kernel used by default */
     /* Whether this machine can run it (NULL: always); when it cannot, why, in why (size bytes),
      * e.g. "no CUDA device: cudaGetDeviceCount returned ...". Asked once, before any job. */
     bool (*available)(char *why, size_t size);
     /* Refuses (CPPARITY_ERROR_INPUT, message starting "refused: " and naming the constraint) a
-     * configuration it cannot run at cp ranks with this dtype and kernel. No compute. */
+     * configuration it cannot run at cp ranks with this dtype, algorithm and kernel. No compute. */
     cpparity_status (*check)(const cpparity_model_config *config, int64_t cp, cpparity_dtype dtype,
-                             const cpparity_attention_kernel *kernel, cpparity_error *error);
+                             cpparity_algorithm algorithm, const cpparity_attention_kernel *kernel,
+                             cpparity_error *error);
     /* Optional (NULL: the harness counts only its own share and says the implementation's is
      * unknown). The most bytes of host memory one rank of an instance holds at once for setup —
      * from create to destroy: its model, the slice of the batch it keeps, scratch, communication
@@ -129,6 +139,21 @@ typedef struct cpparity_implementation {
     /* Releases the instance; safe on NULL. */
     void (*destroy)(void *instance);
 } cpparity_implementation;
+
+/* Whether fault (common/fault.h) lives in ring attention: ring-merge-max, ring-merge-step-lse,
+ * ring-last-step, ring-causal-skip, ring-dkv-direction. */
+bool fault_lives_in_ring(cpparity_fault fault);
+
+/* Whether implementation runs the code fault is planted in: the ring faults need its ring
+ * algorithm, zigzag-chunk-swap its zigzag layout; every other fault is the implementation's own
+ * business (its create refuses what it cannot plant). */
+typedef enum implementation_fault_support {
+    IMPLEMENTATION_FAULT_SUPPORTED = 0,
+    IMPLEMENTATION_FAULT_NEEDS_RING = 1,
+    IMPLEMENTATION_FAULT_NEEDS_ZIGZAG = 2,
+} implementation_fault_support;
+implementation_fault_support
+implementation_supports_fault(const cpparity_implementation *implementation, cpparity_fault fault);
 
 /* The float32 model of docs/model.md on CPU ranks (distributed/models/implementation_cpu.c). */
 extern const cpparity_implementation cpparity_cpu_implementation;

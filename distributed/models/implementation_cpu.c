@@ -25,8 +25,8 @@ typedef struct cpu_instance {
 } cpu_instance;
 
 static cpparity_status cpu_check(const cpparity_model_config *config, int64_t cp,
-                                 cpparity_dtype dtype, const cpparity_attention_kernel *kernel,
-                                 cpparity_error *error) {
+                                 cpparity_dtype dtype, cpparity_algorithm algorithm,
+                                 const cpparity_attention_kernel *kernel, cpparity_error *error) {
     if ((int)dtype < 0 || (int)dtype >= CPPARITY_DTYPE_COUNT ||
         !cpparity_cpu_implementation.dtypes[dtype]) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
@@ -40,7 +40,7 @@ static cpparity_status cpu_check(const cpparity_model_config *config, int64_t cp
                                   "kernel, got %s",
                                   kernel != NULL && kernel->name != NULL ? kernel->name : "none");
     }
-    return f32_model_check_parallelism(config, cp, error);
+    return f32_model_check_parallelism(config, cp, algorithm, kernel, error);
 }
 
 /* The self-test's fault (fault.h) in the model and, for the kernel's faults and gqa-kv-mapping,
@@ -73,8 +73,14 @@ static cpparity_status plant_fault(cpu_instance *made, const cpparity_implementa
 static cpparity_status cpu_create(const cpparity_implementation_setup *setup, void **instance,
                                   cpparity_error *error) {
     *instance = NULL;
-    cpparity_status status =
-        cpu_check(setup->config, setup->comm->size, setup->dtype, setup->kernel, error);
+    cpparity_status status = cpu_check(setup->config, setup->comm->size, setup->dtype,
+                                       setup->algorithm, setup->kernel, error);
+    if (status == CPPARITY_OK &&
+        ((int)setup->layout < 0 || (int)setup->layout >= CPPARITY_LAYOUT_COUNT ||
+         (int)setup->algorithm < 0 || (int)setup->algorithm >= CPPARITY_ALGORITHM_COUNT)) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT, "no layout %d or algorithm %d",
+                                    (int)setup->layout, (int)setup->algorithm);
+    }
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -83,8 +89,9 @@ static cpparity_status cpu_create(const cpparity_implementation_setup *setup, vo
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d: out of memory (cpu implementation)", setup->comm->rank);
     }
-    status = f32_model_init(&made->model, setup->config, setup->batch, setup->seq_len, setup->dtype,
-                            setup->comm, setup->kernel, error);
+    const f32_model_shape shape = {setup->batch, setup->seq_len, setup->dtype, setup->layout,
+                                   setup->algorithm};
+    status = f32_model_init(&made->model, setup->config, &shape, setup->comm, setup->kernel, error);
     if (status != CPPARITY_OK) {
         free(made);
         return status;
@@ -208,8 +215,13 @@ static void cpu_destroy(void *instance) {
 const cpparity_implementation cpparity_cpu_implementation = {
     .name = "cpu-f32-model",
     .device = "cpu",
-    .description = "float32 or bf16-stored model, Ulysses context parallelism on CPU ranks",
+    .description = "float32 or bf16-stored model, Ulysses or ring context parallelism on CPU "
+                   "ranks",
     .dtypes = {[CPPARITY_DTYPE_F32] = true, [CPPARITY_DTYPE_BF16] = true},
+    .layouts = {[CPPARITY_LAYOUT_CONTIGUOUS] = true,
+                [CPPARITY_LAYOUT_ZIGZAG] = true,
+                [CPPARITY_LAYOUT_ROUND_ROBIN] = true},
+    .algorithms = {[CPPARITY_ALGORITHM_ULYSSES] = true, [CPPARITY_ALGORITHM_RING] = true},
     .default_kernel = "cpu-f32",
     .available = NULL, /* wherever cpparity runs */
     .check = cpu_check,

@@ -65,8 +65,13 @@ static bool cuda_available(char *why, size_t size) {
 }
 
 static cpparity_status cuda_check(const cpparity_model_config *config, int64_t cp,
-                                  cpparity_dtype dtype, const cpparity_attention_kernel *kernel,
-                                  cpparity_error *error) {
+                                  cpparity_dtype dtype, cpparity_algorithm algorithm,
+                                  const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    if (algorithm != CPPARITY_ALGORITHM_ULYSSES) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: the cuda implementation runs Ulysses only (ring "
+                                  "attention is not built on the GPU yet)");
+    }
     if ((int)dtype < 0 || (int)dtype >= CPPARITY_DTYPE_COUNT ||
         !cpparity_cuda_implementation.dtypes[dtype]) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
@@ -81,7 +86,7 @@ static cpparity_status cuda_check(const cpparity_model_config *config, int64_t c
                                   "got %s",
                                   kernel != NULL && kernel->name != NULL ? kernel->name : "none");
     }
-    return f32_model_check_parallelism(config, cp, error);
+    return f32_model_check_parallelism(config, cp, algorithm, kernel, error);
 }
 
 static void cuda_destroy(void *instance);
@@ -89,14 +94,25 @@ static void cuda_destroy(void *instance);
 static cpparity_status cuda_create(const cpparity_implementation_setup *setup, void **instance,
                                    cpparity_error *error) {
     *instance = NULL;
-    cpparity_status status =
-        cuda_check(setup->config, setup->comm->size, setup->dtype, setup->kernel, error);
+    cpparity_status status = cuda_check(setup->config, setup->comm->size, setup->dtype,
+                                        setup->algorithm, setup->kernel, error);
     if (status != CPPARITY_OK) {
         return status;
+    }
+    if (setup->layout != CPPARITY_LAYOUT_CONTIGUOUS) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: the cuda implementation shards contiguously only");
     }
     if ((int)setup->fault < 0 || setup->fault >= CPPARITY_FAULT_COUNT) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "no fault number %d",
                                   (int)setup->fault);
+    }
+    if (implementation_supports_fault(&cpparity_cuda_implementation, setup->fault) !=
+        IMPLEMENTATION_FAULT_SUPPORTED) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: fault %s lives in ring attention or the zigzag "
+                                  "layout, which the cuda implementation does not run",
+                                  cpparity_faults[setup->fault].name);
     }
     if (cpparity_faults[setup->fault].kernel) { /* before any device work */
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
@@ -281,7 +297,9 @@ const cpparity_implementation cpparity_cuda_implementation = {
     "cuda-model",
     "cuda",
     "float32 or bf16-stored model on a CUDA device (cuBLAS), Ulysses context parallelism",
-    {true, true}, /* f32, bf16 */
+    {true, true},         /* f32, bf16 */
+    {true, false, false}, /* layouts: contiguous only (zigzag and round-robin not built yet) */
+    {true, false},        /* algorithms: Ulysses only (ring not built on the GPU yet) */
     "cuda-f32",
     cuda_available,
     cuda_check,

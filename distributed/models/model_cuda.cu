@@ -116,7 +116,8 @@ cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *
     memset(model, 0, sizeof *model);
     cpparity_status status = cpparity_model_config_validate(config, error);
     if (status == CPPARITY_OK) {
-        status = f32_model_check_parallelism(config, comm->size, error);
+        status = f32_model_check_parallelism(config, comm->size, CPPARITY_ALGORITHM_ULYSSES, NULL,
+                                             error);
     }
     if (status != CPPARITY_OK) {
         return status;
@@ -127,7 +128,7 @@ cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *
     model->comm = comm;
     model->device_comm = comm->kind != NULL && strcmp(comm->kind, "nccl") == 0;
     model->kernel = kernel;
-    model->shard = shard_layout_make(seq_len, comm->size, comm->rank);
+    model->shard = shard_layout_make(seq_len, comm->size, comm->rank, CPPARITY_LAYOUT_CONTIGUOUS);
     model->local_heads = config->num_attention_heads / comm->size;
     model->kv_replicated = config->num_key_value_heads % comm->size != 0;
     model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;

@@ -2,6 +2,7 @@
 #include "model_f32.h"
 
 #include "distributed/device/bfloat16.h"
+#include "distributed/kernels/kernel_support.h"
 #include "distributed/models/layer_attention.h"
 
 #include <math.h>
@@ -10,8 +11,19 @@
 #include <string.h>
 
 cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
+                                            cpparity_algorithm algorithm,
+                                            const cpparity_attention_kernel *kernel,
                                             cpparity_error *error) {
     const int64_t H = config->num_attention_heads, Hkv = config->num_key_value_heads;
+    if (algorithm == CPPARITY_ALGORITHM_RING) { /* every rank keeps every head */
+        if (kernel != NULL && !kernel_has_block_calls(kernel)) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "refused: ring attention needs block calls, which kernel %s "
+                                      "(ABI %u) lacks",
+                                      kernel->name, kernel->abi_version);
+        }
+        return CPPARITY_OK;
+    }
     if (H % cp != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "refused: num_attention_heads (%lld) must be a multiple of cp "
@@ -29,9 +41,12 @@ cpparity_status f32_model_check_parallelism(const cpparity_model_config *config,
 
 /* The saved activations' table and offsets (activation_layout.h). */
 static cpparity_status build_activations(f32_model *model, cpparity_error *error) {
-    const activation_layout_sizes sizes = {model->batch, model->shard.local_len,
-                                           model->shard.padded_seq_len, model->local_heads,
-                                           model->local_kv_heads};
+    /* ring keeps no sequence-wide tensor: its "sequence" activations are the rank's own rows */
+    const int64_t sequence = model->algorithm == CPPARITY_ALGORITHM_RING
+                                 ? model->shard.local_len
+                                 : model->shard.padded_seq_len;
+    const activation_layout_sizes sizes = {model->batch, model->shard.local_len, sequence,
+                                           model->local_heads, model->local_kv_heads};
     return activation_layout_build(&model->activation_table, model->layer, &model->final_input,
                                    &model->final_rstd, &model->final_normed, &model->logits,
                                    &model->config, &sizes, error);
@@ -46,26 +61,33 @@ void f32_model_store(const f32_model *model, float *x, int64_t count) {
     }
 }
 
-cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
-                               int64_t seq_len, cpparity_dtype dtype, cpparity_comm *comm,
+cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config,
+                               const f32_model_shape *shape, cpparity_comm *comm,
                                const cpparity_attention_kernel *kernel, cpparity_error *error) {
     memset(model, 0, sizeof *model);
     cpparity_status status = cpparity_model_config_validate(config, error);
     if (status == CPPARITY_OK) {
-        status = f32_model_check_parallelism(config, comm->size, error);
+        status = f32_model_check_parallelism(config, comm->size, shape->algorithm, kernel, error);
     }
     if (status != CPPARITY_OK) {
         return status;
     }
     model->config = *config;
-    model->dtype = dtype;
-    model->batch = batch;
+    model->dtype = shape->dtype;
+    model->batch = shape->batch;
     model->comm = comm;
     model->kernel = kernel;
-    model->shard = shard_layout_make(seq_len, comm->size, comm->rank);
-    model->local_heads = config->num_attention_heads / comm->size;
-    model->kv_replicated = config->num_key_value_heads % comm->size != 0;
-    model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    model->algorithm = shape->algorithm;
+    model->shard = shard_layout_make(shape->seq_len, comm->size, comm->rank, shape->layout);
+    if (shape->algorithm == CPPARITY_ALGORITHM_RING) {
+        model->local_heads = config->num_attention_heads;
+        model->kv_replicated = false;
+        model->local_kv_heads = config->num_key_value_heads;
+    } else {
+        model->local_heads = config->num_attention_heads / comm->size;
+        model->kv_replicated = config->num_key_value_heads % comm->size != 0;
+        model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    }
     status = cpparity_model_parameter_table(config, &model->parameter_table, error);
     if (status == CPPARITY_OK) {
         status = cpparity_model_parameters_locate(config, &model->parameter_table,
@@ -127,6 +149,7 @@ const float *f32_model_logits(const f32_model *model) {
 cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cpparity_error *error) {
     const int64_t B = model->batch, L = model->shard.local_len;
     model->fault = fault;
+    model->shard.fault = fault; /* zigzag-chunk-swap lives in the layout */
     if (fault == CPPARITY_FAULT_POSITIONS_LOCAL && model->rope_positions == NULL) {
         model->rope_positions = malloc((size_t)(B * L) * sizeof(int64_t));
         for (int64_t i = 0; model->rope_positions != NULL && i < B * L; i++) {

@@ -1,8 +1,10 @@
 /*
- * model_f32.h — the implementation under test: the float32 model of docs/model.md with
- * Ulysses context parallelism. Rank r of a cp-sized group holds a contiguous slice of L tokens of
- * every row (distributed/cp/shard.h); around every attention an all-to-all turns [B, L, H, Dh] into
- * [B, S, H/cp, Dh] and back (distributed/cp/ulysses.h); the mask is rebuilt over the whole sequence
+ * model_f32.h — the implementation under test: the float32 model of docs/model.md with context
+ * parallelism. Rank r of a cp-sized group holds L tokens of every row, placed by the layout
+ * (distributed/cp/shard.h). With Ulysses, around every attention an all-to-all turns [B, L, H, Dh]
+ * into [B, S, H/cp, Dh] and back (distributed/cp/ulysses.h), the tokens put in position order
+ * between the two; with ring, each rank keeps its queries and all heads while key/value blocks
+ * pass round the ring (distributed/cp/ring.h). The mask is rebuilt over the whole sequence
  * from the gathered attention_mask and position_ids (distributed/kernels/mask_description.h);
  * attention runs through a kernel (distributed/kernels/kernel.h). The loss divides the sum of the
  * rank's token losses by the global label count; parameter gradients are all-reduced over the group
@@ -50,9 +52,11 @@ typedef struct f32_model {
     cpparity_dtype dtype;                    /* storage: float32, or bfloat16 at the storage
                                                 points above */
     int64_t batch;                           /* B */
-    shard_layout shard;                      /* S, padded S, L, cp, rank */
-    int64_t local_heads;                     /* Hl = H / cp */
-    int64_t local_kv_heads;                  /* Hkv / cp (sharded) or 1 (replicated) */
+    shard_layout shard;                      /* layout, S, padded S, L, cp, rank */
+    cpparity_algorithm algorithm;            /* ulysses: all-to-all around the kernel; ring:
+                                                key/value blocks round the ring (ring.h) */
+    int64_t local_heads;                     /* Hl = H / cp (ring: H) */
+    int64_t local_kv_heads;                  /* Hkv / cp (sharded) or 1 (replicated); ring: Hkv */
     bool kv_replicated;                      /* cp is a multiple of Hkv */
     cpparity_comm *comm;                     /* the CP group (borrowed) */
     const cpparity_attention_kernel *kernel; /* borrowed */
@@ -74,15 +78,27 @@ typedef struct f32_model {
     float *reported_logits;  /* stale-rank-slice only: the slice reported, else NULL */
 } f32_model;
 
-/* Checks that the configuration can run at comm->size ranks, before any compute. The message of
- * a refusal names the constraint (num_attention_heads or num_key_value_heads and cp). */
+/* Checks that the configuration can run at cp ranks with algorithm, before any compute. The
+ * message of a refusal names the constraint (Ulysses: num_attention_heads or num_key_value_heads
+ * and cp; ring: a kernel without block calls). kernel may be NULL (not checked). */
 cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
+                                            cpparity_algorithm algorithm,
+                                            const cpparity_attention_kernel *kernel,
                                             cpparity_error *error);
 
-/* Allocates the model for batches of B rows of seq_len tokens sharded over comm, storing in
- * dtype; parameters are zero until f32_model_load_parameters. */
-cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config, int64_t batch,
-                               int64_t seq_len, cpparity_dtype dtype, cpparity_comm *comm,
+/* What a model is made for besides its configuration. */
+typedef struct f32_model_shape {
+    int64_t batch;                /* B */
+    int64_t seq_len;              /* S of the case */
+    cpparity_dtype dtype;         /* storage */
+    cpparity_layout layout;       /* who holds what (shard.h) */
+    cpparity_algorithm algorithm; /* ulysses or ring */
+} f32_model_shape;
+
+/* Allocates the model for batches of B rows of seq_len tokens sharded over comm by the shape's
+ * layout, storing in dtype; parameters are zero until f32_model_load_parameters. */
+cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config,
+                               const f32_model_shape *shape, cpparity_comm *comm,
                                const cpparity_attention_kernel *kernel, cpparity_error *error);
 
 /* Rounds count stored values at x to the model's storage dtype (nothing for float32). */

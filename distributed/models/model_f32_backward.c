@@ -10,6 +10,7 @@
 #include "distributed/kernels/kernel_call.h"
 #include "distributed/models/layers_f32.h"
 #include "distributed/models/model_f32.h"
+#include "distributed/cp/ring.h"
 #include "distributed/cp/ulysses.h"
 
 /* Gradient buffers for one layer, reused layer after layer. */
@@ -51,6 +52,66 @@ static cpparity_status kv_to_heads(f32_model *model, float *out, const float *in
     return status;
 }
 
+/* Ulysses backward of layer l's attention: d->attention [B, L, H·Dh] to d->q, d->k, d->v of
+ * this rank's tokens, through the kernel's whole-sequence backward in position order. */
+static cpparity_status ulysses_backward(f32_model *model, int64_t l, const f32_layer_activations *a,
+                                        backward_scratch *d, cpparity_error *error) {
+    const int64_t B = model->batch, L = model->shard.local_len, Dh = model->config.head_dim;
+    const int64_t H = model->config.num_attention_heads;
+    const float *act = model->activations;
+    cpparity_status status = ulysses_heads_to_sequence_ordered(
+        model->comm, d->sequence_out, d->attention, B, L, H, Dh, d->exchange, model->fault, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    const int64_t query_width = model->local_heads * Dh, key_width = model->local_kv_heads * Dh;
+    shard_reorder(&model->shard, d->sequence_out, B, query_width, d->exchange, true);
+    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
+    const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
+                                          model->local_kv_heads, Dh};
+    char message[512] = "";
+    if (kernel_call_backward(model->kernel, d->sequence_q, d->sequence_k, d->sequence_v,
+                             d->sequence_out, act + a->sequence_q, act + a->sequence_k,
+                             act + a->sequence_v, act + a->sequence_out, act + a->sequence_lse,
+                             &mask, &dims, f32_model_attention_scale(model), message,
+                             sizeof message) != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d layer %lld: kernel %s backward failed: %s",
+                                  model->comm->rank, (long long)l, model->kernel->name, message);
+    }
+    shard_reorder(&model->shard, d->sequence_q, B, query_width, d->exchange, false);
+    shard_reorder(&model->shard, d->sequence_k, B, key_width, d->exchange, false);
+    shard_reorder(&model->shard, d->sequence_v, B, key_width, d->exchange, false);
+    status = ulysses_sequence_to_heads(model->comm, d->q, d->sequence_q, B, L, H, Dh, d->exchange,
+                                       error);
+    if (status == CPPARITY_OK) {
+        status = kv_to_heads(model, d->k, d->sequence_k, d, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = kv_to_heads(model, d->v, d->sequence_v, d, error);
+    }
+    return status;
+}
+
+/* Ring backward of layer l's attention (ring.h): d->attention to d->q, d->k, d->v. */
+static cpparity_status ring_backward(f32_model *model, int64_t l, const f32_layer_activations *a,
+                                     backward_scratch *d, cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    const float *act = model->activations;
+    const ring_setup ring = {model->comm,
+                             &model->shard,
+                             model->kernel,
+                             model->batch,
+                             c->num_attention_heads,
+                             c->num_key_value_heads,
+                             c->head_dim,
+                             model->fault};
+    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
+    return ring_attention_backward(&ring, d->q, d->k, d->v, d->attention, act + a->q, act + a->k,
+                                   act + a->v, act + a->sequence_out, act + a->sequence_lse, &mask,
+                                   f32_model_attention_scale(model), error);
+}
+
 static cpparity_status layer_backward(f32_model *model, int64_t l, const cpparity_batch *local,
                                       backward_scratch *d, cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
@@ -79,32 +140,9 @@ static cpparity_status layer_backward(f32_model *model, int64_t l, const cpparit
     memcpy(d->stream, d->residual, (size_t)(N * D) * sizeof(float));
     f32_linear_backward(d->attention, g + p->o_proj, d->residual, act + a->attention, w + p->o_proj,
                         N, H * Dh, D, 0);
-    cpparity_status status = ulysses_heads_to_sequence_ordered(
-        model->comm, d->sequence_out, d->attention, B, L, H, Dh, d->exchange, model->fault, error);
-    if (status != CPPARITY_OK) {
-        return status;
-    }
-    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
-    const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
-                                          model->local_kv_heads, Dh};
-    char message[512] = "";
-    if (kernel_call_backward(model->kernel, d->sequence_q, d->sequence_k, d->sequence_v,
-                             d->sequence_out, act + a->sequence_q, act + a->sequence_k,
-                             act + a->sequence_v, act + a->sequence_out, act + a->sequence_lse,
-                             &mask, &dims, f32_model_attention_scale(model), message,
-                             sizeof message) != 0) {
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                                  "rank %d layer %lld: kernel %s backward failed: %s",
-                                  model->comm->rank, (long long)l, model->kernel->name, message);
-    }
-    status = ulysses_sequence_to_heads(model->comm, d->q, d->sequence_q, B, L, H, Dh, d->exchange,
-                                       error);
-    if (status == CPPARITY_OK) {
-        status = kv_to_heads(model, d->k, d->sequence_k, d, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = kv_to_heads(model, d->v, d->sequence_v, d, error);
-    }
+    cpparity_status status = model->algorithm == CPPARITY_ALGORITHM_RING
+                                 ? ring_backward(model, l, a, d, error)
+                                 : ulysses_backward(model, l, a, d, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -162,7 +200,8 @@ cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local
                                    cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
     const int64_t B = model->batch, L = model->shard.local_len, N = B * L;
-    const int64_t S = model->shard.padded_seq_len, cp = model->shard.cp;
+    const int64_t cp = model->shard.cp; /* ring: the sequence tensors are the rank's own rows */
+    const int64_t S = model->algorithm == CPPARITY_ALGORITHM_RING ? L : model->shard.padded_seq_len;
     const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;

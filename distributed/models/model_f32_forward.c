@@ -6,6 +6,7 @@
 #include "distributed/kernels/kernel_call.h"
 #include "distributed/models/layers_f32.h"
 #include "distributed/models/model_f32.h"
+#include "distributed/cp/ring.h"
 #include "distributed/cp/ulysses.h"
 
 /* Gathers every rank's attention_mask and position_ids and rebuilds the compact mask over the
@@ -31,12 +32,14 @@ static cpparity_status gather_mask(f32_model *model, const cpparity_batch *local
                                      CPPARITY_INT64, NULL, error);
     }
     if (status == CPPARITY_OK) {
-        /* gathered [cp, B, L] → rows [B, S]: rank i's tokens sit at [i·L, (i+1)·L) */
+        /* gathered [cp, B, L] → rows [B, S]: rank i's row t sits at its layout's position */
         for (int64_t i = 0; i < cp; i++) {
             for (int64_t b = 0; b < B; b++) {
-                memcpy(mask_rows + b * S + i * L, masks + (i * B + b) * L, (size_t)L);
-                memcpy(position_rows + b * S + i * L, positions + (i * B + b) * L,
-                       (size_t)L * sizeof(int64_t));
+                for (int64_t t = 0; t < L; t++) {
+                    const int64_t at = b * S + shard_position(&model->shard, i, t);
+                    mask_rows[at] = masks[(i * B + b) * L + t];
+                    position_rows[at] = positions[(i * B + b) * L + t];
+                }
             }
         }
         mask_storage_free(&model->mask);
@@ -55,6 +58,7 @@ typedef struct forward_scratch {
     float *exchange;   /* 2·B·L·max(H, cp)·Dh */
     float *repeated;   /* B·L·cp·Dh: kv heads repeated to cp when replicated */
     float *projection; /* B·L·D */
+    float *reordered;  /* B·L·H·Dh: the attention output in rank order (zigzag, round-robin) */
 } forward_scratch;
 
 /* Moves kv heads [B, L, Hkv, Dh] to [B, S, Hkvl, Dh], repeating them first when replicated. */
@@ -71,6 +75,84 @@ static cpparity_status kv_to_sequence(f32_model *model, float *out, const float 
                              model->fault);
     return ulysses_heads_to_sequence_ordered(model->comm, out, scratch->repeated, B, L, cp,
                                              c->head_dim, scratch->exchange, model->fault, error);
+}
+
+/* Ulysses attention of layer l: q, k, v to heads × the whole sequence (in position order), the
+ * kernel's whole-sequence call, the output back to this rank's tokens in a->attention. */
+static cpparity_status ulysses_forward(f32_model *model, int64_t l, const f32_layer_activations *a,
+                                       forward_scratch *scratch, cpparity_error *error) {
+    const int64_t B = model->batch, L = model->shard.local_len, Dh = model->config.head_dim;
+    const int64_t H = model->config.num_attention_heads;
+    float *act = model->activations;
+    cpparity_status status =
+        ulysses_heads_to_sequence_ordered(model->comm, act + a->sequence_q, act + a->q, B, L, H, Dh,
+                                          scratch->exchange, model->fault, error);
+    if (status == CPPARITY_OK) {
+        status = kv_to_sequence(model, act + a->sequence_k, act + a->k, scratch, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = kv_to_sequence(model, act + a->sequence_v, act + a->v, scratch, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    /* the all-to-all delivers rank after rank; the kernel sees tokens in position order */
+    shard_reorder(&model->shard, act + a->sequence_q, B, model->local_heads * Dh, scratch->exchange,
+                  true);
+    shard_reorder(&model->shard, act + a->sequence_k, B, model->local_kv_heads * Dh,
+                  scratch->exchange, true);
+    shard_reorder(&model->shard, act + a->sequence_v, B, model->local_kv_heads * Dh,
+                  scratch->exchange, true);
+    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
+    const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
+                                          model->local_kv_heads, Dh};
+    char message[512] = "";
+    if (kernel_call_forward(model->kernel, act + a->sequence_out, act + a->sequence_lse,
+                            act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
+                            &dims, f32_model_attention_scale(model), message,
+                            sizeof message) != 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d layer %lld: kernel %s forward failed: %s",
+                                  model->comm->rank, (long long)l, model->kernel->name, message);
+    }
+    f32_model_store(model, act + a->sequence_out, dims.batch * dims.seq_len * dims.heads * Dh);
+    /* sent back rank after rank: a copy, since backward needs sequence_out in position order */
+    float *ranked = act + a->sequence_out;
+    if (model->shard.kind != CPPARITY_LAYOUT_CONTIGUOUS) {
+        ranked = scratch->reordered;
+        memcpy(ranked, act + a->sequence_out,
+               (size_t)(dims.batch * dims.seq_len * dims.heads * Dh) * sizeof(float));
+        shard_reorder(&model->shard, ranked, B, dims.heads * Dh, scratch->exchange, false);
+    }
+    return ulysses_sequence_to_heads(model->comm, act + a->attention, ranked, B, L, H, Dh,
+                                     scratch->exchange, error);
+}
+
+/* Ring attention of layer l on this rank's own q, k, v (ring.h): out into a->attention (and
+ * sequence_out, which backward reads), lse into sequence_lse. */
+static cpparity_status ring_forward(f32_model *model, int64_t l, const f32_layer_activations *a,
+                                    cpparity_error *error) {
+    const cpparity_model_config *c = &model->config;
+    float *act = model->activations;
+    const ring_setup ring = {model->comm,
+                             &model->shard,
+                             model->kernel,
+                             model->batch,
+                             c->num_attention_heads,
+                             c->num_key_value_heads,
+                             c->head_dim,
+                             model->fault};
+    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
+    const int64_t count =
+        model->batch * model->shard.local_len * c->num_attention_heads * c->head_dim;
+    cpparity_status status = ring_attention_forward(
+        &ring, act + a->sequence_out, act + a->sequence_lse, act + a->q, act + a->k, act + a->v,
+        &mask, f32_model_attention_scale(model), error);
+    if (status == CPPARITY_OK) {
+        f32_model_store(model, act + a->sequence_out, count);
+        memcpy(act + a->attention, act + a->sequence_out, (size_t)count * sizeof(float));
+    }
+    return status;
 }
 
 static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity_batch *local,
@@ -99,33 +181,9 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
     f32_model_store(model, act + a->q, N * H * Dh);
     f32_model_store(model, act + a->k, N * Hkv * Dh);
 
-    cpparity_status status =
-        ulysses_heads_to_sequence_ordered(model->comm, act + a->sequence_q, act + a->q, B, L, H, Dh,
-                                          scratch->exchange, model->fault, error);
-    if (status == CPPARITY_OK) {
-        status = kv_to_sequence(model, act + a->sequence_k, act + a->k, scratch, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = kv_to_sequence(model, act + a->sequence_v, act + a->v, scratch, error);
-    }
-    if (status != CPPARITY_OK) {
-        return status;
-    }
-    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
-    const cpparity_attention_dims dims = {B, model->shard.padded_seq_len, model->local_heads,
-                                          model->local_kv_heads, Dh};
-    char message[512] = "";
-    if (kernel_call_forward(model->kernel, act + a->sequence_out, act + a->sequence_lse,
-                            act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
-                            &dims, f32_model_attention_scale(model), message,
-                            sizeof message) != 0) {
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                                  "rank %d layer %lld: kernel %s forward failed: %s",
-                                  model->comm->rank, (long long)l, model->kernel->name, message);
-    }
-    f32_model_store(model, act + a->sequence_out, dims.batch * dims.seq_len * dims.heads * Dh);
-    status = ulysses_sequence_to_heads(model->comm, act + a->attention, act + a->sequence_out, B, L,
-                                       H, Dh, scratch->exchange, error);
+    cpparity_status status = model->algorithm == CPPARITY_ALGORITHM_RING
+                                 ? ring_forward(model, l, a, error)
+                                 : ulysses_forward(model, l, a, scratch, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -198,8 +256,9 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
         malloc((size_t)(2 * N * widest * c->head_dim) * sizeof(float)),
         malloc((size_t)(N * model->shard.cp * c->head_dim) * sizeof(float)),
         malloc((size_t)(N * D) * sizeof(float)),
+        malloc((size_t)(N * c->num_attention_heads * c->head_dim) * sizeof(float)),
     };
-    if (!scratch.exchange || !scratch.repeated || !scratch.projection) {
+    if (!scratch.exchange || !scratch.repeated || !scratch.projection || !scratch.reordered) {
         status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: out of memory",
                                     model->comm->rank);
     }
@@ -217,6 +276,7 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
     free(scratch.exchange);
     free(scratch.repeated);
     free(scratch.projection);
+    free(scratch.reordered);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -229,7 +289,8 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
     if (model->fault == CPPARITY_FAULT_AUTOPAD_TRUNCATE) { /* truncated tokens: no logits */
         for (int64_t b = 0; b < B; b++) {
             for (int64_t t = 0; t < L; t++) {
-                if (model->shard.offset + t >= shard_truncated_length(&model->shard)) {
+                if (shard_position(&model->shard, model->shard.rank, t) >=
+                    shard_truncated_length(&model->shard)) {
                     memset(act + model->logits + (b * L + t) * c->vocab_size, 0,
                            (size_t)c->vocab_size * sizeof(float));
                 }

@@ -15,6 +15,9 @@ typedef struct rank_sizes {
     int64_t P;          /* parameters */
     int64_t parameters; /* tensors in the parameter table */
     int64_t L, Sp, Nl, NSp, Hl, Hkvl, widest;
+    bool ring;           /* ring attention (ring.h) rather than Ulysses */
+    int64_t NS;          /* tokens of the sequence-side tensors: B·Sp, or B·L for ring */
+    int64_t S_attention; /* their sequence length: Sp, or L for ring */
 } rank_sizes;
 
 /* What both models hold alike: their slice of the batch and compact mask, the mask gather, the
@@ -52,12 +55,17 @@ static bool sizes_of(cpparity_sizer *s, const cpparity_implementation_estimate *
     z->P = table.total;
     z->parameters = table.count;
     cpparity_tensor_table_free(&table);
-    z->L = z->S / z->cp + (z->S % z->cp != 0);
+    const int64_t per = setup->layout == CPPARITY_LAYOUT_ZIGZAG ? 2 * z->cp : z->cp;
+    z->L = (z->S / per + (z->S % per != 0)) * (per / z->cp); /* shard.h: zigzag, 2·ceil(S/2cp) */
+    z->ring = setup->algorithm == CPPARITY_ALGORITHM_RING;
     z->Sp = CPPARITY_PRODUCT(s, "the padded sequence", z->cp, z->L);
     z->Nl = CPPARITY_PRODUCT(s, "a rank's tokens", z->B, z->L);
     z->NSp = CPPARITY_PRODUCT(s, "the padded tokens", z->B, z->Sp);
-    z->Hl = z->H / z->cp;
-    z->Hkvl = z->Hkv % z->cp != 0 ? 1 : z->Hkv / z->cp;
+    z->Hl = z->ring ? z->H : z->H / z->cp;
+    z->Hkvl = z->ring ? z->Hkv : z->Hkv % z->cp != 0 ? 1 : z->Hkv / z->cp;
+    /* the sequence-side tensors: the whole padded sequence (Ulysses), the rank's rows (ring) */
+    z->NS = z->ring ? z->Nl : z->NSp;
+    z->S_attention = z->ring ? z->L : z->Sp;
     z->widest = z->H > z->cp ? z->H : z->cp;
     return s->ok;
 }
@@ -98,7 +106,7 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
     cpparity_tensor_table layout = {0};
     model_layer_activations offsets[CPPARITY_MAX_LAYERS];
     int64_t final_input, final_rstd, final_normed, final_logits;
-    const activation_layout_sizes sizes = {z->B, z->L, z->Sp, z->Hl, z->Hkvl};
+    const activation_layout_sizes sizes = {z->B, z->L, z->S_attention, z->Hl, z->Hkvl};
     cpparity_error why;
     if (activation_layout_build(&layout, offsets, &final_input, &final_rstd, &final_normed,
                                 &final_logits, setup->config, &sizes, &why) != CPPARITY_OK) {
@@ -114,11 +122,32 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
         CPPARITY_PRODUCT(s, "the parameters", 8, z->P),
         CPPARITY_PRODUCT(s, "the implementation's activations", 4, activations), c->local);
     /* model_f32_forward.c: the all-to-all's send and receive, the gathered heads, a projection */
-    const int64_t scratch = CPPARITY_PRODUCT(
-        s, "the forward scratch", 4,
-        CPPARITY_SUM(s, c->exchange,
-                     CPPARITY_PRODUCT(s, "the forward scratch", z->Nl, z->cp, z->Dh),
-                     CPPARITY_PRODUCT(s, "the forward scratch", z->Nl, z->D)));
+    /* model_f32_forward.c: the all-to-all's send and receive, the gathered heads, a projection,
+     * the attention output in rank order; ring.c's buffers during a ring forward */
+    const int64_t query = CPPARITY_PRODUCT(s, "a rank's queries", z->Nl, z->H, z->Dh);
+    const int64_t key = CPPARITY_PRODUCT(s, "a rank's keys", z->Nl, z->Hkv, z->Dh);
+    /* ring.c's row bookkeeping: two token indices, four row lists, two run lists, two flags */
+    const int64_t ring_rows = CPPARITY_PRODUCT(s, "the ring's rows", 100, z->L);
+    const int64_t ring_forward =
+        z->ring ? CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the ring's buffers", 4, 6, key),
+                               CPPARITY_PRODUCT(s, "the ring's buffers", 4, 2, query),
+                               CPPARITY_PRODUCT(s, "the ring's buffers", 4, z->B, z->H, z->L),
+                               ring_rows)
+                : 0;
+    const int64_t ring_backward =
+        z->ring ? CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the ring's buffers", 4, 12, key),
+                               CPPARITY_PRODUCT(s, "the ring's buffers", 4, 4, query),
+                               CPPARITY_PRODUCT(s, "the ring's buffers", 4, z->B, z->H, z->L),
+                               ring_rows)
+                : 0;
+    const int64_t scratch = CPPARITY_SUM(
+        s,
+        CPPARITY_PRODUCT(
+            s, "the forward scratch", 4,
+            CPPARITY_SUM(s, c->exchange,
+                         CPPARITY_PRODUCT(s, "the forward scratch", z->Nl, z->cp, z->Dh),
+                         CPPARITY_PRODUCT(s, "the forward scratch", z->Nl, z->D), query)),
+        ring_forward);
     /* model_f32_backward.c: per token the stream, residual and normed (D each), swiglu, gate,
      * up (F each), attention and q (H·Dh), k and v (Hkv·Dh), logits (V); the sequence-side
      * q, k, v gradients; the gathered heads; the all-to-all */
@@ -127,15 +156,18 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
                      CPPARITY_PRODUCT(s, "the backward buffers", 3, z->F),
                      CPPARITY_PRODUCT(s, "the backward buffers", 2, z->H, z->Dh),
                      CPPARITY_PRODUCT(s, "the backward buffers", 2, z->Hkv, z->Dh), z->V);
-    const int64_t sequence = CPPARITY_PRODUCT(s, "the backward buffers", 2, z->NSp,
+    const int64_t sequence = CPPARITY_PRODUCT(s, "the backward buffers", 2, z->NS,
                                               CPPARITY_SUM(s, z->Hl, z->Hkvl), z->Dh);
-    const int64_t buffers = CPPARITY_PRODUCT(
-        s, "the backward buffers", 4,
-        CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the backward buffers", z->Nl, per_token), sequence,
-                     CPPARITY_PRODUCT(s, "the backward buffers", z->Nl, z->cp, z->Dh),
-                     c->exchange));
+    const int64_t buffers = CPPARITY_SUM(
+        s,
+        CPPARITY_PRODUCT(
+            s, "the backward buffers", 4,
+            CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the backward buffers", z->Nl, per_token), sequence,
+                         CPPARITY_PRODUCT(s, "the backward buffers", z->Nl, z->cp, z->Dh),
+                         c->exchange)),
+        ring_backward);
     /* the kernel's own workspace in an attention call over the gathered sequence */
-    const cpparity_attention_dims dims = {z->B, z->Sp, z->Hl, z->Hkvl, z->Dh};
+    const cpparity_attention_dims dims = {z->B, z->S_attention, z->Hl, z->Hkvl, z->Dh};
     int64_t workspace = 0;
     if (!kernel_workspace_bytes(setup->kernel, &dims, &workspace)) {
         cpparity_sizer_fail(s, "the attention kernel's workspace");

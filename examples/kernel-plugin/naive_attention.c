@@ -1,8 +1,9 @@
 /*
  * naive_attention.c — a small, clear attention kernel plugin for cpparity: float32 on the CPU,
- * every mask of cpparity/kernel.h, GQA, deterministic. It is written for reading, not speed:
- * each query row scans its keys, evaluating the mask predicate for each; backward recomputes the
- * probabilities from the saved log-sum-exp and walks the keys in tiles of TILE.
+ * every mask of cpparity/kernel.h, GQA, deterministic, ABI 3 (whole-sequence and block calls). It
+ * is written for reading, not speed: each query row scans its keys, evaluating the mask predicate
+ * for each (on global token indices in a block call); backward recomputes the probabilities from
+ * the saved log-sum-exp and walks the keys in tiles of TILE.
  *
  * Build (see README.md): a shared library exporting cpparity_kernel_plugin. Then
  *     cpparity run cases/ci.yaml --kernel ./libnaive_attention.so
@@ -19,7 +20,8 @@
  *     7  backward alone lets one key too many into the sliding window (forward right)
  * and PLUGIN_LACKS_SLIDING a right kernel that does not claim sliding windows (capabilities
  * without CPPARITY_KERNEL_SUPPORTS_SLIDING): its other layers are judged, its sliding ones "not
- * claimed".
+ * claimed"; PLUGIN_ABI2 the same right kernel as an ABI 2 plugin (no block calls: its ring items
+ * are not claimed).
  */
 #include <math.h>
 #include <stdint.h>
@@ -77,10 +79,27 @@ static int allowed(const cpparity_mask_description *m, int64_t b, int64_t q, int
     return 1;
 }
 
-/* Element offsets: q, out [B, S, H, Dh]; k, v [B, S, Hkv, Dh]; lse [B, H, S]. */
-static int64_t at(const cpparity_attention_dims *d, int64_t heads, int64_t b, int64_t s,
-                  int64_t h) {
-    return ((b * d->seq_len + s) * heads + h) * d->head_dim;
+/* The rows of a call: a whole-sequence call's (index NULL: row i is token i, and a query row
+ * scans keys up to itself), or a block call's (ABI 3: tokens query_index[i], key_index[j], every
+ * key row scanned). */
+typedef struct call_rows {
+    int64_t queries, keys;
+    const int64_t *query_index, *key_index;
+} call_rows;
+
+static int64_t token(const int64_t *index, int64_t row) {
+    return index != NULL ? index[row] : row;
+}
+
+/* The key rows query row t scans: 0 … t in a whole call (later keys are in the future). */
+static int64_t keys_scanned(const call_rows *rows, int64_t t) {
+    return rows->key_index == NULL && rows->query_index == NULL ? t + 1 : rows->keys;
+}
+
+/* Element offset of row s, head h in a [B, rows, heads, Dh] tensor. */
+static int64_t at(const cpparity_attention_dims *d, int64_t rows, int64_t heads, int64_t b,
+                  int64_t s, int64_t h) {
+    return ((b * rows + s) * heads + h) * d->head_dim;
 }
 
 static float dot(const float *x, const float *y, int64_t n) {
@@ -91,29 +110,27 @@ static float dot(const float *x, const float *y, int64_t n) {
     return (float)sum;
 }
 
-static int forward(void *context, void *out_bytes, float *lse, const void *q_bytes,
-                   const void *k_bytes, const void *v_bytes, const cpparity_mask_description *m,
-                   const cpparity_attention_dims *d, float scale, void *stream, char *error,
-                   size_t capacity) {
-    (void)context, (void)stream, (void)error, (void)capacity;
-    float *out = out_bytes;
-    const float *q = q_bytes, *k = k_bytes, *v = v_bytes;
-    const int64_t H = d->heads, Hkv = d->kv_heads, Dh = d->head_dim, S = d->seq_len;
+static int forward_rows(float *out, float *lse, const float *q, const float *k, const float *v,
+                        const cpparity_mask_description *m, const cpparity_attention_dims *d,
+                        const call_rows *rows, float scale) {
+    const int64_t H = d->heads, Hkv = d->kv_heads, Dh = d->head_dim;
+    const int64_t Sq = rows->queries, Sk = rows->keys;
     for (int64_t b = 0; b < d->batch; b++) {
         for (int64_t h = 0; h < H; h++) {
             const int64_t kv = h / (H / Hkv);
-            for (int64_t t = 0; t < S; t++) {
+            for (int64_t t = 0; t < Sq; t++) {
 #if PLUGIN_BUG == 6
-                if (S % 16 != 0 && t >= S - S % 16) {
+                if (Sq % 16 != 0 && t >= Sq - Sq % 16) {
                     continue; /* the last partial tile of query rows is never written */
                 }
 #endif
-                const float *query = q + at(d, H, b, t, h);
-                float *o = out + at(d, H, b, t, h);
+                const int64_t qt = token(rows->query_index, t);
+                const float *query = q + at(d, Sq, H, b, t, h);
+                float *o = out + at(d, Sq, H, b, t, h);
                 float maximum = -INFINITY;
-                for (int64_t s = 0; s <= t; s++) {
-                    if (allowed(m, b, t, s, 0)) {
-                        const float score = scale * dot(query, k + at(d, Hkv, b, s, kv), Dh);
+                for (int64_t s = 0; s < keys_scanned(rows, t); s++) {
+                    if (allowed(m, b, qt, token(rows->key_index, s), 0)) {
+                        const float score = scale * dot(query, k + at(d, Sk, Hkv, b, s, kv), Dh);
                         maximum = score > maximum ? score : maximum;
                     }
                 }
@@ -121,7 +138,7 @@ static int forward(void *context, void *out_bytes, float *lse, const void *q_byt
 #if PLUGIN_BUG != 3
                     memset(o, 0, (size_t)Dh * sizeof *o);
 #endif
-                    lse[(b * H + h) * S + t] = -INFINITY;
+                    lse[(b * H + h) * Sq + t] = -INFINITY;
                     continue;
                 }
                 double sum = 0.0;
@@ -131,12 +148,12 @@ static int forward(void *context, void *out_bytes, float *lse, const void *q_byt
 #else
                 double accumulated[1024] = {0};
 #endif
-                for (int64_t s = 0; s <= t; s++) {
-                    if (allowed(m, b, t, s, 0)) {
+                for (int64_t s = 0; s < keys_scanned(rows, t); s++) {
+                    if (allowed(m, b, qt, token(rows->key_index, s), 0)) {
                         const double p =
-                            exp(scale * dot(query, k + at(d, Hkv, b, s, kv), Dh) - maximum);
+                            exp(scale * dot(query, k + at(d, Sk, Hkv, b, s, kv), Dh) - maximum);
                         sum += p;
-                        const float *value = v + at(d, Hkv, b, s, kv);
+                        const float *value = v + at(d, Sk, Hkv, b, s, kv);
                         for (int64_t i = 0; i < Dh; i++) {
                             accumulated[i] += p * value[i];
                         }
@@ -145,53 +162,52 @@ static int forward(void *context, void *out_bytes, float *lse, const void *q_byt
                 for (int64_t i = 0; i < Dh; i++) {
                     o[i] = (float)(accumulated[i] / sum);
                 }
-                lse[(b * H + h) * S + t] = (float)(maximum + log(sum));
+                lse[(b * H + h) * Sq + t] = (float)(maximum + log(sum));
             }
         }
     }
     return 0;
 }
 
-static int backward(void *context, void *dq_bytes, void *dk_bytes, void *dv_bytes,
-                    const void *dout_bytes, const void *q_bytes, const void *k_bytes,
-                    const void *v_bytes, const void *out_bytes, const float *lse,
-                    const cpparity_mask_description *m, const cpparity_attention_dims *d,
-                    float scale, void *stream, char *error, size_t capacity) {
-    (void)context, (void)stream, (void)error, (void)capacity;
-    float *dq = dq_bytes, *dk = dk_bytes, *dv = dv_bytes;
-    const float *dout = dout_bytes, *q = q_bytes, *k = k_bytes, *v = v_bytes, *out = out_bytes;
-    const int64_t H = d->heads, Hkv = d->kv_heads, Dh = d->head_dim, S = d->seq_len;
-    memset(dq, 0, (size_t)(d->batch * S * H * Dh) * sizeof *dq);
-    memset(dk, 0, (size_t)(d->batch * S * Hkv * Dh) * sizeof *dk);
-    memset(dv, 0, (size_t)(d->batch * S * Hkv * Dh) * sizeof *dv);
+static void backward_rows(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *out, const float *lse,
+                          const cpparity_mask_description *m, const cpparity_attention_dims *d,
+                          const call_rows *rows, float scale) {
+    const int64_t H = d->heads, Hkv = d->kv_heads, Dh = d->head_dim;
+    const int64_t Sq = rows->queries, Sk = rows->keys;
+    memset(dq, 0, (size_t)(d->batch * Sq * H * Dh) * sizeof *dq);
+    memset(dk, 0, (size_t)(d->batch * Sk * Hkv * Dh) * sizeof *dk);
+    memset(dv, 0, (size_t)(d->batch * Sk * Hkv * Dh) * sizeof *dv);
     for (int64_t b = 0; b < d->batch; b++) {
         for (int64_t h = 0; h < H; h++) {
             const int64_t kv = h / (H / Hkv);
-            for (int64_t t = 0; t < S; t++) {
-                const float row_lse = lse[(b * H + h) * S + t];
+            for (int64_t t = 0; t < Sq; t++) {
+                const float row_lse = lse[(b * H + h) * Sq + t];
                 if (row_lse == -INFINITY) {
                     continue; /* a fully masked row has no gradient */
                 }
-                const float *query = q + at(d, H, b, t, h), *g = dout + at(d, H, b, t, h);
-                const float delta = dot(g, out + at(d, H, b, t, h), Dh); /* Σ dout ⊙ out */
-                int64_t tiles = (t + TILE) / TILE;                       /* keys 0 … t */
+                const int64_t qt = token(rows->query_index, t);
+                const float *query = q + at(d, Sq, H, b, t, h), *g = dout + at(d, Sq, H, b, t, h);
+                const float delta = dot(g, out + at(d, Sq, H, b, t, h), Dh); /* Σ dout ⊙ out */
+                const int64_t scanned = keys_scanned(rows, t);
+                int64_t tiles = (scanned + TILE - 1) / TILE; /* key rows 0 … scanned − 1 */
 #if PLUGIN_BUG == 2
                 tiles = tiles > 1 ? tiles - 1 : tiles;
 #endif
                 for (int64_t tile = 0; tile < tiles; tile++) {
-                    const int64_t last = (tile + 1) * TILE - 1 < t ? (tile + 1) * TILE - 1 : t;
-                    for (int64_t s = tile * TILE; s <= last; s++) {
-                        if (!allowed(m, b, t, s, 1)) {
+                    const int64_t end = (tile + 1) * TILE < scanned ? (tile + 1) * TILE : scanned;
+                    for (int64_t s = tile * TILE; s < end; s++) {
+                        if (!allowed(m, b, qt, token(rows->key_index, s), 1)) {
                             continue;
                         }
-                        const float *key = k + at(d, Hkv, b, s, kv);
-                        const float *value = v + at(d, Hkv, b, s, kv);
+                        const float *key = k + at(d, Sk, Hkv, b, s, kv);
+                        const float *value = v + at(d, Sk, Hkv, b, s, kv);
                         const float p = expf(scale * dot(query, key, Dh) - row_lse);
                         const float dp = dot(g, value, Dh);
                         const float ds = p * (dp - delta) * scale;
-                        float *dq_row = dq + at(d, H, b, t, h);
-                        float *dk_row = dk + at(d, Hkv, b, s, kv);
-                        float *dv_row = dv + at(d, Hkv, b, s, kv);
+                        float *dq_row = dq + at(d, Sq, H, b, t, h);
+                        float *dk_row = dk + at(d, Sk, Hkv, b, s, kv);
+                        float *dv_row = dv + at(d, Sk, Hkv, b, s, kv);
                         for (int64_t i = 0; i < Dh; i++) {
                             dq_row[i] += ds * key[i];
                             dk_row[i] += ds * query[i];
@@ -202,6 +218,45 @@ static int backward(void *context, void *dq_bytes, void *dk_bytes, void *dv_byte
             }
         }
     }
+}
+
+static int forward(void *context, void *out, float *lse, const void *q, const void *k,
+                   const void *v, const cpparity_mask_description *m,
+                   const cpparity_attention_dims *d, float scale, void *stream, char *error,
+                   size_t capacity) {
+    (void)context, (void)stream, (void)error, (void)capacity;
+    const call_rows rows = {d->seq_len, d->seq_len, NULL, NULL};
+    return forward_rows(out, lse, q, k, v, m, d, &rows, scale);
+}
+
+static int backward(void *context, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                    const void *k, const void *v, const void *out, const float *lse,
+                    const cpparity_mask_description *m, const cpparity_attention_dims *d,
+                    float scale, void *stream, char *error, size_t capacity) {
+    (void)context, (void)stream, (void)error, (void)capacity;
+    const call_rows rows = {d->seq_len, d->seq_len, NULL, NULL};
+    backward_rows(dq, dk, dv, dout, q, k, v, out, lse, m, d, &rows, scale);
+    return 0;
+}
+
+/* ABI 3: a block of query rows against a block of key rows, named by global token index. */
+static int forward_block(void *context, void *out, float *lse, const void *q, const void *k,
+                         const void *v, const cpparity_mask_description *m,
+                         const cpparity_attention_dims *d, const cpparity_attention_block *block,
+                         float scale, void *stream, char *error, size_t capacity) {
+    (void)context, (void)stream, (void)error, (void)capacity;
+    const call_rows rows = {block->query_len, block->key_len, block->query_index, block->key_index};
+    return forward_rows(out, lse, q, k, v, m, d, &rows, scale);
+}
+
+static int backward_block(void *context, void *dq, void *dk, void *dv, const void *dout,
+                          const void *q, const void *k, const void *v, const void *out,
+                          const float *lse, const cpparity_mask_description *m,
+                          const cpparity_attention_dims *d, const cpparity_attention_block *block,
+                          float scale, void *stream, char *error, size_t capacity) {
+    (void)context, (void)stream, (void)error, (void)capacity;
+    const call_rows rows = {block->query_len, block->key_len, block->query_index, block->key_index};
+    backward_rows(dq, dk, dv, dout, q, k, v, out, lse, m, d, &rows, scale);
     return 0;
 }
 
@@ -216,8 +271,14 @@ static int supports(void *context, const cpparity_mask_description *m,
     return 1;
 }
 
+#ifdef PLUGIN_ABI2
+#define PLUGIN_ABI 2u
+#else
+#define PLUGIN_ABI CPPARITY_KERNEL_ABI_VERSION
+#endif
+
 static const cpparity_attention_kernel kernel = {
-    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+    .abi_version = PLUGIN_ABI,
     .struct_size = sizeof(cpparity_attention_kernel),
 #if PLUGIN_BUG == 0
     .name = "naive-attention",
@@ -240,13 +301,20 @@ static const cpparity_attention_kernel kernel = {
     .head_dims = NULL,
     .supports = supports,
     .workspace_bytes = NULL, /* optional: it allocates nothing (a row lives on the stack) */
+#ifdef PLUGIN_ABI2 /* cpparity's tests: the same kernel as an ABI 2 plugin, without block calls */
+    .forward_block = NULL,
+    .backward_block = NULL,
+#else
+    .forward_block = forward_block, /* ABI 3: ring attention's calls */
+    .backward_block = backward_block,
+#endif
 };
 
 static const cpparity_attention_kernel *const kernels[] = {&kernel};
 
 const cpparity_attention_kernel *const *cpparity_kernel_plugin(uint32_t abi_version,
                                                                int32_t *count) {
-    if (abi_version != CPPARITY_KERNEL_ABI_VERSION) {
+    if (abi_version != PLUGIN_ABI) {
         *count = 0;
         return NULL;
     }

@@ -355,7 +355,8 @@ static void attention_item(cpparity_sizer *s, const cpparity_case *c, const case
 
 /* The implementation's own share of one rank (its `estimate`), into item; unknown without one. */
 static void implementation_share(cpparity_sizer *s, const cpparity_case *c, int64_t cp,
-                                 cpparity_dtype dtype, const memory_setting *setting,
+                                 cpparity_dtype dtype, cpparity_layout layout,
+                                 cpparity_algorithm algorithm, const memory_setting *setting,
                                  memory_item *item) {
     const cpparity_implementation *implementation = setting->implementation;
     if (implementation == NULL || implementation->estimate == NULL) {
@@ -367,6 +368,8 @@ static void implementation_share(cpparity_sizer *s, const cpparity_case *c, int6
         .seq_len = c->seq_len,
         .cp = cp,
         .dtype = dtype,
+        .layout = layout,
+        .algorithm = algorithm,
         .kernel = kernel_of(setting),
         .fault = setting->fault,
         .every_fault = setting->selftest,
@@ -388,6 +391,7 @@ static void implementation_share(cpparity_sizer *s, const cpparity_case *c, int6
 }
 
 bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dtype,
+                          cpparity_layout layout, cpparity_algorithm algorithm,
                           const memory_setting *setting, memory_item *item, char *what,
                           size_t what_size) {
     memset(item, 0, sizeof *item);
@@ -452,14 +456,16 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     item->baseline = SUM(&s, batch, PRODUCT(&s, "the weights", 8, z.P), parameter_table, naive);
 
     /* the implementation, per rank: what run_item.c run_on_rank gives and reads back (the whole
-     * batch, the float64 weights, the outputs of a slice of L = ceil(S/cp) tokens, the parameter
-     * tables of run_on_rank and run_item_execute), and the implementation's own share */
-    const int64_t L = z.S / cp + (z.S % cp != 0);
+     * batch, the float64 weights, the outputs of a slice of L tokens (ceil(S/cp), zigzag
+     * 2·ceil(S/2cp)), the parameter tables of run_on_rank and run_item_execute), and the
+     * implementation's own share */
+    const int64_t per = layout == CPPARITY_LAYOUT_ZIGZAG ? 2 * cp : cp;
+    const int64_t L = (z.S / per + (z.S % per != 0)) * (per / cp);
     const int64_t Sp = PRODUCT(&s, "the padded sequence", cp, L);
     const int64_t logits = PRODUCT(&s, "a rank's logits", z.B, L, z.V);
     item->rank_outputs = SUM(&s, PRODUCT(&s, "a rank's logits", 4, logits),
                              PRODUCT(&s, "a rank's gradients", 4, z.P));
-    implementation_share(&s, c, cp, dtype, setting, item);
+    implementation_share(&s, c, cp, dtype, layout, algorithm, setting, item);
     item->implementation =
         SUM(&s, batch, PRODUCT(&s, "the weights", 8, z.P), item->rank_outputs,
             PRODUCT(&s, "the parameter tables", 2, parameter_table), item->implementation_own);
@@ -692,8 +698,9 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         if (!totals[i].planned) {
             continue;
         }
-        if (!memory_estimate_item(cases[items[i].case_index], items[i].cp, items[i].dtype, setting,
-                                  &state.parts[i], overflow_what, overflow_size)) {
+        if (!memory_estimate_item(cases[items[i].case_index], items[i].cp, items[i].dtype,
+                                  items[i].layout, items[i].algorithm, setting, &state.parts[i],
+                                  overflow_what, overflow_size)) {
             *overflow_item = i;
         }
         phases[phase_count++] = items[i].cp;

@@ -176,9 +176,11 @@ memory_setting memory_setting_for(const run_options *options, const run_plan *pl
                                   const cpparity_implementation *implementation,
                                   const cpparity_attention_kernel *kernel);
 
-/* The parts of case c at cp (cp >= 1) in dtype under setting. False (item zeroed, what says
- * which size) when a size does not fit int64, or the implementation's estimate says so. */
+/* The parts of case c at cp (cp >= 1) in dtype, with layout and algorithm, under setting. False
+ * (item zeroed, what says which size) when a size does not fit int64, or the implementation's
+ * estimate says so. */
 bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dtype,
+                          cpparity_layout layout, cpparity_algorithm algorithm,
                           const memory_setting *setting, memory_item *item, char *what,
                           size_t what_size);
 

@@ -68,6 +68,15 @@ cpparity_status run_exchange_pack(byte_buffer *buffer, int64_t plan_index, const
             status = run_exchange_append(buffer, record->position_error,
                                          positions * (int64_t)sizeof(double), error);
         }
+        /* rows that are not consecutive positions (zigzag, round-robin): each row's position */
+        const int64_t rows = record->positions != NULL ? record->shape[1] : 0;
+        if (status == CPPARITY_OK) {
+            status = run_exchange_append(buffer, &rows, sizeof rows, error);
+        }
+        if (status == CPPARITY_OK && rows > 0) {
+            status = run_exchange_append(buffer, record->positions, rows * (int64_t)sizeof(int64_t),
+                                         error);
+        }
     }
     return status;
 }
@@ -117,6 +126,7 @@ cpparity_status run_exchange_unpack(const uint8_t *bytes, int64_t size, const ru
             record->values = NULL;
             record->reference = NULL;
             record->position_error = NULL;
+            record->positions = NULL;
             if (status == CPPARITY_OK) {
                 status = take(bytes, size, &offset, &count, sizeof count, error);
             }
@@ -144,6 +154,17 @@ cpparity_status run_exchange_unpack(const uint8_t *bytes, int64_t size, const ru
                              ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
                              : take(bytes, size, &offset, record->position_error,
                                     positions * (int64_t)sizeof(double), error);
+            }
+            int64_t rows = 0;
+            if (status == CPPARITY_OK) {
+                status = take(bytes, size, &offset, &rows, sizeof rows, error);
+            }
+            if (status == CPPARITY_OK && rows > 0) {
+                record->positions = malloc((size_t)rows * sizeof(int64_t));
+                status = record->positions == NULL
+                             ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                             : take(bytes, size, &offset, record->positions,
+                                    rows * (int64_t)sizeof(int64_t), error);
             }
         }
         if (status != CPPARITY_OK) {

@@ -18,6 +18,7 @@
 #include "fixtures/parameter_fixture.h"
 #include "harness/running/attention_item.h"
 #include "harness/judging/judge_item.h"
+#include "harness/judging/token_layout.h"
 
 #define PROBLEM_TEXT 512 /* bytes of a rank's output problem, NUL included */
 
@@ -75,10 +76,21 @@ typedef struct rank_outputs {
     float *gradients;     /* (parameters.total) by the harness's parameter table, owned */
 } rank_outputs;
 
-/* The slice length every rank must deliver: the contract of implementation.h, computed here
- * independently of the implementation's own sharding. */
-static int64_t expected_local_len(int64_t seq_len, int64_t cp) {
-    return (seq_len + cp - 1) / cp;
+/* The slice length every rank must deliver under layout: the contract of implementation.h,
+ * computed here independently of the implementation's own sharding (zigzag cuts 2·cp chunks). */
+static int64_t expected_local_len(int64_t seq_len, int64_t cp, cpparity_layout layout) {
+    const int64_t chunks = layout == CPPARITY_LAYOUT_ZIGZAG ? 2 * cp : cp;
+    return (seq_len + chunks - 1) / chunks * (chunks / cp);
+}
+
+/* The harness's own account of layout (token_layout.h), for the judge: round-robin deals one
+ * token at a time. */
+static token_layout judge_layout(cpparity_layout layout, int64_t padded_len, int64_t cp) {
+    const token_layout_kind kinds[CPPARITY_LAYOUT_COUNT] = {
+        [CPPARITY_LAYOUT_CONTIGUOUS] = TOKEN_LAYOUT_CONTIGUOUS,
+        [CPPARITY_LAYOUT_ZIGZAG] = TOKEN_LAYOUT_ZIGZAG,
+        [CPPARITY_LAYOUT_ROUND_ROBIN] = TOKEN_LAYOUT_ROUND_ROBIN};
+    return (token_layout){kinds[layout], padded_len, cp, 1};
 }
 
 /* Records the first output problem of a rank, "what: detail" (later ones are dropped). */
@@ -122,12 +134,14 @@ static void read_gradients(const cpparity_implementation *implementation, void *
  * forward, backward), and reads the outputs into host buffers. A failed call is returned as an
  * error; an output the instance cannot deliver is recorded as the rank's problem. */
 static cpparity_status run_on_rank(cpparity_comm *group, const run_target *target,
-                                   const cpparity_case *c, cpparity_dtype dtype, uint64_t seed,
+                                   const cpparity_case *c, const run_plan_item *planned,
                                    rank_outputs *outputs, cpparity_error *error) {
     memset(outputs, 0, sizeof *outputs);
     const cpparity_implementation *implementation = target->implementation;
+    const cpparity_dtype dtype = planned->dtype;
+    const uint64_t seed = planned->seed;
     const int64_t B = c->batch_size, V = c->model.vocab_size;
-    const int64_t L = expected_local_len(c->seq_len, group->size);
+    const int64_t L = expected_local_len(c->seq_len, group->size, planned->layout);
     cpparity_batch batch = {0};
     cpparity_tensor_table parameters = {0};
     double *weights = NULL;
@@ -157,8 +171,15 @@ static cpparity_status run_on_rank(cpparity_comm *group, const run_target *targe
     }
     const double start = monotonic_seconds();
     if (status == CPPARITY_OK) {
-        const cpparity_implementation_setup setup = {
-            &c->model, B, c->seq_len, dtype, group, target->kernel, target->fault};
+        const cpparity_implementation_setup setup = {.config = &c->model,
+                                                     .batch = B,
+                                                     .seq_len = c->seq_len,
+                                                     .dtype = dtype,
+                                                     .comm = group,
+                                                     .kernel = target->kernel,
+                                                     .layout = planned->layout,
+                                                     .algorithm = planned->algorithm,
+                                                     .fault = target->fault};
         status = implementation->create(&setup, &instance, error);
     }
     if (status == CPPARITY_OK) {
@@ -230,7 +251,32 @@ void run_item_begin(run_item *item, const run_plan *plan, const run_plan_item *p
     item->dtype = planned->dtype;
     item->is_baseline = planned->is_baseline;
     item->worst_tensor = -1;
-    item->padded_seq_len = expected_local_len(c->seq_len, planned->cp) * planned->cp;
+    item->padded_seq_len =
+        expected_local_len(c->seq_len, planned->cp, planned->layout) * planned->cp;
+    snprintf(item->algorithm, sizeof item->algorithm, "%s",
+             cpparity_algorithm_name(planned->algorithm));
+    /* the layout asked for (judge_item then records the one the positions follow: the same) */
+    snprintf(item->token_layout, sizeof item->token_layout, "%s",
+             cpparity_layout_name(planned->layout));
+}
+
+/* Ring attention calls the kernel on blocks (kernel.h ABI 3): a kernel without block calls (an
+ * ABI 2 plugin) cannot run the item, which is never run, saying so (root's item). Its outcome is
+ * NOT CLAIMED, like a call needing a capability the kernel does not declare: an ABI 2 plugin
+ * keeps passing what it passed, and a suite with ring items does not fail for it. */
+static bool lacks_block_calls(const run_target *target, const run_plan_item *planned, bool is_root,
+                              run_item *item) {
+    if (planned->algorithm != CPPARITY_ALGORITHM_RING || kernel_has_block_calls(target->kernel)) {
+        return false;
+    }
+    if (is_root) {
+        item->outcome = RUN_NOT_CLAIMED;
+        snprintf(item->message, sizeof item->message,
+                 "not run: kernel %s speaks ABI %u; kernel ABI %u has no block calls (ring "
+                 "attention needs ABI 3's forward_block and backward_block)",
+                 target->kernel->name, target->kernel->abi_version, target->kernel->abi_version);
+    }
+    return true;
 }
 
 /* The refusal check before any compute, identical on every rank: true when the implementation
@@ -239,8 +285,8 @@ static bool refused(const run_target *target, const cpparity_case *c, const run_
                     bool is_root, run_item *item) {
     cpparity_error refusal;
     cpparity_error_clear(&refusal);
-    if (target->implementation->check(&c->model, planned->cp, planned->dtype, target->kernel,
-                                      &refusal) == CPPARITY_OK) {
+    if (target->implementation->check(&c->model, planned->cp, planned->dtype, planned->algorithm,
+                                      target->kernel, &refusal) == CPPARITY_OK) {
         return false;
     }
     if (is_root) {
@@ -287,7 +333,9 @@ static bool unsupported(const run_target *target, const cpparity_case *c,
         supported =
             mask_storage_build(&storage, B, P, attention_mask, position_ids, NULL) == CPPARITY_OK;
     }
-    const int64_t cp = planned->cp, kv = model->num_key_value_heads;
+    /* the heads of one call: a rank's share after the all-to-all, or every head for ring */
+    const bool ring = planned->algorithm == CPPARITY_ALGORITHM_RING;
+    const int64_t cp = ring ? 1 : planned->cp, kv = model->num_key_value_heads;
     const cpparity_attention_dims dims = {B, P, model->num_attention_heads / cp,
                                           kv >= cp ? kv / cp : 1, model->head_dim};
     int64_t failing = -1; /* the first layer the kernel does not support */
@@ -376,14 +424,39 @@ static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *
         /* the reference's (and the naive baseline's) time is counted once, for the item that
          * computed it */
         item->reference_seconds = prefetch->seconds_now;
-        const judge_inputs in = {.reference = reference,
-                                 .naive = &reference->naive[planned->dtype],
-                                 .losses = losses,
-                                 .logits = logits,
-                                 .gradients = gradients,
-                                 .local_len = expected_local_len(c->seq_len, cp),
-                                 .store = options->store}; /* contiguous: positions NULL */
-        status = judge_item(item, planned->case_index, &in, baselines, error);
+        const int64_t L = expected_local_len(c->seq_len, cp, planned->layout);
+        judge_inputs in = {.reference = reference,
+                           .naive = &reference->naive[planned->dtype],
+                           .losses = losses,
+                           .logits = logits,
+                           .gradients = gradients,
+                           .local_len = L,
+                           .store = options->store}; /* contiguous: positions NULL */
+        /* another layout: the positions each rank's rows must be, from token_layout.h */
+        int64_t *held = NULL, *lengths = NULL;
+        const int64_t **positions = NULL;
+        if (planned->layout != CPPARITY_LAYOUT_CONTIGUOUS) {
+            held = malloc((size_t)(cp * L) * sizeof *held);
+            lengths = malloc((size_t)cp * sizeof *lengths);
+            positions = malloc((size_t)cp * sizeof *positions);
+            if (held == NULL || lengths == NULL || positions == NULL) {
+                status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+            }
+            const token_layout layout = judge_layout(planned->layout, cp * L, cp);
+            for (int r = 0; status == CPPARITY_OK && r < cp; r++) {
+                lengths[r] = L;
+                positions[r] = held + r * L;
+                status = token_layout_fill(&layout, r, held + r * L, error);
+            }
+            in.positions = positions;
+            in.lengths = lengths;
+        }
+        if (status == CPPARITY_OK) {
+            status = judge_item(item, planned->case_index, &in, baselines, error);
+        }
+        free(held);
+        free(lengths);
+        free(positions);
     }
     free(losses);
     return status;
@@ -417,7 +490,8 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     }
     interrupt_set_activity("case '%s' (cp %lld, %s)", c->name, (long long)planned->cp,
                            cpparity_dtype_name(planned->dtype));
-    if (refused(target, c, planned, is_root, item) ||
+    if (lacks_block_calls(target, planned, is_root, item) ||
+        refused(target, c, planned, is_root, item) ||
         unsupported(target, c, planned, is_root, item)) {
         if (!is_root) {
             memset(item, 0, sizeof *item);
@@ -439,13 +513,13 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     cpparity_error local_error;
     cpparity_error_clear(&local_error);
     const cpparity_status local_status =
-        run_on_rank(group, target, c, planned->dtype, planned->seed, &outputs, &local_error);
+        run_on_rank(group, target, c, planned, &outputs, &local_error);
     cpparity_status agreed;
     cpparity_status status = cpparity_agree_status(group, local_status, &agreed, error);
     if (status == CPPARITY_OK && agreed != CPPARITY_OK) {
         status = report_failure(group, root, agreed, &local_error, item, error);
     } else if (status == CPPARITY_OK) {
-        const int64_t L = expected_local_len(c->seq_len, group->size);
+        const int64_t L = expected_local_len(c->seq_len, group->size, planned->layout);
         const int64_t slice = c->batch_size * L * c->model.vocab_size;
         void *summaries = NULL, *logits = NULL, *gradients = NULL;
         cpparity_tensor_table table = {0};

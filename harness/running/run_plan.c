@@ -35,11 +35,13 @@ static bool selected(const run_options *options, const char *name, bool *matched
 
 /* Sets one item. */
 static void set_item(run_plan_item *item, int64_t case_index, int64_t cp, cpparity_dtype dtype,
-                     uint64_t seed) {
+                     cpparity_layout layout, cpparity_algorithm algorithm, uint64_t seed) {
     memset(item, 0, sizeof *item);
     item->case_index = case_index;
     item->cp = cp;
     item->dtype = dtype;
+    item->layout = layout;
+    item->algorithm = algorithm;
     item->is_baseline = cp == 1;
     item->runnable = true;
     item->seed = seed;
@@ -63,10 +65,21 @@ int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const ru
         }
         /* a case that must be refused needs no baseline unless it lists cp 1 */
         if (sizes[0] != 1 && !c->expect_refuse) {
-            set_item(&items[count++], case_index, 1, c->dtypes[d], seed);
+            set_item(&items[count++], case_index, 1, c->dtypes[d], CPPARITY_LAYOUT_CONTIGUOUS,
+                     CPPARITY_ALGORITHM_ULYSSES, seed);
         }
         for (int k = 0; k < c->cp_count; k++) {
-            set_item(&items[count++], case_index, sizes[k], c->dtypes[d], seed);
+            if (sizes[k] == 1) {
+                set_item(&items[count++], case_index, 1, c->dtypes[d], CPPARITY_LAYOUT_CONTIGUOUS,
+                         CPPARITY_ALGORITHM_ULYSSES, seed);
+                continue;
+            }
+            for (int a = 0; a < c->algorithm_count; a++) {
+                for (int l = 0; l < c->layout_count; l++) {
+                    set_item(&items[count++], case_index, sizes[k], c->dtypes[d], c->layouts[l],
+                             c->algorithms[a], seed);
+                }
+            }
         }
     }
     return count;
@@ -93,9 +106,7 @@ cpparity_status run_plan_build(run_plan *plan, const run_options *options, cppar
     plan->cases = calloc((size_t)total_cases + 1, sizeof *plan->cases);
     plan->case_suite = calloc((size_t)total_cases + 1, sizeof *plan->case_suite);
     /* per case: a baseline and each cp size, for each dtype */
-    plan->items =
-        calloc((size_t)(total_cases * (CPPARITY_MAX_CP_SIZES + 1) * CPPARITY_DTYPE_COUNT) + 1,
-               sizeof *plan->items);
+    plan->items = calloc((size_t)(total_cases * RUN_PLAN_CASE_ITEMS) + 1, sizeof *plan->items);
     if (!plan->cases || !plan->case_suite || !plan->items) {
         run_plan_free(plan);
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (run plan)");
@@ -165,6 +176,17 @@ void run_plan_set_ranks(run_plan *plan, int ranks, const cpparity_implementation
             snprintf(item->not_run_reason, sizeof item->not_run_reason,
                      "the %s implementation (--device %s) has no %s", implementation->name,
                      implementation->device, cpparity_dtype_name(item->dtype));
+        } else if (!implementation->layouts[item->layout]) {
+            item->runnable = false;
+            snprintf(item->not_run_reason, sizeof item->not_run_reason,
+                     "the %s implementation (--device %s) has no %s layout", implementation->name,
+                     implementation->device, cpparity_layout_name(item->layout));
+        } else if (!implementation->algorithms[item->algorithm]) {
+            item->runnable = false;
+            snprintf(item->not_run_reason, sizeof item->not_run_reason,
+                     "the %s implementation (--device %s) has no %s algorithm",
+                     implementation->name, implementation->device,
+                     cpparity_algorithm_name(item->algorithm));
         } else if (ranks % item->cp != 0) {
             item->runnable = false;
             snprintf(item->not_run_reason, sizeof item->not_run_reason,

@@ -9,6 +9,7 @@
 #include "common/monotonic_clock.h"
 #include "results_model/selftest_matrix.h"
 #include "distributed/kernels/kernel_cpu.h"
+#include "distributed/kernels/kernel_support.h"
 #include "results_model/selftest_file.h"
 #include "reports/selftest_console.h"
 
@@ -20,6 +21,21 @@ static bool applicable(cpparity_fault fault, const run_target *target, char *not
         !kernel_cpu_with_options(&copy, target->kernel, &options)) {
         snprintf(note, size, "lives in the built-in cpu-f32 kernel; kernel %s is under test",
                  target->kernel->name);
+        return false;
+    }
+    const implementation_fault_support support =
+        implementation_supports_fault(target->implementation, fault);
+    if (support != IMPLEMENTATION_FAULT_SUPPORTED) {
+        snprintf(note, size, "lives in %s, which the %s implementation does not run",
+                 support == IMPLEMENTATION_FAULT_NEEDS_RING ? "ring attention"
+                                                            : "the zigzag layout",
+                 target->implementation->name);
+        return false;
+    }
+    if (support == IMPLEMENTATION_FAULT_SUPPORTED && fault_lives_in_ring(fault) &&
+        !kernel_has_block_calls(target->kernel)) {
+        snprintf(note, size, "lives in ring attention; kernel %s has no block calls (ABI %u)",
+                 target->kernel->name, target->kernel->abi_version);
         return false;
     }
     note[0] = '\0';

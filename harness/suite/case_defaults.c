@@ -305,6 +305,16 @@ cpparity_status case_defaults_apply(case_reader *reader, const char *scope,
                                 "an attention-level case judges one kernel call alone: cp must be "
                                 "[1]");
     }
+    const case_key_index per_rank_keys[] = {CASE_KEY_LAYOUTS, CASE_KEY_ALGORITHMS};
+    for (size_t i = 0; i < sizeof per_rank_keys / sizeof *per_rank_keys; i++) {
+        const case_key_index k = per_rank_keys[i];
+        if (result->level == CPPARITY_LEVEL_ATTENTION && from[k] != NULL) {
+            return yaml_source_fail(reader->source, from[k]->nodes[k], scope, case_keys[k].name,
+                                    "an attention-level case has no context-parallel group: leave "
+                                    "%s out (it is for model-level cases)",
+                                    case_keys[k].name);
+        }
+    }
     if (result->level == CPPARITY_LEVEL_ATTENTION && result->expect_refuse) {
         return yaml_source_fail(reader->source, case_node, scope, "expect",
                                 "an attention-level case has no implementation to refuse it");

@@ -67,6 +67,8 @@ typedef enum case_key_index {
     CASE_KEY_ROWS,
     CASE_KEY_CP,
     CASE_KEY_DTYPES,
+    CASE_KEY_LAYOUTS,
+    CASE_KEY_ALGORITHMS,
     CASE_KEY_SEED,
     CASE_KEY_TOLERANCES,
     CASE_KEY_EXPECT,

@@ -1,5 +1,5 @@
 /*
- * cpparity/kernel.h — the attention kernel ABI of cpparity, version 2: what a kernel built apart
+ * cpparity/kernel.h — the attention kernel ABI of cpparity, version 3: what a kernel built apart
  * from cpparity implements so that `cpparity run --kernel PATH.so` can judge it inside the
  * context-parallel model (and, where a suite has them, in attention-level cases).
  *
@@ -12,7 +12,11 @@
  * returning its kernels (*count of them; NULL and *count = 0 when it does not speak
  * abi_version). The kernels must live as long as the library stays loaded. A kernel computes
  * attention for the heads a rank holds after the Ulysses all-to-all, over the whole sequence,
- * under a compact mask description (never an S×S array).
+ * under a compact mask description (never an S×S array) — a whole-sequence call — and, from ABI
+ * 3 on, for a block of queries against a block of keys (forward_block, backward_block): ring
+ * attention's calls, where a rank's queries meet the key/value block visiting it. cpparity asks
+ * the entry point for version 3 first and then for 2: an ABI 2 plugin keeps working wherever every
+ * call is a whole-sequence call (Ulysses), and items that need block calls are NOT RUN for it.
  *
  * Tensor pointers are host memory for a CPU kernel; device memory for a CUDA kernel, with the
  * caller's cudaStream_t as stream. A kernel must not keep any pointer after a call returns, and
@@ -45,6 +49,18 @@
  * scratch buffers, no shared handles used unlocked). Without that bit cpparity serialises every
  * call to the kernel, from any thread, one at a time. Calls on one thread are always sequential.
  *
+ * Block calls (ABI 3). A block names its rows by global token index, into the mask's padded
+ * sequence: query row i of the call is token query_index[i], key row j is token key_index[j]
+ * (int64, any order, e.g. a zigzag rank's two chunks in one call). Then
+ *     q, out, dout, dq  [B, Sq, H, Dh]     k, v, dk, dv  [B, Sk, Hkv, Dh]     lse  [B, H, Sq]
+ * and allowed(q, k) above is evaluated on (query_index[i], key_index[j]); dims->seq_len is the
+ * mask's S. forward_block writes the block's own out and lse (over its keys only: a query row with
+ * no allowed key in the block has out 0 and lse −∞); the caller merges blocks by log-sum-exp.
+ * backward_block receives the merged out and lse of the query rows (over every key) and
+ * OVERWRITES dq, dk and dv with this block's share of the gradients. A whole-sequence call is the
+ * block call with query_index = key_index = 0 … S − 1. The index arrays are in the tensors'
+ * memory (host, or device for a CUDA kernel).
+ *
  * Version history: 1 — forward, backward, name, version, device, dtype, deterministic.
  * 2 — capabilities, head_dims and supports() appended; the plugin entry point. Later, still
  * version 2: workspace_bytes() appended, optional; CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS
@@ -52,7 +68,7 @@
  * descriptor's struct_size says which fields it has: cpparity requires at least
  * CPPARITY_KERNEL_ABI2_STRUCT_SIZE (up to supports) and reads a later field only when struct_size
  * covers it, so plugins built against an older kernel.h (without workspace_bytes) load and run
- * unchanged.
+ * unchanged. 3 — forward_block and backward_block appended (both required at version 3).
  */
 #ifndef CPPARITY_KERNEL_H
 #define CPPARITY_KERNEL_H
@@ -64,7 +80,9 @@
 extern "C" {
 #endif
 
-#define CPPARITY_KERNEL_ABI_VERSION 2u
+#define CPPARITY_KERNEL_ABI_VERSION 3u
+/* The oldest version cpparity still loads (whole-sequence calls only). */
+#define CPPARITY_KERNEL_ABI_OLDEST 2u
 
 /* Values of cpparity_attention_kernel.device and .dtype. */
 #define CPPARITY_KERNEL_DEVICE_CPU 0     /* host pointers */
@@ -99,6 +117,14 @@ typedef struct cpparity_mask_description {
     const int8_t *key_valid;       /* [B, S] 1 = real token, 0 = padding */
     const int64_t *left_padding;   /* [B] leading padding tokens of each row */
 } cpparity_mask_description;
+
+/* The rows of a block call (ABI 3): which global tokens its query and key rows are. */
+typedef struct cpparity_attention_block {
+    int64_t query_len;          /* Sq: rows of q, out, dout, dq; entries of lse per head */
+    int64_t key_len;            /* Sk: rows of k, v, dk, dv */
+    const int64_t *query_index; /* [Sq] token index in [0, S) of each query row */
+    const int64_t *key_index;   /* [Sk] token index in [0, S) of each key row */
+} cpparity_attention_block;
 
 /* Sizes of one call. */
 typedef struct cpparity_attention_dims {
@@ -145,11 +171,29 @@ typedef struct cpparity_attention_kernel {
      * device memory for a CUDA kernel. cpparity adds a CPU kernel's figure to its memory
      * estimate of each rank before anything runs. −1 when the figure does not fit int64. */
     int64_t (*workspace_bytes)(void *context, const cpparity_attention_dims *dims);
+    /* --- ABI 3: block calls (above, "Block calls") --- */
+    /* out [B, Sq, H, Dh] and lse [B, H, Sq] of the block's queries over the block's keys. */
+    int (*forward_block)(void *context, void *out, float *lse, const void *q, const void *k,
+                         const void *v, const cpparity_mask_description *mask,
+                         const cpparity_attention_dims *dims, const cpparity_attention_block *block,
+                         float scale, void *stream, char *error, size_t capacity);
+    /* dq [B, Sq, H, Dh], dk and dv [B, Sk, Hkv, Dh] (overwritten): the block's share, from dout
+     * and the merged out and lse of the query rows. */
+    int (*backward_block)(void *context, void *dq, void *dk, void *dv, const void *dout,
+                          const void *q, const void *k, const void *v, const void *out,
+                          const float *lse, const cpparity_mask_description *mask,
+                          const cpparity_attention_dims *dims,
+                          const cpparity_attention_block *block, float scale, void *stream,
+                          char *error, size_t capacity);
 } cpparity_attention_kernel;
 
 /* The struct_size of an ABI 2 descriptor without the fields appended later (workspace_bytes):
  * the least cpparity accepts. */
 #define CPPARITY_KERNEL_ABI2_STRUCT_SIZE offsetof(cpparity_attention_kernel, workspace_bytes)
+/* The struct_size an ABI 3 descriptor must have at least (through backward_block). */
+#define CPPARITY_KERNEL_ABI3_STRUCT_SIZE                                                           \
+    (offsetof(cpparity_attention_kernel, backward_block) +                                         \
+     sizeof(((cpparity_attention_kernel *)0)->backward_block))
 
 /* The plugin entry point's name and type. */
 #define CPPARITY_KERNEL_PLUGIN_ENTRY "cpparity_kernel_plugin"

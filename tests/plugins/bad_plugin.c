@@ -2,6 +2,7 @@
  * bad_plugin.c — kernel plugins that are wrong as plugins (not as attention), for cpparity's
  * tests of --kernel PATH.so. BAD selects the fault:
  *   1  the entry speaks no ABI cpparity knows (returns NULL, count 0)
+ * Every other one is an ABI 2 plugin (no block calls).
  *   2  struct_size smaller than ABI 2's descriptor
  *   3  capability bits ABI 2 does not define
  *   4  a name cpparity's own kernels already use ("cpu-f32")
@@ -59,7 +60,7 @@ static int backward(void *context, void *dq, void *dk, void *dv, const void *dou
 }
 
 static const cpparity_attention_kernel kernel = {
-    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+    .abi_version = 2u, /* whole-sequence calls only: the ABI 2 path of the loader */
 #if BAD == 2
     .struct_size = 48,
 #else
@@ -104,7 +105,7 @@ const cpparity_attention_kernel *const *cpparity_kernel_plugin(uint32_t abi_vers
     *count = 0;
     return NULL;
 #else
-    *count = abi_version == CPPARITY_KERNEL_ABI_VERSION ? 1 : 0;
-    return abi_version == CPPARITY_KERNEL_ABI_VERSION ? kernels : NULL;
+    *count = abi_version == 2u ? 1 : 0; /* asked for 3 first: answers only 2 */
+    return abi_version == 2u ? kernels : NULL;
 #endif
 }

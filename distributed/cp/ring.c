@@ -1,0 +1,385 @@
+/* ring.c — ring attention across a CP group (see ring.h). */
+#include "distributed/cp/ring.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "distributed/cp/ring_merge.h"
+#include "distributed/kernels/kernel_call.h"
+#include "distributed/kernels/mask_predicate.h"
+
+/* Past this many pairs of runs a step calls the kernel on every row (round-robin shards of long
+ * sequences: one run per token), leaving the skipping to the kernel's own tiles. */
+enum { RING_MAX_RUN_PAIRS = 4096 };
+
+int64_t ring_step_count(int64_t cp, cpparity_fault fault) {
+    return fault == CPPARITY_FAULT_RING_LAST_STEP && cp > 1 ? cp - 1 : cp;
+}
+
+/* Rows [row, row + length) of a block are the consecutive tokens [token, token + length). */
+typedef struct run {
+    int64_t row, length, token;
+} run;
+
+/* Cuts index (count rows) into runs of consecutive tokens; returns how many (runs holds count). */
+static int64_t make_runs(const int64_t *index, int64_t count, run *runs) {
+    int64_t made = 0;
+    for (int64_t i = 0; i < count; i++) {
+        if (made > 0 && index[i] == runs[made - 1].token + runs[made - 1].length) {
+            runs[made - 1].length++;
+        } else {
+            runs[made++] = (run){i, 1, index[i]};
+        }
+    }
+    return made;
+}
+
+/* Whether queries of run a and keys of run b have an allowed pair in some batch row (the tile
+ * classification of the compact mask); ring-causal-skip drops pairs whose first key is at or
+ * after the first query. */
+static bool runs_meet(const cpparity_mask_description *mask, int64_t batch, const run *a,
+                      const run *b, cpparity_fault fault) {
+    if (fault == CPPARITY_FAULT_RING_CAUSAL_SKIP && b->token >= a->token) {
+        return false; /* fault site: ring-causal-skip */
+    }
+    for (int64_t row = 0; row < batch; row++) {
+        if (mask_classify_tile(mask, row, a->token, a->token + a->length, b->token,
+                               b->token + b->length) != MASK_TILE_EMPTY) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The rows of one step: which query rows and key rows meet, and their tokens. */
+typedef struct step_rows {
+    int64_t query_count, key_count;
+    int64_t *query_rows, *key_rows;     /* (L) rows of this rank's queries / the visiting keys */
+    int64_t *query_tokens, *key_tokens; /* (L) their global tokens */
+    run *query_runs, *key_runs;         /* (L) scratch */
+    bool *query_used, *key_used;        /* (L) scratch */
+} step_rows;
+
+static void step_rows_free(step_rows *rows) {
+    free(rows->query_rows);
+    free(rows->key_rows);
+    free(rows->query_tokens);
+    free(rows->key_tokens);
+    free(rows->query_runs);
+    free(rows->key_runs);
+    free(rows->query_used);
+    free(rows->key_used);
+}
+
+static bool step_rows_allocate(step_rows *rows, int64_t L) {
+    memset(rows, 0, sizeof *rows);
+    rows->query_rows = malloc((size_t)L * sizeof(int64_t));
+    rows->key_rows = malloc((size_t)L * sizeof(int64_t));
+    rows->query_tokens = malloc((size_t)L * sizeof(int64_t));
+    rows->key_tokens = malloc((size_t)L * sizeof(int64_t));
+    rows->query_runs = malloc((size_t)L * sizeof(run));
+    rows->key_runs = malloc((size_t)L * sizeof(run));
+    rows->query_used = malloc((size_t)L * sizeof(bool));
+    rows->key_used = malloc((size_t)L * sizeof(bool));
+    return rows->query_rows && rows->key_rows && rows->query_tokens && rows->key_tokens &&
+           rows->query_runs && rows->key_runs && rows->query_used && rows->key_used;
+}
+
+/* Selects the rows that meet when this rank's queries (tokens query_index) see the block of keys
+ * at key_index: the rows of every pair of runs that meet. */
+static void select_rows(step_rows *rows, const cpparity_mask_description *mask, int64_t batch,
+                        const int64_t *query_index, const int64_t *key_index, int64_t L,
+                        cpparity_fault fault) {
+    const int64_t query_runs = make_runs(query_index, L, rows->query_runs);
+    const int64_t key_runs = make_runs(key_index, L, rows->key_runs);
+    const bool every = query_runs * key_runs > RING_MAX_RUN_PAIRS;
+    for (int64_t a = 0; a < query_runs; a++) {
+        rows->query_used[a] = every;
+    }
+    for (int64_t b = 0; b < key_runs; b++) {
+        rows->key_used[b] = every;
+    }
+    for (int64_t a = 0; !every && a < query_runs; a++) {
+        for (int64_t b = 0; b < key_runs; b++) {
+            if ((!rows->query_used[a] || !rows->key_used[b]) &&
+                runs_meet(mask, batch, &rows->query_runs[a], &rows->key_runs[b], fault)) {
+                rows->query_used[a] = true;
+                rows->key_used[b] = true;
+            }
+        }
+    }
+    rows->query_count = 0;
+    rows->key_count = 0;
+    for (int64_t a = 0; a < query_runs; a++) {
+        const run *r = &rows->query_runs[a];
+        for (int64_t i = 0; rows->query_used[a] && i < r->length; i++) {
+            rows->query_rows[rows->query_count] = r->row + i;
+            rows->query_tokens[rows->query_count++] = r->token + i;
+        }
+    }
+    for (int64_t b = 0; b < key_runs; b++) {
+        const run *r = &rows->key_runs[b];
+        for (int64_t i = 0; rows->key_used[b] && i < r->length; i++) {
+            rows->key_rows[rows->key_count] = r->row + i;
+            rows->key_tokens[rows->key_count++] = r->token + i;
+        }
+    }
+}
+
+/* Copies rows `rows` (count of them) of [B, L, width] into [B, count, width]. */
+static void gather_rows(float *to, const float *from, int64_t batch, int64_t L, int64_t width,
+                        const int64_t *rows, int64_t count) {
+    for (int64_t b = 0; b < batch; b++) {
+        for (int64_t i = 0; i < count; i++) {
+            memcpy(to + (b * count + i) * width, from + (b * L + rows[i]) * width,
+                   (size_t)width * sizeof(float));
+        }
+    }
+}
+
+/* Adds [B, count, width] into rows `rows` of [B, L, width]. */
+static void scatter_add_rows(float *to, const float *from, int64_t batch, int64_t L, int64_t width,
+                             const int64_t *rows, int64_t count) {
+    for (int64_t b = 0; b < batch; b++) {
+        for (int64_t i = 0; i < count; i++) {
+            float *row = to + (b * L + rows[i]) * width;
+            const float *add = from + (b * count + i) * width;
+            for (int64_t e = 0; e < width; e++) {
+                row[e] += add[e];
+            }
+        }
+    }
+}
+
+/* Buffers of one call, freed together. */
+typedef struct ring_buffers {
+    float *held, *incoming;           /* the travelling block (k, v; backward: dk, dv too) */
+    float *q, *k, *v;                 /* the rows of a step: [B, n, H, Dh], [B, n, Hkv, Dh] ×2 */
+    float *out, *dout, *lse;          /* [B, n, H, Dh] ×2, [B, H, n] */
+    float *dq, *dk, *dv;              /* backward: the step's gradients */
+    int64_t *query_index, *key_index; /* (L) tokens of this rank's rows, of the block's rows */
+    step_rows rows;
+} ring_buffers;
+
+static void ring_buffers_free(ring_buffers *buffers) {
+    free(buffers->held);
+    free(buffers->incoming);
+    free(buffers->q);
+    free(buffers->k);
+    free(buffers->v);
+    free(buffers->out);
+    free(buffers->dout);
+    free(buffers->lse);
+    free(buffers->dq);
+    free(buffers->dk);
+    free(buffers->dv);
+    free(buffers->query_index);
+    free(buffers->key_index);
+    step_rows_free(&buffers->rows);
+}
+
+/* Allocates for one call; travelling holds `travelling` floats. */
+static cpparity_status ring_buffers_allocate(ring_buffers *buffers, const ring_setup *ring,
+                                             int64_t travelling, bool backward,
+                                             cpparity_error *error) {
+    memset(buffers, 0, sizeof *buffers);
+    const int64_t B = ring->batch, L = ring->shard->local_len, Dh = ring->head_dim;
+    const size_t query = (size_t)(B * L * ring->heads * Dh),
+                 key = (size_t)(B * L * ring->kv_heads * Dh);
+    bool made = step_rows_allocate(&buffers->rows, L);
+    buffers->held = malloc((size_t)travelling * sizeof(float));
+    buffers->incoming = malloc((size_t)travelling * sizeof(float));
+    buffers->q = malloc(query * sizeof(float));
+    buffers->k = malloc(key * sizeof(float));
+    buffers->v = malloc(key * sizeof(float));
+    buffers->out = malloc(query * sizeof(float));
+    buffers->lse = malloc((size_t)(B * ring->heads * L) * sizeof(float));
+    buffers->query_index = malloc((size_t)L * sizeof(int64_t));
+    buffers->key_index = malloc((size_t)L * sizeof(int64_t));
+    made = made && buffers->held && buffers->incoming && buffers->q && buffers->k && buffers->v &&
+           buffers->out && buffers->lse && buffers->query_index && buffers->key_index;
+    if (backward) {
+        buffers->dout = malloc(query * sizeof(float));
+        buffers->dq = malloc(query * sizeof(float));
+        buffers->dk = malloc(key * sizeof(float));
+        buffers->dv = malloc(key * sizeof(float));
+        made = made && buffers->dout && buffers->dq && buffers->dk && buffers->dv;
+    }
+    if (!made) {
+        ring_buffers_free(buffers);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (ring attention)", ring->comm->rank);
+    }
+    for (int64_t t = 0; t < L; t++) {
+        buffers->query_index[t] = shard_position(ring->shard, ring->shard->rank, t);
+    }
+    return CPPARITY_OK;
+}
+
+/* The rank whose block this rank holds at step `step`. */
+static int64_t step_source(const ring_setup *ring, int64_t step) {
+    const int64_t cp = ring->shard->cp;
+    return ((ring->shard->rank - step) % cp + cp) % cp;
+}
+
+/* Passes the held block (count floats) one rank on; swaps held and incoming. */
+static cpparity_status pass_on(const ring_setup *ring, ring_buffers *buffers, int64_t count,
+                               cpparity_error *error) {
+    cpparity_status status = cpparity_shift(ring->comm, buffers->held, buffers->incoming, count,
+                                            CPPARITY_FLOAT32, 1, NULL, error);
+    float *swap = buffers->held;
+    buffers->held = buffers->incoming;
+    buffers->incoming = swap;
+    return status;
+}
+
+cpparity_status ring_attention_forward(const ring_setup *ring, float *out, float *lse,
+                                       const float *q, const float *k, const float *v,
+                                       const cpparity_mask_description *mask, float scale,
+                                       cpparity_error *error) {
+    const int64_t B = ring->batch, H = ring->heads, Hkv = ring->kv_heads, Dh = ring->head_dim;
+    const int64_t L = ring->shard->local_len, cp = ring->shard->cp;
+    const int64_t key_count = B * L * Hkv * Dh;
+    ring_buffers buffers;
+    cpparity_status status = ring_buffers_allocate(&buffers, ring, 2 * key_count, false, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    memcpy(buffers.held, k, (size_t)key_count * sizeof(float));
+    memcpy(buffers.held + key_count, v, (size_t)key_count * sizeof(float));
+    memset(out, 0, (size_t)(B * L * H * Dh) * sizeof(float));
+    for (int64_t i = 0; i < B * H * L; i++) {
+        lse[i] = -INFINITY;
+    }
+    const cpparity_attention_dims dims = {B, mask->seq_len, H, Hkv, Dh};
+    const int64_t steps = ring_step_count(cp, ring->fault);
+    cpparity_status failed = CPPARITY_OK; /* a kernel failure: the ring still turns to the end */
+    step_rows *rows = &buffers.rows;
+    for (int64_t step = 0; step < cp && status == CPPARITY_OK; step++) {
+        const int64_t source = step_source(ring, step);
+        for (int64_t t = 0; t < L; t++) {
+            buffers.key_index[t] = shard_position(ring->shard, source, t);
+        }
+        select_rows(rows, mask, B, buffers.query_index, buffers.key_index, L, ring->fault);
+        if (step < steps && failed == CPPARITY_OK && rows->query_count > 0 && rows->key_count > 0) {
+            const int64_t nq = rows->query_count, nk = rows->key_count;
+            gather_rows(buffers.q, q, B, L, H * Dh, rows->query_rows, nq);
+            gather_rows(buffers.k, buffers.held, B, L, Hkv * Dh, rows->key_rows, nk);
+            gather_rows(buffers.v, buffers.held + key_count, B, L, Hkv * Dh, rows->key_rows, nk);
+            const cpparity_attention_block block = {nq, nk, rows->query_tokens, rows->key_tokens};
+            char message[512] = "";
+            if (kernel_call_forward_block(ring->kernel, buffers.out, buffers.lse, buffers.q,
+                                          buffers.k, buffers.v, mask, &dims, &block, scale, message,
+                                          sizeof message) != 0) {
+                failed = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                            "rank %d ring step %lld (block of rank %lld): kernel "
+                                            "%s forward_block failed: %s",
+                                            ring->comm->rank, (long long)step, (long long)source,
+                                            ring->kernel->name, message);
+            }
+            for (int64_t b = 0; failed == CPPARITY_OK && b < B; b++) {
+                for (int64_t h = 0; h < H; h++) {
+                    for (int64_t i = 0; i < nq; i++) {
+                        const int64_t row = rows->query_rows[i];
+                        ring_merge_row(out + ((b * L + row) * H + h) * Dh,
+                                       &lse[(b * H + h) * L + row],
+                                       buffers.out + ((b * nq + i) * H + h) * Dh,
+                                       buffers.lse[(b * H + h) * nq + i], Dh, ring->fault);
+                    }
+                }
+            }
+        }
+        if (step + 1 < cp) {
+            status = pass_on(ring, &buffers, 2 * key_count, error);
+        }
+    }
+    ring_buffers_free(&buffers);
+    return status != CPPARITY_OK ? status : failed;
+}
+
+/* Copies [B, L, H, Dh]'s rows' lse entries [B, H, L] into [B, H, n]. */
+static void gather_lse(float *to, const float *from, int64_t batch, int64_t heads, int64_t L,
+                       const int64_t *rows, int64_t count) {
+    for (int64_t bh = 0; bh < batch * heads; bh++) {
+        for (int64_t i = 0; i < count; i++) {
+            to[bh * count + i] = from[bh * L + rows[i]];
+        }
+    }
+}
+
+cpparity_status ring_attention_backward(const ring_setup *ring, float *dq, float *dk, float *dv,
+                                        const float *dout, const float *q, const float *k,
+                                        const float *v, const float *out, const float *lse,
+                                        const cpparity_mask_description *mask, float scale,
+                                        cpparity_error *error) {
+    const int64_t B = ring->batch, H = ring->heads, Hkv = ring->kv_heads, Dh = ring->head_dim;
+    const int64_t L = ring->shard->local_len, cp = ring->shard->cp;
+    const int64_t key_count = B * L * Hkv * Dh;
+    ring_buffers buffers;
+    cpparity_status status = ring_buffers_allocate(&buffers, ring, 4 * key_count, true, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    /* the travelling block: k, v, and the dk, dv accumulated for them so far */
+    memcpy(buffers.held, k, (size_t)key_count * sizeof(float));
+    memcpy(buffers.held + key_count, v, (size_t)key_count * sizeof(float));
+    memset(buffers.held + 2 * key_count, 0, (size_t)(2 * key_count) * sizeof(float));
+    memset(dq, 0, (size_t)(B * L * H * Dh) * sizeof(float));
+    const cpparity_attention_dims dims = {B, mask->seq_len, H, Hkv, Dh};
+    const int64_t steps = ring_step_count(cp, ring->fault);
+    cpparity_status failed = CPPARITY_OK;
+    step_rows *rows = &buffers.rows;
+    for (int64_t step = 0; step < cp && status == CPPARITY_OK; step++) {
+        const int64_t source = step_source(ring, step);
+        for (int64_t t = 0; t < L; t++) {
+            buffers.key_index[t] = shard_position(ring->shard, source, t);
+        }
+        select_rows(rows, mask, B, buffers.query_index, buffers.key_index, L, ring->fault);
+        if (step < steps && failed == CPPARITY_OK && rows->query_count > 0 && rows->key_count > 0) {
+            const int64_t nq = rows->query_count, nk = rows->key_count;
+            gather_rows(buffers.q, q, B, L, H * Dh, rows->query_rows, nq);
+            gather_rows(buffers.dout, dout, B, L, H * Dh, rows->query_rows, nq);
+            gather_rows(buffers.out, out, B, L, H * Dh, rows->query_rows, nq);
+            gather_lse(buffers.lse, lse, B, H, L, rows->query_rows, nq);
+            gather_rows(buffers.k, buffers.held, B, L, Hkv * Dh, rows->key_rows, nk);
+            gather_rows(buffers.v, buffers.held + key_count, B, L, Hkv * Dh, rows->key_rows, nk);
+            const cpparity_attention_block block = {nq, nk, rows->query_tokens, rows->key_tokens};
+            char message[512] = "";
+            if (kernel_call_backward_block(ring->kernel, buffers.dq, buffers.dk, buffers.dv,
+                                           buffers.dout, buffers.q, buffers.k, buffers.v,
+                                           buffers.out, buffers.lse, mask, &dims, &block, scale,
+                                           message, sizeof message) != 0) {
+                failed = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                            "rank %d ring step %lld (block of rank %lld): kernel "
+                                            "%s backward_block failed: %s",
+                                            ring->comm->rank, (long long)step, (long long)source,
+                                            ring->kernel->name, message);
+            } else {
+                scatter_add_rows(dq, buffers.dq, B, L, H * Dh, rows->query_rows, nq);
+                scatter_add_rows(buffers.held + 2 * key_count, buffers.dk, B, L, Hkv * Dh,
+                                 rows->key_rows, nk);
+                scatter_add_rows(buffers.held + 3 * key_count, buffers.dv, B, L, Hkv * Dh,
+                                 rows->key_rows, nk);
+            }
+        }
+        if (step + 1 < cp) {
+            status = pass_on(ring, &buffers, 4 * key_count, error);
+        }
+    }
+    /* the last block held belongs to the next rank: its dk and dv go home, one step on */
+    const float *home = buffers.held + 2 * key_count;
+    if (status == CPPARITY_OK && cp > 1) {
+        const int offset = ring->fault == CPPARITY_FAULT_RING_DKV_DIRECTION ? -1 : 1;
+        status = cpparity_shift(ring->comm, buffers.held + 2 * key_count, buffers.incoming,
+                                2 * key_count, CPPARITY_FLOAT32, offset, NULL, error);
+        home = buffers.incoming;
+    }
+    if (status == CPPARITY_OK) {
+        memcpy(dk, home, (size_t)key_count * sizeof(float));
+        memcpy(dv, home + key_count, (size_t)key_count * sizeof(float));
+    }
+    ring_buffers_free(&buffers);
+    return status != CPPARITY_OK ? status : failed;
+}
