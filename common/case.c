@@ -1,6 +1,7 @@
 /* case.c — name tables and releasing suites (see case.h). */
 #include "common/case.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,8 @@
 const char *const cpparity_dtype_names[CPPARITY_DTYPE_COUNT] = {"f32", "bf16"};
 const char *const cpparity_layout_names[CPPARITY_LAYOUT_COUNT] = {"contiguous", "zigzag",
                                                                   "round-robin"};
-const char *const cpparity_algorithm_names[CPPARITY_ALGORITHM_COUNT] = {"ulysses", "ring"};
+const char *const cpparity_algorithm_names[CPPARITY_ALGORITHM_COUNT] = {"ulysses", "ring",
+                                                                        "hybrid"};
 const char *const cpparity_case_level_names[CPPARITY_LEVEL_COUNT] = {"model", "attention"};
 const char *const cpparity_tensor_kind_names[CPPARITY_KIND_COUNT] = {"loss", "logits", "grads"};
 const char *const cpparity_tolerance_origin_names[CPPARITY_ORIGIN_COUNT] = {"default", "suite",
@@ -25,6 +27,15 @@ const char *cpparity_layout_name(cpparity_layout layout) {
 
 const char *cpparity_algorithm_name(cpparity_algorithm algorithm) {
     return cpparity_name_of(cpparity_algorithm_names, CPPARITY_ALGORITHM_COUNT, (int)algorithm);
+}
+
+void cpparity_algorithm_choice_name(cpparity_algorithm_choice choice, char *text, size_t size) {
+    if (choice.kind == CPPARITY_ALGORITHM_HYBRID) {
+        snprintf(text, size, "hybrid:%lldx%lld", (long long)choice.ulysses_degree,
+                 (long long)choice.ring_degree);
+    } else {
+        snprintf(text, size, "%s", cpparity_algorithm_name(choice.kind));
+    }
 }
 
 const char *cpparity_tensor_kind_name(cpparity_tensor_kind kind) {

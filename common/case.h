@@ -11,6 +11,7 @@
 #define CPPARITY_COMMON_CASE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -96,9 +97,23 @@ extern const char *const cpparity_layout_names[CPPARITY_LAYOUT_COUNT];
 typedef enum cpparity_algorithm {
     CPPARITY_ALGORITHM_ULYSSES = 0, /* "ulysses": all-to-all to heads × whole sequence */
     CPPARITY_ALGORITHM_RING = 1,    /* "ring": queries stay, key/value blocks pass round the ring */
+    CPPARITY_ALGORITHM_HYBRID = 2,  /* "hybrid:UxR": Ulysses inside groups of U consecutive ranks,
+                                       ring across the R groups (U·R = cp) */
 } cpparity_algorithm;
-#define CPPARITY_ALGORITHM_COUNT 2
+#define CPPARITY_ALGORITHM_COUNT 3
 extern const char *const cpparity_algorithm_names[CPPARITY_ALGORITHM_COUNT];
+
+#define CPPARITY_MAX_ALGORITHMS 8 /* entries of one case's `algorithms` */
+
+/* One entry of `algorithms`: an algorithm, with its degrees for hybrid. */
+typedef struct cpparity_algorithm_choice {
+    cpparity_algorithm kind; /* ulysses, ring or hybrid */
+    int64_t ulysses_degree;  /* hybrid: U >= 2, the ranks of one Ulysses group; else 0 */
+    int64_t ring_degree;     /* hybrid: R >= 2, the groups round the ring; else 0 */
+} cpparity_algorithm_choice;
+
+/* "ulysses", "ring", "hybrid:2x4" into text. */
+void cpparity_algorithm_choice_name(cpparity_algorithm_choice choice, char *text, size_t size);
 
 typedef struct cpparity_case {
     char name[CPPARITY_CASE_NAME];                  /* unique within the suite */
@@ -114,9 +129,9 @@ typedef struct cpparity_case {
     int dtype_count;                                /* >= 1 */
     cpparity_layout layouts[CPPARITY_LAYOUT_COUNT]; /* distinct; default [contiguous] */
     int layout_count;                               /* >= 1 */
-    cpparity_algorithm algorithms[CPPARITY_ALGORITHM_COUNT]; /* distinct; default [ulysses] */
-    int algorithm_count;                                     /* >= 1 */
-    uint64_t seed;                                           /* fixture seed */
+    cpparity_algorithm_choice algorithms[CPPARITY_MAX_ALGORITHMS]; /* distinct; [ulysses] */
+    int algorithm_count;                                           /* >= 1 */
+    uint64_t seed;                                                 /* fixture seed */
     cpparity_tolerance tolerances[CPPARITY_DTYPE_COUNT][CPPARITY_KIND_COUNT]; /* resolved */
     cpparity_case_level level;           /* model (default) or attention */
     bool expect_refuse;                  /* the implementation must refuse this case */

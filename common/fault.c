@@ -139,6 +139,10 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
                                           "the zigzag layout swaps the two chunks of rank 1 "
                                           "(chunk 2·cp − 2 first)",
                                           "shard.c shard_position", false},
+    [CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING] = {"hybrid-group-across-ring",
+                                                 "a hybrid's Ulysses groups are formed across "
+                                                 "the ring dimension (ranks r mod R, not r / U)",
+                                                 "model_f32.c set_up_algorithm", false},
 };
 
 int cpparity_fault_from_name(const char *name) {

@@ -55,6 +55,9 @@ static bool safe_name(const char *name) {
 
 /* Creates group name under parent with its links' creation order tracked. Returns the open group
  * (caller closes) or a negative id with error filled. */
+/* Links a group keeps in its object header (HDF5's largest compact count). */
+#define RESULTS_COMPACT_LINKS 65535
+
 static hid_t create_group(hid_t parent, const char *name, cpparity_error *error) {
     hid_t properties = H5I_INVALID_HID, group = H5I_INVALID_HID;
     HDF5_CHECK(properties = H5Pcreate(H5P_GROUP_CREATE), error,
@@ -62,6 +65,11 @@ static hid_t create_group(hid_t parent, const char *name, cpparity_error *error)
     HDF5_CHECK(
         H5Pset_link_creation_order(properties, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
         error, "tracking creation order in group %s", name);
+    /* links stay in the group's object header, whose checksum HDF5 verifies: past 8 links HDF5
+     * would move them to dense storage (a fractal heap and B-trees), and HDF5 1.10 crashes
+     * iterating a corrupted one instead of refusing it (docs/results-file.md, Integrity) */
+    HDF5_CHECK(H5Pset_link_phase_change(properties, RESULTS_COMPACT_LINKS, RESULTS_COMPACT_LINKS),
+               error, "keeping the links of group %s compact", name);
     HDF5_CHECK(group = H5Gcreate2(parent, name, H5P_DEFAULT, properties, H5P_DEFAULT), error,
                "creating group %s", name);
 fail:
@@ -430,6 +438,9 @@ void results_item_group_name(const run_item *item, char *name, size_t size) {
         snprintf(name, size, "cp_%lld_%s_%s", (long long)item->cp,
                  item->token_layout[0] != '\0' ? item->token_layout : "contiguous",
                  item->algorithm);
+        for (char *c = name; *c != '\0'; c++) {
+            *c = *c == ':' ? '-' : *c; /* hybrid:2x2 -> hybrid-2x2: names stay [A-Za-z0-9_.-] */
+        }
     }
 }
 

@@ -99,7 +99,8 @@ cpparity_status results_file_write(const run_results *results, const char *path,
                                    cpparity_error *error);
 
 /* The name of item's group under its dtype group: cp_<n>, or cp_<n>_<layout>_<algorithm> for
- * another layout or algorithm than contiguous Ulysses. */
+ * another layout or algorithm than contiguous Ulysses (a hybrid's colon a hyphen:
+ * cp_4_zigzag_hybrid-2x2). */
 void results_item_group_name(const run_item *item, char *name, size_t size);
 
 /* The same into an output_file begun by the caller (one of a set published together); nothing is

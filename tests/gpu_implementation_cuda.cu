@@ -278,7 +278,7 @@ static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_e
                                                  r->kernel,
                                                  r->fault,
                                                  CPPARITY_LAYOUT_CONTIGUOUS,
-                                                 CPPARITY_ALGORITHM_ULYSSES};
+                                                 {CPPARITY_ALGORITHM_ULYSSES, 0, 0}};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     RANK_CHECK(status == CPPARITY_OK, "create: %s", error->message);
@@ -534,7 +534,7 @@ static bool check_refusals(void) {
             error.message[0] = '\0';
             const cpparity_status status =
                 cuda->check(&config, checks[i].cp, (cpparity_dtype)dtype,
-                            CPPARITY_ALGORITHM_ULYSSES, checks[i].kernel, &error);
+                            {CPPARITY_ALGORITHM_ULYSSES, 0, 0}, checks[i].kernel, &error);
             const bool ok = checks[i].expected == NULL
                                 ? status == CPPARITY_OK
                                 : status == CPPARITY_ERROR_INPUT &&
@@ -565,7 +565,7 @@ static bool check_refusals(void) {
                                                      &staged,
                                                      (cpparity_fault)fault,
                                                      CPPARITY_LAYOUT_CONTIGUOUS,
-                                                     CPPARITY_ALGORITHM_ULYSSES};
+                                                     {CPPARITY_ALGORITHM_ULYSSES, 0, 0}};
         void *instance = (void *)&fake;
         const cpparity_status status = cuda->create(&setup, &instance, &error);
         char expected[128];
@@ -656,7 +656,7 @@ static cpparity_status misuse_body(cpparity_comm *comm, void *argument, cpparity
                                                  &kernel,
                                                  CPPARITY_FAULT_NONE,
                                                  CPPARITY_LAYOUT_CONTIGUOUS,
-                                                 CPPARITY_ALGORITHM_ULYSSES};
+                                                 {CPPARITY_ALGORITHM_ULYSSES, 0, 0}};
     void *instance = NULL;
     cpparity_error refusal;
     float loss, logit;

@@ -671,18 +671,22 @@ Test(case_file, layouts_and_algorithms__default_to_contiguous_ulysses_and_are_re
     cpparity_suite suite;
     load_ok(CASE_A "  - name: b\n"
                    "    layouts: [zigzag, round-robin, contiguous]\n"
-                   "    algorithms: [ring]\n",
+                   "    cp: [1, 4]\n"
+                   "    algorithms: [ring, hybrid:2x2]\n",
             &suite);
     const cpparity_case *a = &suite.cases[0], *b = &suite.cases[1];
     cr_expect_eq(a->layout_count, 1);
     cr_expect_eq(a->layouts[0], CPPARITY_LAYOUT_CONTIGUOUS);
     cr_expect_eq(a->algorithm_count, 1);
-    cr_expect_eq(a->algorithms[0], CPPARITY_ALGORITHM_ULYSSES);
+    cr_expect_eq(a->algorithms[0].kind, CPPARITY_ALGORITHM_ULYSSES);
     cr_expect_eq(b->layout_count, 3);
     cr_expect_eq(b->layouts[0], CPPARITY_LAYOUT_ZIGZAG);
     cr_expect_eq(b->layouts[1], CPPARITY_LAYOUT_ROUND_ROBIN);
-    cr_expect_eq(b->algorithm_count, 1);
-    cr_expect_eq(b->algorithms[0], CPPARITY_ALGORITHM_RING);
+    cr_expect_eq(b->algorithm_count, 2);
+    cr_expect_eq(b->algorithms[0].kind, CPPARITY_ALGORITHM_RING);
+    cr_expect_eq(b->algorithms[1].kind, CPPARITY_ALGORITHM_HYBRID);
+    cr_expect_eq(b->algorithms[1].ulysses_degree, 2);
+    cr_expect_eq(b->algorithms[1].ring_degree, 2);
     cpparity_suite_free(&suite);
 }
 
@@ -693,7 +697,13 @@ Test(case_file, unknown_or_duplicate_layout_or_algorithm__names_line_and_column)
     expect_input_error(CASE_A "    algorithms: [ring, ring]\n", "9:24",
                        "algorithms[1]: duplicate algorithm 'ring'");
     expect_input_error(CASE_A "    algorithms: [ulysses, hybrid]\n", "9:27",
-                       "algorithms[1]: unknown algorithm 'hybrid'");
+                       "algorithms[1]: unknown algorithm 'hybrid' (expected ulysses, ring or "
+                       "hybrid:UxR)");
+    expect_input_error(CASE_A "    algorithms: [hybrid:2x1]\n", "9:18",
+                       "algorithms[0]: 'hybrid:2x1' is not hybrid:UxR with U and R from 2 up");
+    /* DEFAULTS' cp is [1, 2]: hybrid:2x2 needs cp 4 */
+    expect_input_error(CASE_A "    algorithms: [hybrid:2x2]\n", "9:18",
+                       "algorithms[0]: hybrid:2x2 runs at cp 4, which cp does not list");
 }
 
 Test(case_file, layouts_on_an_attention_level_case__are_refused) {

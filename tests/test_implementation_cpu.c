@@ -19,6 +19,9 @@
 #include "reference/model.h"
 #include "tests/support/test_models.h"
 
+/* contiguous Ulysses: what these tests run */
+#define ULYSSES ((cpparity_algorithm_choice){CPPARITY_ALGORITHM_ULYSSES, 0, 0})
+
 #define SEED 20261201u
 #define TIMEOUT 30.0 /* seconds: never reached by a passing test */
 #define SEQ_LEN 11   /* not a multiple of 2: rank 1 holds automatic padding */
@@ -141,7 +144,7 @@ static cpparity_status bf16_body(cpparity_comm *comm, void *argument, cpparity_e
                                                  .comm = comm,
                                                  .kernel = cpparity_cpu_f32_kernel(),
                                                  .layout = CPPARITY_LAYOUT_CONTIGUOUS,
-                                                 .algorithm = CPPARITY_ALGORITHM_ULYSSES,
+                                                 .algorithm = ULYSSES,
                                                  .fault = CPPARITY_FAULT_NONE};
     void *instance = NULL;
     float *logits = malloc((size_t)(BATCH * L * V) * sizeof(float));
@@ -218,7 +221,7 @@ static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_e
                                                  .comm = comm,
                                                  .kernel = cpparity_cpu_f32_kernel(),
                                                  .layout = CPPARITY_LAYOUT_CONTIGUOUS,
-                                                 .algorithm = CPPARITY_ALGORITHM_ULYSSES,
+                                                 .algorithm = ULYSSES,
                                                  .fault = CPPARITY_FAULT_NONE};
     void *instance = NULL;
     float *logits = malloc((size_t)(BATCH * L * V) * sizeof(float));
@@ -332,21 +335,18 @@ Test(implementation_cpu, check__refuses_before_compute_naming_the_constraint) {
     cpparity_model_config config = small_config();
     const cpparity_attention_kernel *kernel = cpparity_cpu_f32_kernel();
     cpparity_error error;
-    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_F32, CPPARITY_ALGORITHM_ULYSSES,
-                                       kernel, &error),
+    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_F32, ULYSSES, kernel, &error),
                  CPPARITY_OK);
-    cr_assert_eq(implementation->check(&config, 3, CPPARITY_DTYPE_F32, CPPARITY_ALGORITHM_ULYSSES,
-                                       kernel, &error),
+    cr_assert_eq(implementation->check(&config, 3, CPPARITY_DTYPE_F32, ULYSSES, kernel, &error),
                  CPPARITY_ERROR_INPUT);
     cr_assert(strstr(error.message, "refused: num_attention_heads") != NULL, "%s", error.message);
-    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_BF16, CPPARITY_ALGORITHM_ULYSSES,
-                                       kernel, &error),
+    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_BF16, ULYSSES, kernel, &error),
                  CPPARITY_OK, "%s", error.message);
     cpparity_attention_kernel cuda_kernel = *kernel;
     cuda_kernel.device = CPPARITY_KERNEL_DEVICE_CUDA;
-    cr_assert_eq(implementation->check(&config, 2, CPPARITY_DTYPE_F32, CPPARITY_ALGORITHM_ULYSSES,
-                                       &cuda_kernel, &error),
-                 CPPARITY_ERROR_INPUT);
+    cr_assert_eq(
+        implementation->check(&config, 2, CPPARITY_DTYPE_F32, ULYSSES, &cuda_kernel, &error),
+        CPPARITY_ERROR_INPUT);
     cr_assert(strstr(error.message, "CPU float32 attention kernel") != NULL, "%s", error.message);
 }
 
@@ -361,7 +361,7 @@ static cpparity_status misuse_body(cpparity_comm *comm, void *argument, cpparity
                                                  .comm = comm,
                                                  .kernel = cpparity_cpu_f32_kernel(),
                                                  .layout = CPPARITY_LAYOUT_CONTIGUOUS,
-                                                 .algorithm = CPPARITY_ALGORITHM_ULYSSES,
+                                                 .algorithm = ULYSSES,
                                                  .fault = CPPARITY_FAULT_NONE};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);

@@ -20,6 +20,9 @@
 #include "harness/running/run_plan.h"
 #include "tests/support/test_files.h"
 
+/* contiguous Ulysses: the algorithm these estimates are made for */
+#define ULYSSES ((cpparity_algorithm_choice){CPPARITY_ALGORITHM_ULYSSES, 0, 0})
+
 #define MIB ((int64_t)1 << 20)
 #define GIB ((int64_t)1 << 30)
 #define TIB ((int64_t)1 << 40)
@@ -32,7 +35,7 @@ static bool toy_overflows;                         /* the toy reports an overflo
 static cpparity_implementation_estimate toy_asked; /* the last setup it was asked about */
 
 static cpparity_status toy_check(const cpparity_model_config *config, int64_t cp,
-                                 cpparity_dtype dtype, cpparity_algorithm algorithm,
+                                 cpparity_dtype dtype, cpparity_algorithm_choice algorithm,
                                  const cpparity_attention_kernel *kernel, cpparity_error *error) {
     (void)config, (void)cp, (void)dtype, (void)algorithm, (void)kernel, (void)error;
     return CPPARITY_OK;
@@ -142,8 +145,8 @@ static memory_item item_of(const toy_suite *suite, const memory_setting *setting
     memory_item item;
     char what[MEMORY_TEXT];
     cr_assert(memory_estimate_item(suite->plan.cases[0], 2, CPPARITY_DTYPE_F32,
-                                   CPPARITY_LAYOUT_CONTIGUOUS, CPPARITY_ALGORITHM_ULYSSES, setting,
-                                   &item, what, sizeof what),
+                                   CPPARITY_LAYOUT_CONTIGUOUS, ULYSSES, setting, &item, what,
+                                   sizeof what),
               "%s", what);
     return item;
 }

@@ -30,6 +30,9 @@
 #include "reference/model.h"
 #include "tests/support/test_files.h"
 
+/* contiguous Ulysses: the algorithm these estimates are made for */
+#define ULYSSES ((cpparity_algorithm_choice){CPPARITY_ALGORITHM_ULYSSES, 0, 0})
+
 #define TIMEOUT 60.0 /* seconds: never reached by a passing test */
 #define MIB ((int64_t)1 << 20)
 #define GIB ((int64_t)1 << 30)
@@ -444,8 +447,8 @@ Test(memory_estimate, reference_baseline_and_rerun__are_what_they_allocate) {
     const memory_setting setting = local_setting(2);
     memory_item item;
     char what[MEMORY_TEXT];
-    cr_assert(memory_estimate_item(c, 1, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
-                                   CPPARITY_ALGORITHM_ULYSSES, &setting, &item, what, sizeof what),
+    cr_assert(memory_estimate_item(c, 1, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS, ULYSSES,
+                                   &setting, &item, what, sizeof what),
               "%s", what);
 
     reference_cache cache = {0};
@@ -549,8 +552,7 @@ Test(memory_estimate, implementation_and_judging__are_what_an_item_allocates) {
         memory_item item;
         char what[MEMORY_TEXT];
         cr_assert(memory_estimate_item(c, cp, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
-                                       CPPARITY_ALGORITHM_ULYSSES, &setting, &item, what,
-                                       sizeof what),
+                                       ULYSSES, &setting, &item, what, sizeof what),
                   "%s", what);
         cpparity_status statuses[2];
         const int64_t before = measure_start();
@@ -678,8 +680,8 @@ Test(memory_job, concurrent_groups_add_up_in_one_process__not_across_processes) 
     memory_item wide;
     char what[MEMORY_TEXT];
     cr_assert(memory_estimate_item(plan->cases[1], 1, CPPARITY_DTYPE_F32,
-                                   CPPARITY_LAYOUT_CONTIGUOUS, CPPARITY_ALGORITHM_ULYSSES, &setting,
-                                   &wide, what, sizeof what));
+                                   CPPARITY_LAYOUT_CONTIGUOUS, ULYSSES, &setting, &wide, what,
+                                   sizeof what));
     const int64_t wide_alone = wide.reference + wide.implementation; /* at least its own peak */
     memory_total totals[8];
     memory_discrimination discrimination;
@@ -694,8 +696,8 @@ Test(memory_job, concurrent_groups_add_up_in_one_process__not_across_processes) 
                   (long long)totals[medium_1].others, (long long)wide_alone);
     memory_item medium;
     cr_assert(memory_estimate_item(plan->cases[0], 2, CPPARITY_DTYPE_F32,
-                                   CPPARITY_LAYOUT_CONTIGUOUS, CPPARITY_ALGORITHM_ULYSSES, &setting,
-                                   &medium, what, sizeof what));
+                                   CPPARITY_LAYOUT_CONTIGUOUS, ULYSSES, &setting, &medium, what,
+                                   sizeof what));
     cr_expect_geq(totals[medium_2].others, medium.reference_kept + medium.baseline_kept,
                   "cp 2 runs beside the cached outputs of its case");
     cr_expect_eq(totals[medium_2].ranks, 2, "both ranks of the group are threads here");
@@ -726,22 +728,19 @@ Test(memory_job, faults_and_store_all__add_their_buffers) {
     memory_setting setting = local_setting(2);
     memory_item clean, faulty, stored;
     char what[MEMORY_TEXT];
-    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
-                                   CPPARITY_ALGORITHM_ULYSSES, &setting, &clean, what,
-                                   sizeof what));
+    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS, ULYSSES,
+                                   &setting, &clean, what, sizeof what));
     setting.fault = CPPARITY_FAULT_STALE_RANK_SLICE;
-    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
-                                   CPPARITY_ALGORITHM_ULYSSES, &setting, &faulty, what,
-                                   sizeof what));
+    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS, ULYSSES,
+                                   &setting, &faulty, what, sizeof what));
     const int64_t logits = c->batch_size * (c->seq_len / 2) * c->model.vocab_size;
     cr_expect_geq(faulty.implementation, clean.implementation + 4 * logits,
                   "stale-rank-slice keeps a copy of the slice");
     cr_expect_gt(faulty.stored, clean.stored, "--store failures keeps the failing tensors");
     setting.fault = CPPARITY_FAULT_NONE;
     setting.store = RUN_STORE_ALL;
-    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
-                                   CPPARITY_ALGORITHM_ULYSSES, &setting, &stored, what,
-                                   sizeof what));
+    cr_assert(memory_estimate_item(c, 2, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS, ULYSSES,
+                                   &setting, &stored, what, sizeof what));
     cr_expect_geq(stored.stored, clean.stored + 12 * 2 * logits,
                   "--store all keeps every rank's logits with their float64 reference");
     run_plan_free(&suite.plan);

@@ -178,7 +178,7 @@ static cpparity_status implementation_body(cpparity_comm *comm, void *argument,
                                                  cpparity_cpu_f32_kernel(),
                                                  CPPARITY_FAULT_NONE,
                                                  CPPARITY_LAYOUT_CONTIGUOUS,
-                                                 CPPARITY_ALGORITHM_ULYSSES};
+                                                 {CPPARITY_ALGORITHM_ULYSSES, 0, 0}};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     if (status == CPPARITY_OK) {

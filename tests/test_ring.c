@@ -465,10 +465,14 @@ static cpparity_status ring_body(cpparity_comm *comm, void *argument, cpparity_e
     shard_layout layout = shard_layout_make(S, comm->size, comm->rank, run->layout);
     layout.fault = run->fault;
     const int64_t L = layout.local_len;
-    int64_t *index = malloc((size_t)L * sizeof *index);
-    for (int64_t t = 0; t < L; t++) {
-        index[t] = shard_position(&layout, comm->rank, t);
+    /* every member's tokens; this rank's are its shard's positions */
+    int64_t *tokens = malloc((size_t)(comm->size * L) * sizeof *tokens);
+    for (int64_t r = 0; r < comm->size; r++) {
+        for (int64_t t = 0; t < L; t++) {
+            tokens[r * L + t] = shard_position(&layout, r, t);
+        }
     }
+    const int64_t *index = tokens + comm->rank * L;
     const size_t query = (size_t)(B * L * H * Dh), key = (size_t)(B * L * Hkv * Dh);
     float *q = malloc(query * sizeof(float)), *dout = malloc(query * sizeof(float));
     float *k = malloc(key * sizeof(float)), *v = malloc(key * sizeof(float));
@@ -479,7 +483,7 @@ static cpparity_status ring_body(cpparity_comm *comm, void *argument, cpparity_e
     take_rows(dout, p->dout, B, S, H * Dh, index, L);
     take_rows(k, p->k, B, S, Hkv * Dh, index, L);
     take_rows(v, p->v, B, S, Hkv * Dh, index, L);
-    const ring_setup ring = {comm, &layout, run->kernel, B, H, Hkv, Dh, run->fault};
+    const ring_setup ring = {comm, L, tokens, run->kernel, B, H, Hkv, Dh, run->fault};
     block_calls = 0;
     cpparity_status status =
         ring_attention_forward(&ring, out, lse, q, k, v, &p->mask, p->scale, error);
@@ -505,7 +509,7 @@ static cpparity_status ring_body(cpparity_comm *comm, void *argument, cpparity_e
     for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) {
         free(buffers[i]);
     }
-    free(index);
+    free(tokens);
     return status;
 }
 

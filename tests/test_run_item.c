@@ -71,7 +71,7 @@ static cpparity_status create_fails(const cpparity_implementation_setup *setup, 
 }
 
 static cpparity_status refuse_all(const cpparity_model_config *config, int64_t cp,
-                                  cpparity_dtype dtype, cpparity_algorithm algorithm,
+                                  cpparity_dtype dtype, cpparity_algorithm_choice algorithm,
                                   const cpparity_attention_kernel *kernel, cpparity_error *error) {
     (void)config, (void)cp, (void)dtype, (void)algorithm, (void)kernel;
     return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "refused: nothing runs here");

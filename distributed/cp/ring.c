@@ -155,11 +155,10 @@ static void scatter_add_rows(float *to, const float *from, int64_t batch, int64_
 
 /* Buffers of one call, freed together. */
 typedef struct ring_buffers {
-    float *held, *incoming;           /* the travelling block (k, v; backward: dk, dv too) */
-    float *q, *k, *v;                 /* the rows of a step: [B, n, H, Dh], [B, n, Hkv, Dh] ×2 */
-    float *out, *dout, *lse;          /* [B, n, H, Dh] ×2, [B, H, n] */
-    float *dq, *dk, *dv;              /* backward: the step's gradients */
-    int64_t *query_index, *key_index; /* (L) tokens of this rank's rows, of the block's rows */
+    float *held, *incoming;  /* the travelling block (k, v; backward: dk, dv too) */
+    float *q, *k, *v;        /* the rows of a step: [B, n, H, Dh], [B, n, Hkv, Dh] ×2 */
+    float *out, *dout, *lse; /* [B, n, H, Dh] ×2, [B, H, n] */
+    float *dq, *dk, *dv;     /* backward: the step's gradients */
     step_rows rows;
 } ring_buffers;
 
@@ -175,8 +174,6 @@ static void ring_buffers_free(ring_buffers *buffers) {
     free(buffers->dq);
     free(buffers->dk);
     free(buffers->dv);
-    free(buffers->query_index);
-    free(buffers->key_index);
     step_rows_free(&buffers->rows);
 }
 
@@ -185,7 +182,7 @@ static cpparity_status ring_buffers_allocate(ring_buffers *buffers, const ring_s
                                              int64_t travelling, bool backward,
                                              cpparity_error *error) {
     memset(buffers, 0, sizeof *buffers);
-    const int64_t B = ring->batch, L = ring->shard->local_len, Dh = ring->head_dim;
+    const int64_t B = ring->batch, L = ring->rows, Dh = ring->head_dim;
     const size_t query = (size_t)(B * L * ring->heads * Dh),
                  key = (size_t)(B * L * ring->kv_heads * Dh);
     bool made = step_rows_allocate(&buffers->rows, L);
@@ -196,10 +193,8 @@ static cpparity_status ring_buffers_allocate(ring_buffers *buffers, const ring_s
     buffers->v = malloc(key * sizeof(float));
     buffers->out = malloc(query * sizeof(float));
     buffers->lse = malloc((size_t)(B * ring->heads * L) * sizeof(float));
-    buffers->query_index = malloc((size_t)L * sizeof(int64_t));
-    buffers->key_index = malloc((size_t)L * sizeof(int64_t));
     made = made && buffers->held && buffers->incoming && buffers->q && buffers->k && buffers->v &&
-           buffers->out && buffers->lse && buffers->query_index && buffers->key_index;
+           buffers->out && buffers->lse;
     if (backward) {
         buffers->dout = malloc(query * sizeof(float));
         buffers->dq = malloc(query * sizeof(float));
@@ -212,16 +207,13 @@ static cpparity_status ring_buffers_allocate(ring_buffers *buffers, const ring_s
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d: out of memory (ring attention)", ring->comm->rank);
     }
-    for (int64_t t = 0; t < L; t++) {
-        buffers->query_index[t] = shard_position(ring->shard, ring->shard->rank, t);
-    }
     return CPPARITY_OK;
 }
 
-/* The rank whose block this rank holds at step `step`. */
+/* The member whose block this member holds at step `step`. */
 static int64_t step_source(const ring_setup *ring, int64_t step) {
-    const int64_t cp = ring->shard->cp;
-    return ((ring->shard->rank - step) % cp + cp) % cp;
+    const int64_t cp = ring->comm->size;
+    return ((ring->comm->rank - step) % cp + cp) % cp;
 }
 
 /* Passes the held block (count floats) one rank on; swaps held and incoming. */
@@ -240,7 +232,8 @@ cpparity_status ring_attention_forward(const ring_setup *ring, float *out, float
                                        const cpparity_mask_description *mask, float scale,
                                        cpparity_error *error) {
     const int64_t B = ring->batch, H = ring->heads, Hkv = ring->kv_heads, Dh = ring->head_dim;
-    const int64_t L = ring->shard->local_len, cp = ring->shard->cp;
+    const int64_t L = ring->rows, cp = ring->comm->size;
+    const int64_t *query_index = ring->tokens + ring->comm->rank * L;
     const int64_t key_count = B * L * Hkv * Dh;
     ring_buffers buffers;
     cpparity_status status = ring_buffers_allocate(&buffers, ring, 2 * key_count, false, error);
@@ -259,10 +252,7 @@ cpparity_status ring_attention_forward(const ring_setup *ring, float *out, float
     step_rows *rows = &buffers.rows;
     for (int64_t step = 0; step < cp && status == CPPARITY_OK; step++) {
         const int64_t source = step_source(ring, step);
-        for (int64_t t = 0; t < L; t++) {
-            buffers.key_index[t] = shard_position(ring->shard, source, t);
-        }
-        select_rows(rows, mask, B, buffers.query_index, buffers.key_index, L, ring->fault);
+        select_rows(rows, mask, B, query_index, ring->tokens + source * L, L, ring->fault);
         if (step < steps && failed == CPPARITY_OK && rows->query_count > 0 && rows->key_count > 0) {
             const int64_t nq = rows->query_count, nk = rows->key_count;
             gather_rows(buffers.q, q, B, L, H * Dh, rows->query_rows, nq);
@@ -315,7 +305,8 @@ cpparity_status ring_attention_backward(const ring_setup *ring, float *dq, float
                                         const cpparity_mask_description *mask, float scale,
                                         cpparity_error *error) {
     const int64_t B = ring->batch, H = ring->heads, Hkv = ring->kv_heads, Dh = ring->head_dim;
-    const int64_t L = ring->shard->local_len, cp = ring->shard->cp;
+    const int64_t L = ring->rows, cp = ring->comm->size;
+    const int64_t *query_index = ring->tokens + ring->comm->rank * L;
     const int64_t key_count = B * L * Hkv * Dh;
     ring_buffers buffers;
     cpparity_status status = ring_buffers_allocate(&buffers, ring, 4 * key_count, true, error);
@@ -333,10 +324,7 @@ cpparity_status ring_attention_backward(const ring_setup *ring, float *dq, float
     step_rows *rows = &buffers.rows;
     for (int64_t step = 0; step < cp && status == CPPARITY_OK; step++) {
         const int64_t source = step_source(ring, step);
-        for (int64_t t = 0; t < L; t++) {
-            buffers.key_index[t] = shard_position(ring->shard, source, t);
-        }
-        select_rows(rows, mask, B, buffers.query_index, buffers.key_index, L, ring->fault);
+        select_rows(rows, mask, B, query_index, ring->tokens + source * L, L, ring->fault);
         if (step < steps && failed == CPPARITY_OK && rows->query_count > 0 && rows->key_count > 0) {
             const int64_t nq = rows->query_count, nk = rows->key_count;
             gather_rows(buffers.q, q, B, L, H * Dh, rows->query_rows, nq);

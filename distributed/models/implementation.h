@@ -59,11 +59,12 @@ typedef struct cpparity_implementation_setup {
     cpparity_dtype dtype;                    /* storage dtype of parameters and activations */
     cpparity_comm *comm;                     /* the CP group; cp = comm->size */
     const cpparity_attention_kernel *kernel; /* the attention kernel to call */
-    cpparity_fault fault;         /* a fault to plant (fault.h; self-test only), NONE normally; an
-                                     implementation that cannot plant it fails create with an input
-                                     error naming it */
-    cpparity_layout layout;       /* who holds which tokens (one of its layouts[]) */
-    cpparity_algorithm algorithm; /* how attention crosses ranks (one of its algorithms[]) */
+    cpparity_fault fault;   /* a fault to plant (fault.h; self-test only), NONE normally; an
+                               implementation that cannot plant it fails create with an input
+                               error naming it */
+    cpparity_layout layout; /* who holds which tokens (one of its layouts[]) */
+    cpparity_algorithm_choice algorithm; /* how attention crosses ranks (its kind one of the
+                                            implementation's algorithms[]) */
 } cpparity_implementation_setup;
 
 /* What an estimate is asked about: one rank of an instance created for these sizes, in a job run
@@ -75,7 +76,7 @@ typedef struct cpparity_implementation_estimate {
     int64_t cp;                              /* ranks of the CP group */
     cpparity_dtype dtype;                    /* storage dtype */
     cpparity_layout layout;                  /* the layout it will run */
-    cpparity_algorithm algorithm;            /* the algorithm it will run */
+    cpparity_algorithm_choice algorithm;     /* the algorithm it will run */
     const cpparity_attention_kernel *kernel; /* the kernel it will call (NULL: unknown); its
                                                 workspace through kernel_support.h */
     cpparity_fault fault;                    /* the fault planted, NONE normally */
@@ -101,8 +102,8 @@ typedef struct cpparity_implementation {
     /* Refuses (CPPARITY_ERROR_INPUT, message starting "refused: " and naming the constraint) a
      * configuration it cannot run at cp ranks with this dtype, algorithm and kernel. No compute. */
     cpparity_status (*check)(const cpparity_model_config *config, int64_t cp, cpparity_dtype dtype,
-                             cpparity_algorithm algorithm, const cpparity_attention_kernel *kernel,
-                             cpparity_error *error);
+                             cpparity_algorithm_choice algorithm,
+                             const cpparity_attention_kernel *kernel, cpparity_error *error);
     /* Optional (NULL: the harness counts only its own share and says the implementation's is
      * unknown). The most bytes of host memory one rank of an instance holds at once for setup —
      * from create to destroy: its model, the slice of the batch it keeps, scratch, communication
@@ -145,12 +146,14 @@ typedef struct cpparity_implementation {
 bool fault_lives_in_ring(cpparity_fault fault);
 
 /* Whether implementation runs the code fault is planted in: the ring faults need its ring
- * algorithm, zigzag-chunk-swap its zigzag layout; every other fault is the implementation's own
+ * algorithm, zigzag-chunk-swap its zigzag layout, hybrid-group-across-ring its hybrid; every
+ * other fault is the implementation's own
  * business (its create refuses what it cannot plant). */
 typedef enum implementation_fault_support {
     IMPLEMENTATION_FAULT_SUPPORTED = 0,
     IMPLEMENTATION_FAULT_NEEDS_RING = 1,
     IMPLEMENTATION_FAULT_NEEDS_ZIGZAG = 2,
+    IMPLEMENTATION_FAULT_NEEDS_HYBRID = 3,
 } implementation_fault_support;
 implementation_fault_support
 implementation_supports_fault(const cpparity_implementation *implementation, cpparity_fault fault);

@@ -25,7 +25,7 @@ typedef struct cpu_instance {
 } cpu_instance;
 
 static cpparity_status cpu_check(const cpparity_model_config *config, int64_t cp,
-                                 cpparity_dtype dtype, cpparity_algorithm algorithm,
+                                 cpparity_dtype dtype, cpparity_algorithm_choice algorithm,
                                  const cpparity_attention_kernel *kernel, cpparity_error *error) {
     if ((int)dtype < 0 || (int)dtype >= CPPARITY_DTYPE_COUNT ||
         !cpparity_cpu_implementation.dtypes[dtype]) {
@@ -77,9 +77,10 @@ static cpparity_status cpu_create(const cpparity_implementation_setup *setup, vo
                                        setup->algorithm, setup->kernel, error);
     if (status == CPPARITY_OK &&
         ((int)setup->layout < 0 || (int)setup->layout >= CPPARITY_LAYOUT_COUNT ||
-         (int)setup->algorithm < 0 || (int)setup->algorithm >= CPPARITY_ALGORITHM_COUNT)) {
+         (int)setup->algorithm.kind < 0 ||
+         (int)setup->algorithm.kind >= CPPARITY_ALGORITHM_COUNT)) {
         status = cpparity_error_set(error, CPPARITY_ERROR_INPUT, "no layout %d or algorithm %d",
-                                    (int)setup->layout, (int)setup->algorithm);
+                                    (int)setup->layout, (int)setup->algorithm.kind);
     }
     if (status != CPPARITY_OK) {
         return status;
@@ -89,8 +90,8 @@ static cpparity_status cpu_create(const cpparity_implementation_setup *setup, vo
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d: out of memory (cpu implementation)", setup->comm->rank);
     }
-    const f32_model_shape shape = {setup->batch, setup->seq_len, setup->dtype, setup->layout,
-                                   setup->algorithm};
+    const f32_model_shape shape = {setup->batch,  setup->seq_len,   setup->dtype,
+                                   setup->layout, setup->algorithm, setup->fault};
     status = f32_model_init(&made->model, setup->config, &shape, setup->comm, setup->kernel, error);
     if (status != CPPARITY_OK) {
         free(made);
@@ -221,7 +222,9 @@ const cpparity_implementation cpparity_cpu_implementation = {
     .layouts = {[CPPARITY_LAYOUT_CONTIGUOUS] = true,
                 [CPPARITY_LAYOUT_ZIGZAG] = true,
                 [CPPARITY_LAYOUT_ROUND_ROBIN] = true},
-    .algorithms = {[CPPARITY_ALGORITHM_ULYSSES] = true, [CPPARITY_ALGORITHM_RING] = true},
+    .algorithms = {[CPPARITY_ALGORITHM_ULYSSES] = true,
+                   [CPPARITY_ALGORITHM_RING] = true,
+                   [CPPARITY_ALGORITHM_HYBRID] = true},
     .default_kernel = "cpu-f32",
     .available = NULL, /* wherever cpparity runs */
     .check = cpu_check,

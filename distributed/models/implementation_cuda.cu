@@ -65,12 +65,12 @@ static bool cuda_available(char *why, size_t size) {
 }
 
 static cpparity_status cuda_check(const cpparity_model_config *config, int64_t cp,
-                                  cpparity_dtype dtype, cpparity_algorithm algorithm,
+                                  cpparity_dtype dtype, cpparity_algorithm_choice algorithm,
                                   const cpparity_attention_kernel *kernel, cpparity_error *error) {
-    if (algorithm != CPPARITY_ALGORITHM_ULYSSES) {
+    if (algorithm.kind != CPPARITY_ALGORITHM_ULYSSES) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: the cuda implementation runs Ulysses only (ring "
-                                  "attention is not built on the GPU yet)");
+                                  "refused: the cuda implementation runs Ulysses only (ring and "
+                                  "hybrid attention are not built on the GPU yet)");
     }
     if ((int)dtype < 0 || (int)dtype >= CPPARITY_DTYPE_COUNT ||
         !cpparity_cuda_implementation.dtypes[dtype]) {
@@ -110,8 +110,8 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
     if (implementation_supports_fault(&cpparity_cuda_implementation, setup->fault) !=
         IMPLEMENTATION_FAULT_SUPPORTED) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: fault %s lives in ring attention or the zigzag "
-                                  "layout, which the cuda implementation does not run",
+                                  "refused: fault %s lives in ring or hybrid attention or the "
+                                  "zigzag layout, which the cuda implementation does not run",
                                   cpparity_faults[setup->fault].name);
     }
     if (cpparity_faults[setup->fault].kernel) { /* before any device work */
@@ -299,7 +299,7 @@ const cpparity_implementation cpparity_cuda_implementation = {
     "float32 or bf16-stored model on a CUDA device (cuBLAS), Ulysses context parallelism",
     {true, true},         /* f32, bf16 */
     {true, false, false}, /* layouts: contiguous only (zigzag and round-robin not built yet) */
-    {true, false},        /* algorithms: Ulysses only (ring not built on the GPU yet) */
+    {true, false, false}, /* algorithms: Ulysses only (ring, hybrid not built on the GPU yet) */
     "cuda-f32",
     cuda_available,
     cuda_check,

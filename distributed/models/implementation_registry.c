@@ -45,5 +45,9 @@ implementation_supports_fault(const cpparity_implementation *implementation, cpp
         !implementation->layouts[CPPARITY_LAYOUT_ZIGZAG]) {
         return IMPLEMENTATION_FAULT_NEEDS_ZIGZAG;
     }
+    if (fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING &&
+        !implementation->algorithms[CPPARITY_ALGORITHM_HYBRID]) {
+        return IMPLEMENTATION_FAULT_NEEDS_HYBRID;
+    }
     return IMPLEMENTATION_FAULT_SUPPORTED;
 }

@@ -116,8 +116,8 @@ cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *
     memset(model, 0, sizeof *model);
     cpparity_status status = cpparity_model_config_validate(config, error);
     if (status == CPPARITY_OK) {
-        status = f32_model_check_parallelism(config, comm->size, CPPARITY_ALGORITHM_ULYSSES, NULL,
-                                             error);
+        const cpparity_algorithm_choice ulysses = {CPPARITY_ALGORITHM_ULYSSES, 0, 0};
+        status = f32_model_check_parallelism(config, comm->size, ulysses, NULL, error);
     }
     if (status != CPPARITY_OK) {
         return status;

@@ -10,41 +10,59 @@
 #include <stdlib.h>
 #include <string.h>
 
-cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
-                                            cpparity_algorithm algorithm,
-                                            const cpparity_attention_kernel *kernel,
-                                            cpparity_error *error) {
+/* The Ulysses constraints on H and Hkv for an all-to-all over `degree` ranks (what = "cp" or "U").
+ */
+static cpparity_status check_heads(const cpparity_model_config *config, int64_t degree,
+                                   const char *what, cpparity_error *error) {
     const int64_t H = config->num_attention_heads, Hkv = config->num_key_value_heads;
-    if (algorithm == CPPARITY_ALGORITHM_RING) { /* every rank keeps every head */
-        if (kernel != NULL && !kernel_has_block_calls(kernel)) {
-            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                      "refused: ring attention needs block calls, which kernel %s "
-                                      "(ABI %u) lacks",
-                                      kernel->name, kernel->abi_version);
-        }
-        return CPPARITY_OK;
-    }
-    if (H % cp != 0) {
+    if (H % degree != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: num_attention_heads (%lld) must be a multiple of cp "
+                                  "refused: num_attention_heads (%lld) must be a multiple of %s "
                                   "(%lld) for Ulysses head sharding",
-                                  (long long)H, (long long)cp);
+                                  (long long)H, what, (long long)degree);
     }
-    if (Hkv % cp != 0 && cp % Hkv != 0) {
+    if (Hkv % degree != 0 && degree % Hkv != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: num_key_value_heads (%lld) must be a multiple of cp "
+                                  "refused: num_key_value_heads (%lld) must be a multiple of %s "
                                   "(%lld) (kv heads sharded) or divide it (kv heads replicated)",
-                                  (long long)Hkv, (long long)cp);
+                                  (long long)Hkv, what, (long long)degree);
     }
     return CPPARITY_OK;
 }
 
+cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
+                                            cpparity_algorithm_choice algorithm,
+                                            const cpparity_attention_kernel *kernel,
+                                            cpparity_error *error) {
+    if (algorithm.kind == CPPARITY_ALGORITHM_ULYSSES) {
+        return check_heads(config, cp, "cp", error);
+    }
+    if (kernel != NULL && !kernel_has_block_calls(kernel)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "refused: ring attention needs block calls, which kernel %s "
+                                  "(ABI %u) lacks",
+                                  kernel->name, kernel->abi_version);
+    }
+    if (algorithm.kind == CPPARITY_ALGORITHM_HYBRID) {
+        if (algorithm.ulysses_degree < 2 || algorithm.ring_degree < 2 ||
+            algorithm.ulysses_degree * algorithm.ring_degree != cp) {
+            return cpparity_error_set(
+                error, CPPARITY_ERROR_INPUT, "refused: hybrid %lldx%lld needs cp = %lld, not %lld",
+                (long long)algorithm.ulysses_degree, (long long)algorithm.ring_degree,
+                (long long)(algorithm.ulysses_degree * algorithm.ring_degree), (long long)cp);
+        }
+        return check_heads(config, algorithm.ulysses_degree, "U", error);
+    }
+    return CPPARITY_OK; /* ring: every rank keeps every head */
+}
+
 /* The saved activations' table and offsets (activation_layout.h). */
 static cpparity_status build_activations(f32_model *model, cpparity_error *error) {
-    /* ring keeps no sequence-wide tensor: its "sequence" activations are the rank's own rows */
-    const int64_t sequence = model->algorithm == CPPARITY_ALGORITHM_RING
-                                 ? model->shard.local_len
-                                 : model->shard.padded_seq_len;
+    /* the "sequence" activations: the whole padded sequence (Ulysses), the rank's own rows
+     * (ring), its Ulysses group's rows (hybrid) */
+    const int64_t sequence = model->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES
+                                 ? model->shard.padded_seq_len
+                                 : model->ring_rows;
     const activation_layout_sizes sizes = {model->batch, model->shard.local_len, sequence,
                                            model->local_heads, model->local_kv_heads};
     return activation_layout_build(&model->activation_table, model->layer, &model->final_input,
@@ -59,6 +77,67 @@ void f32_model_store(const f32_model *model, float *x, int64_t count) {
     for (int64_t i = 0; i < count; i++) {
         x[i] = bf16_round(x[i]);
     }
+}
+
+/* The global token of row r of ring member `member`: a rank's shard row (ring), or row r of the
+ * member's Ulysses group after its all-to-all, the group's ranks one after the other (hybrid). */
+static int64_t ring_token(const f32_model *model, int64_t member, int64_t row) {
+    const int64_t L = model->shard.local_len, U = model->ulysses_degree;
+    return shard_position(&model->shard, member * U + row / L, row % L);
+}
+
+/* The communicators, head counts and ring bookkeeping of the model's algorithm. Hybrid U×R: rank
+ * r is in Ulysses group r / U (consecutive ranks, "inside a node") and at place r mod U of it;
+ * the ring joins the ranks of one place across the R groups (hybrid-group-across-ring forms the
+ * groups across the ring dimension instead: r mod R, while the token bookkeeping still assumes
+ * consecutive groups). */
+static cpparity_status set_up_algorithm(f32_model *model, cpparity_comm *comm,
+                                        cpparity_error *error) {
+    const cpparity_model_config *config = &model->config;
+    const cpparity_algorithm_choice *algorithm = &model->algorithm;
+    const int64_t cp = comm->size, rank = comm->rank;
+    model->ulysses_comm = comm;
+    model->ring_comm = NULL;
+    model->ulysses_degree = cp;
+    if (algorithm->kind == CPPARITY_ALGORITHM_RING) {
+        model->ulysses_comm = NULL;
+        model->ring_comm = comm;
+        model->ulysses_degree = 1;
+    } else if (algorithm->kind == CPPARITY_ALGORITHM_HYBRID) {
+        const int64_t U = algorithm->ulysses_degree, R = algorithm->ring_degree;
+        const bool across = model->fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING;
+        cpparity_status status = cpparity_comm_split(comm, (int)(across ? rank % R : rank / U),
+                                                     (int)rank, &model->ulysses_comm, error);
+        if (status == CPPARITY_OK) {
+            status = cpparity_comm_split(comm, (int)(across ? rank / R : rank % U), (int)rank,
+                                         &model->ring_comm, error);
+        }
+        model->owns_split = true;
+        model->ulysses_degree = U;
+        if (status != CPPARITY_OK) {
+            return status;
+        }
+    }
+    const int64_t degree = model->ulysses_degree;
+    model->local_heads = config->num_attention_heads / degree;
+    model->kv_replicated = config->num_key_value_heads % degree != 0;
+    model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / degree;
+    if (model->ring_comm == NULL) {
+        return CPPARITY_OK;
+    }
+    const int64_t members = model->ring_comm->size;
+    model->ring_rows = degree * model->shard.local_len;
+    model->ring_tokens = malloc((size_t)(members * model->ring_rows) * sizeof(int64_t));
+    if (model->ring_tokens == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (ring tokens)", comm->rank);
+    }
+    for (int64_t member = 0; member < members; member++) {
+        for (int64_t row = 0; row < model->ring_rows; row++) {
+            model->ring_tokens[member * model->ring_rows + row] = ring_token(model, member, row);
+        }
+    }
+    return CPPARITY_OK;
 }
 
 cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *config,
@@ -78,15 +157,13 @@ cpparity_status f32_model_init(f32_model *model, const cpparity_model_config *co
     model->comm = comm;
     model->kernel = kernel;
     model->algorithm = shape->algorithm;
+    model->fault = shape->fault;
     model->shard = shard_layout_make(shape->seq_len, comm->size, comm->rank, shape->layout);
-    if (shape->algorithm == CPPARITY_ALGORITHM_RING) {
-        model->local_heads = config->num_attention_heads;
-        model->kv_replicated = false;
-        model->local_kv_heads = config->num_key_value_heads;
-    } else {
-        model->local_heads = config->num_attention_heads / comm->size;
-        model->kv_replicated = config->num_key_value_heads % comm->size != 0;
-        model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    model->shard.fault = shape->fault; /* zigzag-chunk-swap lives in the layout */
+    status = set_up_algorithm(model, comm, error);
+    if (status != CPPARITY_OK) {
+        f32_model_free(model);
+        return status;
     }
     status = cpparity_model_parameter_table(config, &model->parameter_table, error);
     if (status == CPPARITY_OK) {
@@ -189,5 +266,10 @@ void f32_model_free(f32_model *model) {
     free(model->activations);
     free(model->rope_positions);
     free(model->reported_logits);
+    free(model->ring_tokens);
+    if (model->owns_split) {
+        cpparity_comm_free(model->ulysses_comm);
+        cpparity_comm_free(model->ring_comm);
+    }
     memset(model, 0, sizeof *model);
 }

@@ -53,11 +53,22 @@ typedef struct f32_model {
                                                 points above */
     int64_t batch;                           /* B */
     shard_layout shard;                      /* layout, S, padded S, L, cp, rank */
-    cpparity_algorithm algorithm;            /* ulysses: all-to-all around the kernel; ring:
-                                                key/value blocks round the ring (ring.h) */
-    int64_t local_heads;                     /* Hl = H / cp (ring: H) */
-    int64_t local_kv_heads;                  /* Hkv / cp (sharded) or 1 (replicated); ring: Hkv */
-    bool kv_replicated;                      /* cp is a multiple of Hkv */
+    cpparity_algorithm_choice algorithm;     /* ulysses: all-to-all around the kernel; ring:
+                                                key/value blocks round the ring (ring.h); hybrid
+                                                U×R: Ulysses inside groups of U, ring across */
+    cpparity_comm *ulysses_comm;             /* the all-to-all's ranks: comm (ulysses), this
+                                                rank's group of U (hybrid), NULL (ring) */
+    cpparity_comm *ring_comm;                /* the ring: comm (ring), the R ranks at this
+                                                rank's place in every group (hybrid), NULL */
+    bool owns_split;                         /* hybrid: the two above are the model's own */
+    int64_t ulysses_degree;                  /* ranks of ulysses_comm (1 for ring) */
+    int64_t ring_rows;                       /* rows a ring member holds: L, or U·L (hybrid) */
+    int64_t *ring_tokens;                    /* [ring size × ring_rows] global token of each
+                                                row of each member (ring.h); NULL (ulysses) */
+    int64_t local_heads;                     /* Hl = H / cp (ring: H; hybrid: H / U) */
+    int64_t local_kv_heads;                  /* Hkv / cp (sharded) or 1 (replicated); ring: Hkv;
+                                                hybrid: as Ulysses with U for cp */
+    bool kv_replicated;                      /* the Ulysses degree is a multiple of Hkv */
     cpparity_comm *comm;                     /* the CP group (borrowed) */
     const cpparity_attention_kernel *kernel; /* borrowed */
     cpparity_tensor_table parameter_table;   /* model.md names */
@@ -80,19 +91,23 @@ typedef struct f32_model {
 
 /* Checks that the configuration can run at cp ranks with algorithm, before any compute. The
  * message of a refusal names the constraint (Ulysses: num_attention_heads or num_key_value_heads
- * and cp; ring: a kernel without block calls). kernel may be NULL (not checked). */
+ * and cp; hybrid: the same with U, and U·R = cp; ring and hybrid: a kernel without block calls).
+ * kernel may be NULL (not checked). */
 cpparity_status f32_model_check_parallelism(const cpparity_model_config *config, int64_t cp,
-                                            cpparity_algorithm algorithm,
+                                            cpparity_algorithm_choice algorithm,
                                             const cpparity_attention_kernel *kernel,
                                             cpparity_error *error);
 
 /* What a model is made for besides its configuration. */
 typedef struct f32_model_shape {
-    int64_t batch;                /* B */
-    int64_t seq_len;              /* S of the case */
-    cpparity_dtype dtype;         /* storage */
-    cpparity_layout layout;       /* who holds what (shard.h) */
-    cpparity_algorithm algorithm; /* ulysses or ring */
+    int64_t batch;                       /* B */
+    int64_t seq_len;                     /* S of the case */
+    cpparity_dtype dtype;                /* storage */
+    cpparity_layout layout;              /* who holds what (shard.h) */
+    cpparity_algorithm_choice algorithm; /* ulysses, ring or hybrid U×R */
+    cpparity_fault fault;                /* the fault to plant (f32_model_set_fault plants it
+                                            again; the layout and the hybrid's groups need it
+                                            from the start), NONE normally */
 } f32_model_shape;
 
 /* Allocates the model for batches of B rows of seq_len tokens sharded over comm by the shape's

@@ -34,20 +34,36 @@ typedef struct backward_scratch {
     float *logits;       /* [N, V] */
 } backward_scratch;
 
-/* Moves kv gradients [B, S, Hkvl, Dh] back to [B, L, Hkv, Dh], summing repeats if replicated. */
+/* Moves kv gradients [B, S, Hkvl, Dh] back to [B, L, Hkv, Dh] over the all-to-all's ranks,
+ * summing repeats if replicated. */
 static cpparity_status kv_to_heads(f32_model *model, float *out, const float *in,
                                    backward_scratch *d, cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
-    const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
+    const int64_t B = model->batch, L = model->shard.local_len, degree = model->ulysses_degree;
     if (!model->kv_replicated) {
-        return ulysses_sequence_to_heads(model->comm, out, in, B, L, c->num_key_value_heads,
+        return ulysses_sequence_to_heads(model->ulysses_comm, out, in, B, L, c->num_key_value_heads,
                                          c->head_dim, d->exchange, error);
     }
-    cpparity_status status = ulysses_sequence_to_heads(model->comm, d->repeated, in, B, L, cp,
-                                                       c->head_dim, d->exchange, error);
+    cpparity_status status = ulysses_sequence_to_heads(model->ulysses_comm, d->repeated, in, B, L,
+                                                       degree, c->head_dim, d->exchange, error);
     if (status == CPPARITY_OK) {
-        ulysses_sum_repeated_kv_mapped(out, d->repeated, B * L, c->num_key_value_heads, cp,
+        ulysses_sum_repeated_kv_mapped(out, d->repeated, B * L, c->num_key_value_heads, degree,
                                        c->head_dim, model->fault);
+    }
+    return status;
+}
+
+/* The all-to-alls back of the sequence-side gradients d->sequence_q, _k, _v to d->q, d->k, d->v
+ * of this rank's tokens. */
+static cpparity_status exchange_out(f32_model *model, backward_scratch *d, cpparity_error *error) {
+    cpparity_status status = ulysses_sequence_to_heads(
+        model->ulysses_comm, d->q, d->sequence_q, model->batch, model->shard.local_len,
+        model->config.num_attention_heads, model->config.head_dim, d->exchange, error);
+    if (status == CPPARITY_OK) {
+        status = kv_to_heads(model, d->k, d->sequence_k, d, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = kv_to_heads(model, d->v, d->sequence_v, d, error);
     }
     return status;
 }
@@ -59,8 +75,9 @@ static cpparity_status ulysses_backward(f32_model *model, int64_t l, const f32_l
     const int64_t B = model->batch, L = model->shard.local_len, Dh = model->config.head_dim;
     const int64_t H = model->config.num_attention_heads;
     const float *act = model->activations;
-    cpparity_status status = ulysses_heads_to_sequence_ordered(
-        model->comm, d->sequence_out, d->attention, B, L, H, Dh, d->exchange, model->fault, error);
+    cpparity_status status =
+        ulysses_heads_to_sequence_ordered(model->ulysses_comm, d->sequence_out, d->attention, B, L,
+                                          H, Dh, d->exchange, model->fault, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -82,34 +99,37 @@ static cpparity_status ulysses_backward(f32_model *model, int64_t l, const f32_l
     shard_reorder(&model->shard, d->sequence_q, B, query_width, d->exchange, false);
     shard_reorder(&model->shard, d->sequence_k, B, key_width, d->exchange, false);
     shard_reorder(&model->shard, d->sequence_v, B, key_width, d->exchange, false);
-    status = ulysses_sequence_to_heads(model->comm, d->q, d->sequence_q, B, L, H, Dh, d->exchange,
-                                       error);
-    if (status == CPPARITY_OK) {
-        status = kv_to_heads(model, d->k, d->sequence_k, d, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = kv_to_heads(model, d->v, d->sequence_v, d, error);
-    }
-    return status;
+    return exchange_out(model, d, error);
 }
 
-/* Ring backward of layer l's attention (ring.h): d->attention to d->q, d->k, d->v. */
+/* Ring backward of layer l's attention (ring.h): d->attention to d->q, d->k, d->v; for a hybrid
+ * through its Ulysses group's all-to-alls around the ring. */
 static cpparity_status ring_backward(f32_model *model, int64_t l, const f32_layer_activations *a,
                                      backward_scratch *d, cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
+    const bool hybrid = model->algorithm.kind == CPPARITY_ALGORITHM_HYBRID;
     const float *act = model->activations;
-    const ring_setup ring = {model->comm,
-                             &model->shard,
-                             model->kernel,
-                             model->batch,
-                             c->num_attention_heads,
-                             c->num_key_value_heads,
-                             c->head_dim,
-                             model->fault};
+    cpparity_status status = CPPARITY_OK;
+    if (hybrid) {
+        status = ulysses_heads_to_sequence_ordered(model->ulysses_comm, d->sequence_out,
+                                                   d->attention, model->batch,
+                                                   model->shard.local_len, c->num_attention_heads,
+                                                   c->head_dim, d->exchange, model->fault, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    const ring_setup ring = {model->ring_comm,      model->ring_rows, model->ring_tokens,
+                             model->kernel,         model->batch,     model->local_heads,
+                             model->local_kv_heads, c->head_dim,      model->fault};
     const cpparity_mask_description mask = f32_model_layer_mask(model, l);
-    return ring_attention_backward(&ring, d->q, d->k, d->v, d->attention, act + a->q, act + a->k,
-                                   act + a->v, act + a->sequence_out, act + a->sequence_lse, &mask,
-                                   f32_model_attention_scale(model), error);
+    status = ring_attention_backward(
+        &ring, hybrid ? d->sequence_q : d->q, hybrid ? d->sequence_k : d->k,
+        hybrid ? d->sequence_v : d->v, hybrid ? d->sequence_out : d->attention,
+        act + (hybrid ? a->sequence_q : a->q), act + (hybrid ? a->sequence_k : a->k),
+        act + (hybrid ? a->sequence_v : a->v), act + a->sequence_out, act + a->sequence_lse, &mask,
+        f32_model_attention_scale(model), error);
+    return status == CPPARITY_OK && hybrid ? exchange_out(model, d, error) : status;
 }
 
 static cpparity_status layer_backward(f32_model *model, int64_t l, const cpparity_batch *local,
@@ -140,9 +160,9 @@ static cpparity_status layer_backward(f32_model *model, int64_t l, const cpparit
     memcpy(d->stream, d->residual, (size_t)(N * D) * sizeof(float));
     f32_linear_backward(d->attention, g + p->o_proj, d->residual, act + a->attention, w + p->o_proj,
                         N, H * Dh, D, 0);
-    cpparity_status status = model->algorithm == CPPARITY_ALGORITHM_RING
-                                 ? ring_backward(model, l, a, d, error)
-                                 : ulysses_backward(model, l, a, d, error);
+    cpparity_status status = model->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES
+                                 ? ulysses_backward(model, l, a, d, error)
+                                 : ring_backward(model, l, a, d, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -200,8 +220,10 @@ cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local
                                    cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
     const int64_t B = model->batch, L = model->shard.local_len, N = B * L;
-    const int64_t cp = model->shard.cp; /* ring: the sequence tensors are the rank's own rows */
-    const int64_t S = model->algorithm == CPPARITY_ALGORITHM_RING ? L : model->shard.padded_seq_len;
+    const int64_t cp = model->shard.cp; /* the sequence tensors: every token, or a ring member's */
+    const int64_t S = model->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES
+                          ? model->shard.padded_seq_len
+                          : model->ring_rows;
     const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;

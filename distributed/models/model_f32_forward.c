@@ -61,20 +61,40 @@ typedef struct forward_scratch {
     float *reordered;  /* B·L·H·Dh: the attention output in rank order (zigzag, round-robin) */
 } forward_scratch;
 
-/* Moves kv heads [B, L, Hkv, Dh] to [B, S, Hkvl, Dh], repeating them first when replicated. */
+/* Moves kv heads [B, L, Hkv, Dh] to [B, S, Hkvl, Dh] over the all-to-all's ranks (all of them
+ * for Ulysses, the group of U for a hybrid), repeating them first when replicated. */
 static cpparity_status kv_to_sequence(f32_model *model, float *out, const float *in,
                                       forward_scratch *scratch, cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
-    const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
+    const int64_t B = model->batch, L = model->shard.local_len, degree = model->ulysses_degree;
     if (!model->kv_replicated) {
-        return ulysses_heads_to_sequence_ordered(model->comm, out, in, B, L, c->num_key_value_heads,
-                                                 c->head_dim, scratch->exchange, model->fault,
-                                                 error);
+        return ulysses_heads_to_sequence_ordered(model->ulysses_comm, out, in, B, L,
+                                                 c->num_key_value_heads, c->head_dim,
+                                                 scratch->exchange, model->fault, error);
     }
-    ulysses_repeat_kv_mapped(scratch->repeated, in, B * L, c->num_key_value_heads, cp, c->head_dim,
-                             model->fault);
-    return ulysses_heads_to_sequence_ordered(model->comm, out, scratch->repeated, B, L, cp,
-                                             c->head_dim, scratch->exchange, model->fault, error);
+    ulysses_repeat_kv_mapped(scratch->repeated, in, B * L, c->num_key_value_heads, degree,
+                             c->head_dim, model->fault);
+    return ulysses_heads_to_sequence_ordered(model->ulysses_comm, out, scratch->repeated, B, L,
+                                             degree, c->head_dim, scratch->exchange, model->fault,
+                                             error);
+}
+
+/* The all-to-alls of layer l's q, k, v into sequence_q, sequence_k, sequence_v: the tokens of
+ * every rank of the all-to-all, rank after rank, × the rank's share of heads. */
+static cpparity_status exchange_in(f32_model *model, const f32_layer_activations *a,
+                                   forward_scratch *scratch, cpparity_error *error) {
+    const int64_t B = model->batch, L = model->shard.local_len, Dh = model->config.head_dim;
+    float *act = model->activations;
+    cpparity_status status = ulysses_heads_to_sequence_ordered(
+        model->ulysses_comm, act + a->sequence_q, act + a->q, B, L,
+        model->config.num_attention_heads, Dh, scratch->exchange, model->fault, error);
+    if (status == CPPARITY_OK) {
+        status = kv_to_sequence(model, act + a->sequence_k, act + a->k, scratch, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = kv_to_sequence(model, act + a->sequence_v, act + a->v, scratch, error);
+    }
+    return status;
 }
 
 /* Ulysses attention of layer l: q, k, v to heads × the whole sequence (in position order), the
@@ -84,15 +104,7 @@ static cpparity_status ulysses_forward(f32_model *model, int64_t l, const f32_la
     const int64_t B = model->batch, L = model->shard.local_len, Dh = model->config.head_dim;
     const int64_t H = model->config.num_attention_heads;
     float *act = model->activations;
-    cpparity_status status =
-        ulysses_heads_to_sequence_ordered(model->comm, act + a->sequence_q, act + a->q, B, L, H, Dh,
-                                          scratch->exchange, model->fault, error);
-    if (status == CPPARITY_OK) {
-        status = kv_to_sequence(model, act + a->sequence_k, act + a->k, scratch, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = kv_to_sequence(model, act + a->sequence_v, act + a->v, scratch, error);
-    }
+    cpparity_status status = exchange_in(model, a, scratch, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -124,35 +136,42 @@ static cpparity_status ulysses_forward(f32_model *model, int64_t l, const f32_la
                (size_t)(dims.batch * dims.seq_len * dims.heads * Dh) * sizeof(float));
         shard_reorder(&model->shard, ranked, B, dims.heads * Dh, scratch->exchange, false);
     }
-    return ulysses_sequence_to_heads(model->comm, act + a->attention, ranked, B, L, H, Dh,
+    return ulysses_sequence_to_heads(model->ulysses_comm, act + a->attention, ranked, B, L, H, Dh,
                                      scratch->exchange, error);
 }
 
-/* Ring attention of layer l on this rank's own q, k, v (ring.h): out into a->attention (and
- * sequence_out, which backward reads), lse into sequence_lse. */
+/* Ring attention of layer l (ring.h): on this rank's own q, k, v with every head (ring), or on
+ * its Ulysses group's tokens and its share of heads after the group's all-to-all (hybrid). The
+ * output lands in sequence_out (which backward reads) and a->attention, lse in sequence_lse. */
 static cpparity_status ring_forward(f32_model *model, int64_t l, const f32_layer_activations *a,
-                                    cpparity_error *error) {
+                                    forward_scratch *scratch, cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
+    const bool hybrid = model->algorithm.kind == CPPARITY_ALGORITHM_HYBRID;
     float *act = model->activations;
-    const ring_setup ring = {model->comm,
-                             &model->shard,
-                             model->kernel,
-                             model->batch,
-                             c->num_attention_heads,
-                             c->num_key_value_heads,
-                             c->head_dim,
-                             model->fault};
-    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
-    const int64_t count =
-        model->batch * model->shard.local_len * c->num_attention_heads * c->head_dim;
-    cpparity_status status = ring_attention_forward(
-        &ring, act + a->sequence_out, act + a->sequence_lse, act + a->q, act + a->k, act + a->v,
-        &mask, f32_model_attention_scale(model), error);
-    if (status == CPPARITY_OK) {
-        f32_model_store(model, act + a->sequence_out, count);
-        memcpy(act + a->attention, act + a->sequence_out, (size_t)count * sizeof(float));
+    cpparity_status status = hybrid ? exchange_in(model, a, scratch, error) : CPPARITY_OK;
+    if (status != CPPARITY_OK) {
+        return status;
     }
-    return status;
+    const ring_setup ring = {model->ring_comm,      model->ring_rows, model->ring_tokens,
+                             model->kernel,         model->batch,     model->local_heads,
+                             model->local_kv_heads, c->head_dim,      model->fault};
+    const cpparity_mask_description mask = f32_model_layer_mask(model, l);
+    const int64_t count = model->batch * model->ring_rows * model->local_heads * c->head_dim;
+    status = ring_attention_forward(
+        &ring, act + a->sequence_out, act + a->sequence_lse, act + (hybrid ? a->sequence_q : a->q),
+        act + (hybrid ? a->sequence_k : a->k), act + (hybrid ? a->sequence_v : a->v), &mask,
+        f32_model_attention_scale(model), error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    f32_model_store(model, act + a->sequence_out, count);
+    if (hybrid) { /* back to this rank's tokens, every head */
+        return ulysses_sequence_to_heads(
+            model->ulysses_comm, act + a->attention, act + a->sequence_out, model->batch,
+            model->shard.local_len, c->num_attention_heads, c->head_dim, scratch->exchange, error);
+    }
+    memcpy(act + a->attention, act + a->sequence_out, (size_t)count * sizeof(float));
+    return CPPARITY_OK;
 }
 
 static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity_batch *local,
@@ -181,9 +200,9 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
     f32_model_store(model, act + a->q, N * H * Dh);
     f32_model_store(model, act + a->k, N * Hkv * Dh);
 
-    cpparity_status status = model->algorithm == CPPARITY_ALGORITHM_RING
-                                 ? ring_forward(model, l, a, error)
-                                 : ulysses_forward(model, l, a, scratch, error);
+    cpparity_status status = model->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES
+                                 ? ulysses_forward(model, l, a, scratch, error)
+                                 : ring_forward(model, l, a, scratch, error);
     if (status != CPPARITY_OK) {
         return status;
     }

@@ -15,7 +15,8 @@ typedef struct rank_sizes {
     int64_t P;          /* parameters */
     int64_t parameters; /* tensors in the parameter table */
     int64_t L, Sp, Nl, NSp, Hl, Hkvl, widest;
-    bool ring;           /* ring attention (ring.h) rather than Ulysses */
+    bool ring;           /* ring attention (ring.h), alone or in a hybrid, rather than Ulysses */
+    int64_t U;           /* the all-to-all's ranks: cp, U (hybrid) or 1 (ring) */
     int64_t NS;          /* tokens of the sequence-side tensors: B·Sp, or B·L for ring */
     int64_t S_attention; /* their sequence length: Sp, or L for ring */
 } rank_sizes;
@@ -57,15 +58,21 @@ static bool sizes_of(cpparity_sizer *s, const cpparity_implementation_estimate *
     cpparity_tensor_table_free(&table);
     const int64_t per = setup->layout == CPPARITY_LAYOUT_ZIGZAG ? 2 * z->cp : z->cp;
     z->L = (z->S / per + (z->S % per != 0)) * (per / z->cp); /* shard.h: zigzag, 2·ceil(S/2cp) */
-    z->ring = setup->algorithm == CPPARITY_ALGORITHM_RING;
+    z->ring = setup->algorithm.kind != CPPARITY_ALGORITHM_ULYSSES; /* ring, or hybrid's ring */
+    /* the all-to-all's degree: cp (Ulysses), U (hybrid), 1 (ring: no all-to-all) */
+    z->U = setup->algorithm.kind == CPPARITY_ALGORITHM_HYBRID ? setup->algorithm.ulysses_degree
+           : z->ring                                          ? 1
+                                                              : z->cp;
+    z->U = z->U >= 1 ? z->U : 1;
     z->Sp = CPPARITY_PRODUCT(s, "the padded sequence", z->cp, z->L);
     z->Nl = CPPARITY_PRODUCT(s, "a rank's tokens", z->B, z->L);
     z->NSp = CPPARITY_PRODUCT(s, "the padded tokens", z->B, z->Sp);
-    z->Hl = z->ring ? z->H : z->H / z->cp;
-    z->Hkvl = z->ring ? z->Hkv : z->Hkv % z->cp != 0 ? 1 : z->Hkv / z->cp;
-    /* the sequence-side tensors: the whole padded sequence (Ulysses), the rank's rows (ring) */
-    z->NS = z->ring ? z->Nl : z->NSp;
-    z->S_attention = z->ring ? z->L : z->Sp;
+    z->Hl = z->H / z->U;
+    z->Hkvl = z->Hkv % z->U != 0 ? 1 : z->Hkv / z->U;
+    /* the sequence-side tensors: the whole padded sequence (Ulysses), a ring member's rows (the
+     * rank's own for ring, its Ulysses group's for hybrid) */
+    z->S_attention = z->ring ? CPPARITY_PRODUCT(s, "a ring member's rows", z->U, z->L) : z->Sp;
+    z->NS = CPPARITY_PRODUCT(s, "the sequence-side tokens", z->B, z->S_attention);
     z->widest = z->H > z->cp ? z->H : z->cp;
     return s->ok;
 }
@@ -120,25 +127,30 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
         s, (int64_t)sizeof(f32_model) + 1024, cpparity_tensor_table_bytes(z->parameters),
         cpparity_tensor_table_bytes(18 * z->layers + 4),
         CPPARITY_PRODUCT(s, "the parameters", 8, z->P),
-        CPPARITY_PRODUCT(s, "the implementation's activations", 4, activations), c->local);
+        CPPARITY_PRODUCT(s, "the implementation's activations", 4, activations), c->local,
+        z->ring ? CPPARITY_PRODUCT(s, "the ring's tokens", 8, z->cp, z->L) : 0);
     /* model_f32_forward.c: the all-to-all's send and receive, the gathered heads, a projection */
     /* model_f32_forward.c: the all-to-all's send and receive, the gathered heads, a projection,
      * the attention output in rank order; ring.c's buffers during a ring forward */
     const int64_t query = CPPARITY_PRODUCT(s, "a rank's queries", z->Nl, z->H, z->Dh);
-    const int64_t key = CPPARITY_PRODUCT(s, "a rank's keys", z->Nl, z->Hkv, z->Dh);
-    /* ring.c's row bookkeeping: two token indices, four row lists, two run lists, two flags */
-    const int64_t ring_rows = CPPARITY_PRODUCT(s, "the ring's rows", 100, z->L);
+    /* a ring member's block: its rows × the heads it holds */
+    const int64_t ring_query = CPPARITY_PRODUCT(s, "a ring member's queries", z->NS, z->Hl, z->Dh);
+    const int64_t key = CPPARITY_PRODUCT(s, "a ring member's keys", z->NS, z->Hkvl, z->Dh);
+    /* ring.c's row bookkeeping: four row lists, two run lists, two flags */
+    const int64_t ring_rows = CPPARITY_PRODUCT(s, "the ring's rows", 82, z->S_attention);
     const int64_t ring_forward =
-        z->ring ? CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the ring's buffers", 4, 6, key),
-                               CPPARITY_PRODUCT(s, "the ring's buffers", 4, 2, query),
-                               CPPARITY_PRODUCT(s, "the ring's buffers", 4, z->B, z->H, z->L),
-                               ring_rows)
+        z->ring ? CPPARITY_SUM(
+                      s, CPPARITY_PRODUCT(s, "the ring's buffers", 4, 6, key),
+                      CPPARITY_PRODUCT(s, "the ring's buffers", 4, 2, ring_query),
+                      CPPARITY_PRODUCT(s, "the ring's buffers", 4, z->B, z->Hl, z->S_attention),
+                      ring_rows)
                 : 0;
     const int64_t ring_backward =
-        z->ring ? CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the ring's buffers", 4, 12, key),
-                               CPPARITY_PRODUCT(s, "the ring's buffers", 4, 4, query),
-                               CPPARITY_PRODUCT(s, "the ring's buffers", 4, z->B, z->H, z->L),
-                               ring_rows)
+        z->ring ? CPPARITY_SUM(
+                      s, CPPARITY_PRODUCT(s, "the ring's buffers", 4, 12, key),
+                      CPPARITY_PRODUCT(s, "the ring's buffers", 4, 4, ring_query),
+                      CPPARITY_PRODUCT(s, "the ring's buffers", 4, z->B, z->Hl, z->S_attention),
+                      ring_rows)
                 : 0;
     const int64_t scratch = CPPARITY_SUM(
         s,

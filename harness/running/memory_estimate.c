@@ -356,7 +356,7 @@ static void attention_item(cpparity_sizer *s, const cpparity_case *c, const case
 /* The implementation's own share of one rank (its `estimate`), into item; unknown without one. */
 static void implementation_share(cpparity_sizer *s, const cpparity_case *c, int64_t cp,
                                  cpparity_dtype dtype, cpparity_layout layout,
-                                 cpparity_algorithm algorithm, const memory_setting *setting,
+                                 cpparity_algorithm_choice algorithm, const memory_setting *setting,
                                  memory_item *item) {
     const cpparity_implementation *implementation = setting->implementation;
     if (implementation == NULL || implementation->estimate == NULL) {
@@ -391,7 +391,7 @@ static void implementation_share(cpparity_sizer *s, const cpparity_case *c, int6
 }
 
 bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dtype,
-                          cpparity_layout layout, cpparity_algorithm algorithm,
+                          cpparity_layout layout, cpparity_algorithm_choice algorithm,
                           const memory_setting *setting, memory_item *item, char *what,
                           size_t what_size) {
     memset(item, 0, sizeof *item);

@@ -180,7 +180,7 @@ memory_setting memory_setting_for(const run_options *options, const run_plan *pl
  * (item zeroed, what says which size) when a size does not fit int64, or the implementation's
  * estimate says so. */
 bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dtype,
-                          cpparity_layout layout, cpparity_algorithm algorithm,
+                          cpparity_layout layout, cpparity_algorithm_choice algorithm,
                           const memory_setting *setting, memory_item *item, char *what,
                           size_t what_size);
 

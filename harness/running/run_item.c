@@ -253,8 +253,7 @@ void run_item_begin(run_item *item, const run_plan *plan, const run_plan_item *p
     item->worst_tensor = -1;
     item->padded_seq_len =
         expected_local_len(c->seq_len, planned->cp, planned->layout) * planned->cp;
-    snprintf(item->algorithm, sizeof item->algorithm, "%s",
-             cpparity_algorithm_name(planned->algorithm));
+    cpparity_algorithm_choice_name(planned->algorithm, item->algorithm, sizeof item->algorithm);
     /* the layout asked for (judge_item then records the one the positions follow: the same) */
     snprintf(item->token_layout, sizeof item->token_layout, "%s",
              cpparity_layout_name(planned->layout));
@@ -266,7 +265,8 @@ void run_item_begin(run_item *item, const run_plan *plan, const run_plan_item *p
  * keeps passing what it passed, and a suite with ring items does not fail for it. */
 static bool lacks_block_calls(const run_target *target, const run_plan_item *planned, bool is_root,
                               run_item *item) {
-    if (planned->algorithm != CPPARITY_ALGORITHM_RING || kernel_has_block_calls(target->kernel)) {
+    if (planned->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES ||
+        kernel_has_block_calls(target->kernel)) {
         return false;
     }
     if (is_root) {
@@ -333,9 +333,13 @@ static bool unsupported(const run_target *target, const cpparity_case *c,
         supported =
             mask_storage_build(&storage, B, P, attention_mask, position_ids, NULL) == CPPARITY_OK;
     }
-    /* the heads of one call: a rank's share after the all-to-all, or every head for ring */
-    const bool ring = planned->algorithm == CPPARITY_ALGORITHM_RING;
-    const int64_t cp = ring ? 1 : planned->cp, kv = model->num_key_value_heads;
+    /* the heads of one call: a rank's share after the all-to-all (of its Ulysses group for a
+     * hybrid), or every head for ring */
+    const cpparity_algorithm_choice *algorithm = &planned->algorithm;
+    const int64_t cp = algorithm->kind == CPPARITY_ALGORITHM_RING     ? 1
+                       : algorithm->kind == CPPARITY_ALGORITHM_HYBRID ? algorithm->ulysses_degree
+                                                                      : planned->cp;
+    const int64_t kv = model->num_key_value_heads;
     const cpparity_attention_dims dims = {B, P, model->num_attention_heads / cp,
                                           kv >= cp ? kv / cp : 1, model->head_dim};
     int64_t failing = -1; /* the first layer the kernel does not support */

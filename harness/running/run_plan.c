@@ -35,7 +35,7 @@ static bool selected(const run_options *options, const char *name, bool *matched
 
 /* Sets one item. */
 static void set_item(run_plan_item *item, int64_t case_index, int64_t cp, cpparity_dtype dtype,
-                     cpparity_layout layout, cpparity_algorithm algorithm, uint64_t seed) {
+                     cpparity_layout layout, cpparity_algorithm_choice algorithm, uint64_t seed) {
     memset(item, 0, sizeof *item);
     item->case_index = case_index;
     item->cp = cp;
@@ -59,6 +59,7 @@ int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const ru
     memcpy(sizes, c->cp_sizes, (size_t)c->cp_count * sizeof *sizes);
     qsort(sizes, (size_t)c->cp_count, sizeof *sizes, compare_sizes);
     int64_t count = 0;
+    const cpparity_algorithm_choice ulysses = {CPPARITY_ALGORITHM_ULYSSES, 0, 0};
     for (int d = 0; d < c->dtype_count; d++) {
         if (options->dtype_set && c->dtypes[d] != options->dtype) {
             continue;
@@ -66,15 +67,20 @@ int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const ru
         /* a case that must be refused needs no baseline unless it lists cp 1 */
         if (sizes[0] != 1 && !c->expect_refuse) {
             set_item(&items[count++], case_index, 1, c->dtypes[d], CPPARITY_LAYOUT_CONTIGUOUS,
-                     CPPARITY_ALGORITHM_ULYSSES, seed);
+                     ulysses, seed);
         }
         for (int k = 0; k < c->cp_count; k++) {
             if (sizes[k] == 1) {
                 set_item(&items[count++], case_index, 1, c->dtypes[d], CPPARITY_LAYOUT_CONTIGUOUS,
-                         CPPARITY_ALGORITHM_ULYSSES, seed);
+                         ulysses, seed);
                 continue;
             }
             for (int a = 0; a < c->algorithm_count; a++) {
+                const cpparity_algorithm_choice *choice = &c->algorithms[a];
+                if (choice->kind == CPPARITY_ALGORITHM_HYBRID &&
+                    choice->ulysses_degree * choice->ring_degree != sizes[k]) {
+                    continue; /* a hybrid U×R runs at cp = U·R only */
+                }
                 for (int l = 0; l < c->layout_count; l++) {
                     set_item(&items[count++], case_index, sizes[k], c->dtypes[d], c->layouts[l],
                              c->algorithms[a], seed);
@@ -181,12 +187,12 @@ void run_plan_set_ranks(run_plan *plan, int ranks, const cpparity_implementation
             snprintf(item->not_run_reason, sizeof item->not_run_reason,
                      "the %s implementation (--device %s) has no %s layout", implementation->name,
                      implementation->device, cpparity_layout_name(item->layout));
-        } else if (!implementation->algorithms[item->algorithm]) {
+        } else if (!implementation->algorithms[item->algorithm.kind]) {
             item->runnable = false;
             snprintf(item->not_run_reason, sizeof item->not_run_reason,
                      "the %s implementation (--device %s) has no %s algorithm",
                      implementation->name, implementation->device,
-                     cpparity_algorithm_name(item->algorithm));
+                     cpparity_algorithm_name(item->algorithm.kind));
         } else if (ranks % item->cp != 0) {
             item->runnable = false;
             snprintf(item->not_run_reason, sizeof item->not_run_reason,

@@ -23,7 +23,7 @@ typedef struct run_plan_item {
     int64_t cp;                                /* cp size */
     cpparity_dtype dtype;                      /* dtype */
     cpparity_layout layout;                    /* who holds what (contiguous at cp = 1) */
-    cpparity_algorithm algorithm;              /* ulysses or ring (ulysses at cp = 1) */
+    cpparity_algorithm_choice algorithm;       /* ulysses, ring or hybrid (ulysses at cp = 1) */
     bool is_baseline;                          /* cp == 1 */
     bool runnable;                             /* false: reported as not run with not_run_reason */
     char not_run_reason[RUN_PLAN_REASON_TEXT]; /* why not, with what it would need */
@@ -53,13 +53,14 @@ cpparity_status run_plan_build(run_plan *plan, const run_options *options, cppar
 
 /* The most items run_plan_case_items lays out for one case. */
 #define RUN_PLAN_CASE_ITEMS                                                                        \
-    ((CPPARITY_MAX_CP_SIZES * CPPARITY_LAYOUT_COUNT * CPPARITY_ALGORITHM_COUNT + 1) *              \
+    ((CPPARITY_MAX_CP_SIZES * CPPARITY_LAYOUT_COUNT * CPPARITY_MAX_ALGORITHMS + 1) *               \
      CPPARITY_DTYPE_COUNT)
 
 /* Lays out case c's items (case_index into the plan's cases) as run_plan_build does: for each
  * dtype options select, a baseline at cp = 1 (unless the case lists cp 1, or must be refused)
  * and each cp size ascending; each cp > 1 once per algorithm and layout of the case, in the
- * case's order (cp = 1 once: contiguous, ulysses, the same computation under every one). items
+ * case's order (cp = 1 once: contiguous, ulysses, the same computation under every one; a
+ * hybrid U×R only at cp = U·R). items
  * holds RUN_PLAN_CASE_ITEMS; returns how many were set. */
 int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const run_options *options,
                             run_plan_item *items);

@@ -26,13 +26,14 @@ static bool applicable(cpparity_fault fault, const run_target *target, char *not
     const implementation_fault_support support =
         implementation_supports_fault(target->implementation, fault);
     if (support != IMPLEMENTATION_FAULT_SUPPORTED) {
-        snprintf(note, size, "lives in %s, which the %s implementation does not run",
-                 support == IMPLEMENTATION_FAULT_NEEDS_RING ? "ring attention"
-                                                            : "the zigzag layout",
+        const char *lives = support == IMPLEMENTATION_FAULT_NEEDS_RING     ? "ring attention"
+                            : support == IMPLEMENTATION_FAULT_NEEDS_HYBRID ? "hybrid attention"
+                                                                           : "the zigzag layout";
+        snprintf(note, size, "lives in %s, which the %s implementation does not run", lives,
                  target->implementation->name);
         return false;
     }
-    if (support == IMPLEMENTATION_FAULT_SUPPORTED && fault_lives_in_ring(fault) &&
+    if ((fault_lives_in_ring(fault) || fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING) &&
         !kernel_has_block_calls(target->kernel)) {
         snprintf(note, size, "lives in ring attention; kernel %s has no block calls (ABI %u)",
                  target->kernel->name, target->kernel->abi_version);

@@ -224,6 +224,12 @@ static void merge_whole(const case_key *key, const case_settings *from, cpparity
         memcpy(member, &index, sizeof index);
         memcpy(count, &one, sizeof one);
         return;
+    case CASE_VALUE_ALGORITHMS: {
+        const cpparity_algorithm_choice choice = {(cpparity_algorithm)index, 0, 0};
+        memcpy(member, &choice, sizeof choice);
+        memcpy(count, &one, sizeof one);
+        return;
+    }
     default:
         return;
     }
@@ -304,6 +310,24 @@ cpparity_status case_defaults_apply(case_reader *reader, const char *scope,
         return yaml_source_fail(reader->source, from[CASE_KEY_CP]->nodes[CASE_KEY_CP], scope, "cp",
                                 "an attention-level case judges one kernel call alone: cp must be "
                                 "[1]");
+    }
+    for (int a = 0; a < result->algorithm_count; a++) { /* a hybrid runs at cp = U·R */
+        const cpparity_algorithm_choice *choice = &result->algorithms[a];
+        bool listed = choice->kind != CPPARITY_ALGORITHM_HYBRID;
+        for (int i = 0; !listed && i < result->cp_count; i++) {
+            listed = result->cp_sizes[i] == choice->ulysses_degree * choice->ring_degree;
+        }
+        if (!listed) {
+            char key_path[KEY_PATH_CAPACITY];
+            yaml_source_format(key_path, sizeof key_path, "algorithms[%d]", a);
+            return yaml_source_fail(
+                reader->source,
+                yaml_source_item(reader->source,
+                                 from[CASE_KEY_ALGORITHMS]->nodes[CASE_KEY_ALGORITHMS], a),
+                scope, key_path, "hybrid:%lldx%lld runs at cp %lld, which cp does not list",
+                (long long)choice->ulysses_degree, (long long)choice->ring_degree,
+                (long long)(choice->ulysses_degree * choice->ring_degree));
+        }
     }
     const case_key_index per_rank_keys[] = {CASE_KEY_LAYOUTS, CASE_KEY_ALGORITHMS};
     for (size_t i = 0; i < sizeof per_rank_keys / sizeof *per_rank_keys; i++) {

@@ -155,6 +155,70 @@ static cpparity_status read_set(case_reader *reader, const yaml_node_t *node, co
     return CPPARITY_OK;
 }
 
+/* Reads one entry of `algorithms`: `ulysses`, `ring` or `hybrid:UxR` (U, R >= 2, U·R <= 1024). */
+static cpparity_status read_algorithm(case_reader *reader, const yaml_node_t *item,
+                                      const char *scope, const char *key_path,
+                                      cpparity_algorithm_choice *choice) {
+    const char *text = item->type == YAML_SCALAR_NODE ? yaml_source_text(item) : "";
+    if (strncmp(text, "hybrid:", 7) == 0) {
+        long long u = 0, r = 0;
+        int used = 0;
+        if (sscanf(text + 7, "%3lldx%3lld%n", &u, &r, &used) != 2 || text[7 + used] != '\0' ||
+            u < 2 || r < 2 || u * r > 1024) {
+            return yaml_source_fail(reader->source, item, scope, key_path,
+                                    "'%s' is not hybrid:UxR with U and R from 2 up and U·R at "
+                                    "most 1024 (e.g. hybrid:2x4: Ulysses inside groups of 2 "
+                                    "ranks, ring across 4 groups)",
+                                    text);
+        }
+        *choice = (cpparity_algorithm_choice){CPPARITY_ALGORITHM_HYBRID, u, r};
+        return CPPARITY_OK;
+    }
+    static const char *const plain[] = {"ulysses", "ring", "hybrid:UxR"};
+    int index = 0;
+    cpparity_status status =
+        yaml_source_read_name(reader->source, item, scope, key_path, plain, 3, "algorithm", &index);
+    if (status == CPPARITY_OK && index == 2) { /* the placeholder itself */
+        status = yaml_source_fail(reader->source, item, scope, key_path,
+                                  "write hybrid's degrees, e.g. hybrid:2x4 (U x R = cp)");
+    }
+    *choice = (cpparity_algorithm_choice){(cpparity_algorithm)index, 0, 0};
+    return status;
+}
+
+/* Reads `algorithms`: 1 to maximum_count distinct entries into its member and count. */
+static cpparity_status read_algorithms(case_reader *reader, const yaml_node_t *node,
+                                       const char *scope, const case_key *key,
+                                       cpparity_case *values) {
+    int64_t count = 0;
+    cpparity_status status = read_entries(reader, node, scope, key, &count);
+    if (status == CPPARITY_OK && count > key->maximum_count) {
+        return yaml_source_fail(reader->source,
+                                yaml_source_item(reader->source, node, key->maximum_count), scope,
+                                key->name, "at most %d %s", key->maximum_count, key->entries);
+    }
+    cpparity_algorithm_choice *choices = member_of(values, key);
+    for (int i = 0; status == CPPARITY_OK && i < (int)count; i++) {
+        const yaml_node_t *item = yaml_source_item(reader->source, node, i);
+        char key_path[KEY_PATH_CAPACITY];
+        yaml_source_format(key_path, sizeof key_path, "%s[%d]", key->name, i);
+        status = read_algorithm(reader, item, scope, key_path, &choices[i]);
+        for (int earlier = 0; status == CPPARITY_OK && earlier < i; earlier++) {
+            if (memcmp(&choices[earlier], &choices[i], sizeof choices[i]) == 0) {
+                char name[48];
+                cpparity_algorithm_choice_name(choices[i], name, sizeof name);
+                return yaml_source_fail(reader->source, item, scope, key_path,
+                                        "duplicate algorithm '%s'", name);
+            }
+        }
+    }
+    const int entries = (int)count;
+    if (status == CPPARITY_OK) {
+        memcpy(count_of(values, key), &entries, sizeof entries);
+    }
+    return status;
+}
+
 /* Reads a row's list of integers (>= minimum, <= maximum when set) into its int64_t * member. A
  * list with a count member of its own sets it and counts against the row budget; one without
  * has one entry per document. key_path names the list. */
@@ -410,6 +474,8 @@ cpparity_status case_reader_read_key(case_reader *reader, const yaml_node_t *val
     case CASE_VALUE_INTEGER_SET:
     case CASE_VALUE_ENUM_SET:
         return read_set(reader, value, scope, key, &settings->values);
+    case CASE_VALUE_ALGORITHMS:
+        return read_algorithms(reader, value, scope, key, &settings->values);
     case CASE_VALUE_ROWS:
         return read_rows(reader, value, scope, key, &settings->values);
     case CASE_VALUE_MODEL:

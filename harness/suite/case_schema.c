@@ -68,9 +68,10 @@ const case_key case_keys[CASE_KEY_COUNT] = {
                           .default_kind = CASE_DEFAULT_VALUE,
                           .default_value = CPPARITY_LAYOUT_CONTIGUOUS},
     [CASE_KEY_ALGORITHMS] = {.name = "algorithms",
-                             .type = CASE_VALUE_ENUM_SET,
+                             .type = CASE_VALUE_ALGORITHMS,
                              .names = cpparity_algorithm_names,
                              .name_count = CPPARITY_ALGORITHM_COUNT,
+                             .maximum_count = CPPARITY_MAX_ALGORITHMS,
                              .entry = "algorithm",
                              .entries = "algorithms",
                              MEMBER(cpparity_case, algorithms),
@@ -201,6 +202,9 @@ void case_key_describe_type(const case_key *key, char *text, size_t size) {
     case CASE_VALUE_ENUM_SET:
         snprintf(text, size, "list of %s%s", names, required);
         return;
+    case CASE_VALUE_ALGORITHMS:
+        snprintf(text, size, "list of `ulysses` \\| `ring` \\| `hybrid:UxR`%s", required);
+        return;
     case CASE_VALUE_ROWS:
         snprintf(text, size, "non-empty list of rows%s", required);
         return;
@@ -233,6 +237,7 @@ void case_key_describe_default(const case_key *key, char *text, size_t size) {
         snprintf(text, size, "`%s`", cpparity_name_of(key->names, key->name_count, index));
         return;
     case CASE_VALUE_ENUM_SET:
+    case CASE_VALUE_ALGORITHMS:
         snprintf(text, size, "`[%s]`", cpparity_name_of(key->names, key->name_count, index));
         return;
     case CASE_VALUE_NAME:

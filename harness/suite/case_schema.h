@@ -29,6 +29,8 @@ typedef enum case_value_type {
     CASE_VALUE_TOLERANCES = 9,   /* dtype -> kind -> case_tolerance_fields, merged field by field */
     CASE_VALUE_EXPECT = 10,      /* {refuse: TEXT}: the refusal the case must produce */
     CASE_VALUE_SWEEP = 11,       /* a mapping (case_sweep.h): the case becomes a family */
+    CASE_VALUE_ALGORITHMS = 12,  /* 1 to maximum_count distinct `ulysses`, `ring` or `hybrid:UxR`
+                                    (cpparity_algorithm_choice[]) */
 } case_value_type;
 
 /* What a key holds where no case and no `defaults` set it. */
