@@ -18,6 +18,8 @@
  *     5  a static workspace (the forward's accumulator) while declaring concurrent calls
  *     6  forward leaves the last partial tile of 16 query rows unwritten (a NaN tail)
  *     7  backward alone lets one key too many into the sliding window (forward right)
+ *     8  block calls evaluate the mask on row numbers instead of the rows' tokens (whole-sequence
+ *        calls, where the two are one, right)
  * and PLUGIN_LACKS_SLIDING a right kernel that does not claim sliding windows (capabilities
  * without CPPARITY_KERNEL_SUPPORTS_SLIDING): its other layers are judged, its sliding ones "not
  * claimed"; PLUGIN_ABI2 the same right kernel as an ABI 2 plugin (no block calls: its ring items
@@ -88,7 +90,12 @@ typedef struct call_rows {
 } call_rows;
 
 static int64_t token(const int64_t *index, int64_t row) {
+#if PLUGIN_BUG == 8
+    (void)index;
+    return row; /* the mask evaluated on the block's row numbers, not its tokens */
+#else
     return index != NULL ? index[row] : row;
+#endif
 }
 
 /* The key rows query row t scans: 0 … t in a whole call (later keys are in the future). */
