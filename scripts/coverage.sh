@@ -5,7 +5,7 @@
 #   scripts/coverage.sh BUILD_DIR [MIN_LINES MIN_BRANCHES]
 #
 # Builds cpparity with --coverage into BUILD_DIR, runs cases/ci.yaml on 1, 2 and 4 local ranks,
-# its self-test on a subset of its cases (every fault planted once), the kernel plugins of the tests (examples/kernel-plugin
+# its self-test (every fault planted once, in float32), the kernel plugins of the tests (examples/kernel-plugin
 # at both levels, wrong and refused plugins) and, when mpirun exists, on 2 MPI ranks, then sums
 # gcov's counts over distributed/*.c (and the headers they inline, such as mask_predicate.h).
 # Prints one line per file and the totals; exits 1 when the line or branch ("taken at least
@@ -40,22 +40,34 @@ done
 # every fault's planting site (common/fault.c's where) ran in the clean runs above: a fault must
 # perturb the code production runs, not a helper only the fault calls
 python3 "$source_dir/scripts/check_fault_sites.py" "$source_dir" "$build"
-# the self-test's passes run the fault branches (common/fault.h) the clean runs never take: every
-# fault planted once, on the cases whose features reach every planting site (each layout and
-# algorithm, padding, documents, windows, chunks, GQA, automatic padding, several kernel tiles).
-# Whether each fault is caught by two cases is the `selftest` test's business (the whole suite,
-# 20 seeds), not this measure's: exit 1 (a fault caught by fewer cases here) is accepted, a crash
-# or an error is not.
+# the self-test's passes run the fault branches (common/fault.h) the clean runs never take, every
+# fault planted once, in float32: the ring, zigzag and hybrid faults on two cases that run every
+# layout and algorithm, the others on every case in contiguous Ulysses (the code they perturb is
+# the same under every layout and algorithm, and the items of the other layouts and algorithms
+# would only repeat it, several times over, at -O0). Whether each fault is caught by two cases is
+# the `selftest` test's business (the whole suite, 20 seeds), not this measure's: exit 1 (a
+# fault caught by fewer cases here) is accepted, a crash or an error is not.
+selftest() {
+  local status=0
+  "$build/cpparity" selftest "$source_dir/cases/ci.yaml" --comm local --dtype f32 "$@" \
+    >/dev/null || status=$?
+  [ "$status" = 0 ] || [ "$status" = 1 ] || { echo "coverage.sh: selftest exit $status" >&2; exit 1; }
+}
 out="$build/coverage-selftest.h5"
 rm -f "$out"
-status=0
-"$build/cpparity" selftest "$source_dir/cases/ci.yaml" --comm local --out "$out" \
-  --case full-no-padding --case full-left-and-right-padding-in-one-batch \
-  --case packed-documents-spanning-ranks-with-length-1 --case sliding-w5-odd-crossing-shards \
-  --case chunked-c5-packed-left-padding --case gqa-kv-heads-fewer-than-cp \
-  --case autopad-prime-length-23 --case 'multi-tile-*' --case chunked-document-origin \
-  --case skewed-valid-tokens-one-rank-empty --case 'positions-*' >/dev/null || status=$?
-[ "$status" = 0 ] || [ "$status" = 1 ] || { echo "coverage.sh: selftest exit $status" >&2; exit 1; }
+selftest --case full-no-padding --case chunked-c5-packed-left-padding --fault ring-merge-max \
+  --fault ring-merge-step-lse --fault ring-last-step --fault ring-causal-skip \
+  --fault ring-dkv-direction --fault zigzag-chunk-swap --fault hybrid-group-across-ring \
+  --out "$out"
+rm -f "$out"
+others=()
+for fault in $("$build/cpparity" list --faults | awk '/^[a-z]/ {print $1}'); do
+  case $fault in
+    ring-* | zigzag-* | hybrid-*) ;;
+    *) others+=(--fault "$fault") ;;
+  esac
+done
+selftest --layout contiguous --algorithm ulysses "${others[@]}" --out "$out"
 # kernel plugins (--kernel PATH.so): the example at the model and the attention level (what a call
 # needs, the guarded calls), a wrong variant, one declaring no capability (unsupported calls), one
 # writing out of bounds, and plugins refused at load (their exit codes are the expected 1, 2, 3)

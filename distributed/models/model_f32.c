@@ -249,6 +249,13 @@ cpparity_mask_description f32_model_layer_mask(const f32_model *model, int64_t l
     return layer_attention_mask(&model->mask, &model->config, l, model->fault);
 }
 
+ring_setup f32_model_ring(const f32_model *model) {
+    const ring_setup ring = {model->ring_comm,      model->ring_rows,       model->ring_tokens,
+                             model->kernel,         model->batch,           model->local_heads,
+                             model->local_kv_heads, model->config.head_dim, model->fault};
+    return ring;
+}
+
 float f32_model_attention_scale(const f32_model *model) {
     return layer_attention_scale(model->config.head_dim, model->fault);
 }

@@ -42,6 +42,7 @@
 #include "common/fault.h"
 #include "distributed/kernels/kernel.h"
 #include "distributed/kernels/mask_description.h"
+#include "distributed/cp/ring.h"
 #include "distributed/cp/shard.h"
 
 /* Offsets of one layer's saved activations (activation_layout.h, shared with the CUDA model). */
@@ -131,6 +132,9 @@ cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cppa
 
 /* The mask description of layer l (with the model's planted mask faults). */
 cpparity_mask_description f32_model_layer_mask(const f32_model *model, int64_t l);
+
+/* What the model's ring attention calls share (ring.h): its ring, rows, tokens, kernel, heads. */
+ring_setup f32_model_ring(const f32_model *model);
 
 /* The softmax scale passed to the kernel: 1/sqrt(head_dim). */
 float f32_model_attention_scale(const f32_model *model);

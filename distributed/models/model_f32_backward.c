@@ -119,9 +119,7 @@ static cpparity_status ring_backward(f32_model *model, int64_t l, const f32_laye
     if (status != CPPARITY_OK) {
         return status;
     }
-    const ring_setup ring = {model->ring_comm,      model->ring_rows, model->ring_tokens,
-                             model->kernel,         model->batch,     model->local_heads,
-                             model->local_kv_heads, c->head_dim,      model->fault};
+    const ring_setup ring = f32_model_ring(model);
     const cpparity_mask_description mask = f32_model_layer_mask(model, l);
     status = ring_attention_backward(
         &ring, hybrid ? d->sequence_q : d->q, hybrid ? d->sequence_k : d->k,

@@ -152,9 +152,7 @@ static cpparity_status ring_forward(f32_model *model, int64_t l, const f32_layer
     if (status != CPPARITY_OK) {
         return status;
     }
-    const ring_setup ring = {model->ring_comm,      model->ring_rows, model->ring_tokens,
-                             model->kernel,         model->batch,     model->local_heads,
-                             model->local_kv_heads, c->head_dim,      model->fault};
+    const ring_setup ring = f32_model_ring(model);
     const cpparity_mask_description mask = f32_model_layer_mask(model, l);
     const int64_t count = model->batch * model->ring_rows * model->local_heads * c->head_dim;
     status = ring_attention_forward(

@@ -185,7 +185,24 @@ int command_list(int argc, char **argv) {
                 memory_size_format(bytes, memory, sizeof memory);
                 strcat(memory, known ? "" : "+"); /* the implementation's share unknown */
             }
-            printf("%-48s %10s  %-66s cp=%s\n", c->name, memory, features, cp);
+            /* layouts and algorithms other than contiguous Ulysses alone */
+            char variants[256] = "";
+            const bool plain =
+                c->layout_count == 1 && c->layouts[0] == CPPARITY_LAYOUT_CONTIGUOUS &&
+                c->algorithm_count == 1 && c->algorithms[0].kind == CPPARITY_ALGORITHM_ULYSSES;
+            for (int k = 0; !plain && k < c->layout_count; k++) {
+                const size_t used = strlen(variants);
+                snprintf(variants + used, sizeof variants - used, "%s%s",
+                         k ? "," : " layouts=", cpparity_layout_name(c->layouts[k]));
+            }
+            for (int k = 0; !plain && k < c->algorithm_count; k++) {
+                char name[48];
+                cpparity_algorithm_choice_name(c->algorithms[k], name, sizeof name);
+                const size_t used = strlen(variants);
+                snprintf(variants + used, sizeof variants - used, "%s%s",
+                         k ? "," : " algorithms=", name);
+            }
+            printf("%-48s %10s  %-66s cp=%s%s\n", c->name, memory, features, cp, variants);
         }
         cpparity_suite_free(&suite);
     }

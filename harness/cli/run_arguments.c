@@ -23,6 +23,8 @@ enum {
     OPTION_COMM,
     OPTION_RANKS,
     OPTION_DTYPE,
+    OPTION_LAYOUT,
+    OPTION_ALGORITHM,
     OPTION_SEED,
     OPTION_KERNEL,
     OPTION_TIMEOUT,
@@ -116,6 +118,10 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
             "  --ranks N           ranks of --comm local (default: the least rank count that\n"
             "                      runs every cp size of the selected cases)\n"
             "  --dtype %-11s only this dtype\n"
+            "  --layout NAME       only items of this layout at cp > 1 (contiguous, zigzag,\n"
+            "                      round-robin); cp 1 runs whatever is chosen\n"
+            "  --algorithm NAME    only items of this algorithm at cp > 1 (ulysses, ring,\n"
+            "                      hybrid: every hybrid:UxR of the case)\n"
             "  --seed N            fixture seed for every case (default: each case's own)\n"
             "  --fresh             attention-level cases draw new random inputs (their seed is\n"
             "                      in each item's message; --seed reproduces it)\n"
@@ -203,6 +209,8 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         {"comm", required_argument, NULL, OPTION_COMM},
         {"ranks", required_argument, NULL, OPTION_RANKS},
         {"dtype", required_argument, NULL, OPTION_DTYPE},
+        {"layout", required_argument, NULL, OPTION_LAYOUT},
+        {"algorithm", required_argument, NULL, OPTION_ALGORITHM},
         {"seed", required_argument, NULL, OPTION_SEED},
         {"kernel", required_argument, NULL, OPTION_KERNEL},
         {"timeout", required_argument, NULL, OPTION_TIMEOUT},
@@ -296,6 +304,18 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
                                           CPPARITY_DTYPE_COUNT, &choice, error);
             options->dtype_set = true;
             options->dtype = (cpparity_dtype)(choice < 0 ? 0 : choice);
+            break;
+        case OPTION_LAYOUT:
+            status = run_arguments_choice(optarg, "--layout", cpparity_layout_names,
+                                          CPPARITY_LAYOUT_COUNT, &choice, error);
+            options->layout_set = true;
+            options->layout = (cpparity_layout)(choice < 0 ? 0 : choice);
+            break;
+        case OPTION_ALGORITHM:
+            status = run_arguments_choice(optarg, "--algorithm", cpparity_algorithm_names,
+                                          CPPARITY_ALGORITHM_COUNT, &choice, error);
+            options->algorithm_set = true;
+            options->algorithm = (cpparity_algorithm)(choice < 0 ? 0 : choice);
             break;
         case OPTION_SEED:
             status = run_arguments_integer(optarg, "--seed", 0, INT64_MAX, &value, error);

@@ -28,6 +28,11 @@ typedef struct run_options {
     int ranks;                              /* --ranks (local only); 0 = choose */
     bool dtype_set;                         /* --dtype given */
     cpparity_dtype dtype;                   /* only this dtype when dtype_set */
+    bool layout_set;                        /* --layout given */
+    cpparity_layout layout;                 /* only items of this layout (cp 1 has every one) */
+    bool algorithm_set;                     /* --algorithm given */
+    cpparity_algorithm algorithm;           /* only items of this kind of algorithm (cp 1 has
+                                               every one) */
     bool seed_set;                          /* --seed given */
     uint64_t seed;                          /* overrides every case's seed when seed_set */
     bool fresh;           /* --fresh: attention-level cases draw new inputs (never with seed_set) */

@@ -77,11 +77,15 @@ int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const ru
             }
             for (int a = 0; a < c->algorithm_count; a++) {
                 const cpparity_algorithm_choice *choice = &c->algorithms[a];
-                if (choice->kind == CPPARITY_ALGORITHM_HYBRID &&
-                    choice->ulysses_degree * choice->ring_degree != sizes[k]) {
-                    continue; /* a hybrid U×R runs at cp = U·R only */
+                if ((choice->kind == CPPARITY_ALGORITHM_HYBRID &&
+                     choice->ulysses_degree * choice->ring_degree != sizes[k]) ||
+                    (options->algorithm_set && choice->kind != options->algorithm)) {
+                    continue; /* a hybrid U×R runs at cp = U·R only; --algorithm */
                 }
                 for (int l = 0; l < c->layout_count; l++) {
+                    if (options->layout_set && c->layouts[l] != options->layout) {
+                        continue; /* --layout */
+                    }
                     set_item(&items[count++], case_index, sizes[k], c->dtypes[d], c->layouts[l],
                              c->algorithms[a], seed);
                 }
