@@ -6,7 +6,9 @@ origin, padding sides, packed documents and cp sizes, defaults and sweeps applie
 every combination of a mask feature (causal, window, chunks from the row, chunks from each
 document, packed documents) x a padding side (left, right, none) x a cp size > 1 of the suite to
 appear in at least two model-level cases that are not expected refusals, so that no slip in one
-family is caught by a single case or by luck. Exits 1 listing each combination held by fewer.
+family is caught by a single case or by luck. Likewise every layout and algorithm a case of the
+suite lists (zigzag, round-robin, ring, hybrid) must be listed by at least two such cases, under
+each mask feature. Exits 1 listing each combination held by fewer.
 """
 import re
 import subprocess
@@ -28,7 +30,8 @@ def case_features(line):
     if re.search(r"\bpacked\b", line):
         features.add("documents")
     sides = {side for side in ("left", "right") if re.search(rf"\b{side}-pad\b", line)} or {"none"}
-    cps = [int(cp) for cp in re.search(r"cp=([0-9,]+)\s*$", line).group(1).split(",")]
+    # "cp=1,2,4", then " layouts=... algorithms=..." when a case has more than contiguous Ulysses
+    cps = [int(cp) for cp in re.search(r"\bcp=([0-9,]+)(\s|$)", line).group(1).split(",")]
     return name, features, sides, cps
 
 
@@ -50,6 +53,25 @@ def main():
                     for side in sides:
                         holders.setdefault((feature, side, cp), []).append(name)
     short = []
+    # each layout and algorithm beyond contiguous Ulysses, under each mask feature
+    variants = {}
+    for line in listing.splitlines():
+        if not line.strip() or "expect-refuse" in line:
+            continue
+        name, features, _, _ = case_features(line)
+        for key in ("layouts", "algorithms"):
+            match = re.search(rf"\b{key}=(\S+)", line)
+            for value in (match.group(1).split(",") if match else []):
+                value = value.split(":")[0]  # hybrid:2x2 -> hybrid
+                if value not in ("contiguous", "ulysses"):
+                    for feature in features:
+                        variants.setdefault((value, feature), set()).add(name)
+    for value in sorted({value for value, _ in variants}):
+        for feature in FEATURES:
+            cases = sorted(variants.get((value, feature), []))
+            if len(cases) < NEEDED:
+                short.append(f"{value} x {feature}: {len(cases)} case"
+                             f"{'' if len(cases) == 1 else 's'} ({', '.join(cases) or 'none'})")
     for feature in FEATURES:
         for side in SIDES:
             for cp in sorted(cp_sizes):
@@ -58,10 +80,12 @@ def main():
                     short.append(f"{feature} x {side} padding x cp {cp}: "
                                  f"{len(cases)} case{'' if len(cases) == 1 else 's'} "
                                  f"({', '.join(cases) or 'none'})")
-    combinations = len(FEATURES) * len(SIDES) * len(cp_sizes)
+    combinations = len(FEATURES) * len(SIDES) * len(cp_sizes) + len(FEATURES) * len(
+        {value for value, _ in variants})
     for line in short:
         print(f"single point of detection: {line}")
-    print(f"# {combinations} combinations of mask feature x padding side x cp size: "
+    print(f"# {combinations} combinations of mask feature x padding side x cp size and of "
+          f"layout or algorithm x mask feature: "
           f"{combinations - len(short)} held by at least {NEEDED} cases, {len(short)} by fewer")
     sys.exit(1 if short else 0)
 
