@@ -227,33 +227,47 @@ static cpparity_status pass_on(const ring_setup *ring, ring_buffers *buffers, in
     return status;
 }
 
+/* The rows of step `step` that meet, into rows: true when the step calls the kernel (some rows
+ * meet, the step is within the ring's count, and no call of this pass has failed). */
+static bool step_meets(const ring_setup *ring, const cpparity_mask_description *mask, int64_t step,
+                       cpparity_status failed, step_rows *rows) {
+    const int64_t L = ring->rows;
+    const int64_t *tokens = ring->tokens;
+    select_rows(rows, mask, ring->batch, tokens + ring->comm->rank * L,
+                tokens + step_source(ring, step) * L, L, ring->fault);
+    return step < ring_step_count(ring->comm->size, ring->fault) && failed == CPPARITY_OK &&
+           rows->query_count > 0 && rows->key_count > 0;
+}
+
+/* Puts this member's k and v (key_count floats each) at the front of the travelling block. */
+static void load_block(ring_buffers *buffers, const float *k, const float *v, int64_t key_count) {
+    memcpy(buffers->held, k, (size_t)key_count * sizeof(float));
+    memcpy(buffers->held + key_count, v, (size_t)key_count * sizeof(float));
+}
+
 cpparity_status ring_attention_forward(const ring_setup *ring, float *out, float *lse,
                                        const float *q, const float *k, const float *v,
                                        const cpparity_mask_description *mask, float scale,
                                        cpparity_error *error) {
     const int64_t B = ring->batch, H = ring->heads, Hkv = ring->kv_heads, Dh = ring->head_dim;
     const int64_t L = ring->rows, cp = ring->comm->size;
-    const int64_t *query_index = ring->tokens + ring->comm->rank * L;
     const int64_t key_count = B * L * Hkv * Dh;
     ring_buffers buffers;
     cpparity_status status = ring_buffers_allocate(&buffers, ring, 2 * key_count, false, error);
     if (status != CPPARITY_OK) {
         return status;
     }
-    memcpy(buffers.held, k, (size_t)key_count * sizeof(float));
-    memcpy(buffers.held + key_count, v, (size_t)key_count * sizeof(float));
+    load_block(&buffers, k, v, key_count);
     memset(out, 0, (size_t)(B * L * H * Dh) * sizeof(float));
     for (int64_t i = 0; i < B * H * L; i++) {
         lse[i] = -INFINITY;
     }
     const cpparity_attention_dims dims = {B, mask->seq_len, H, Hkv, Dh};
-    const int64_t steps = ring_step_count(cp, ring->fault);
     cpparity_status failed = CPPARITY_OK; /* a kernel failure: the ring still turns to the end */
     step_rows *rows = &buffers.rows;
     for (int64_t step = 0; step < cp && status == CPPARITY_OK; step++) {
         const int64_t source = step_source(ring, step);
-        select_rows(rows, mask, B, query_index, ring->tokens + source * L, L, ring->fault);
-        if (step < steps && failed == CPPARITY_OK && rows->query_count > 0 && rows->key_count > 0) {
+        if (step_meets(ring, mask, step, failed, rows)) {
             const int64_t nq = rows->query_count, nk = rows->key_count;
             gather_rows(buffers.q, q, B, L, H * Dh, rows->query_rows, nq);
             gather_rows(buffers.k, buffers.held, B, L, Hkv * Dh, rows->key_rows, nk);
@@ -306,7 +320,6 @@ cpparity_status ring_attention_backward(const ring_setup *ring, float *dq, float
                                         cpparity_error *error) {
     const int64_t B = ring->batch, H = ring->heads, Hkv = ring->kv_heads, Dh = ring->head_dim;
     const int64_t L = ring->rows, cp = ring->comm->size;
-    const int64_t *query_index = ring->tokens + ring->comm->rank * L;
     const int64_t key_count = B * L * Hkv * Dh;
     ring_buffers buffers;
     cpparity_status status = ring_buffers_allocate(&buffers, ring, 4 * key_count, true, error);
@@ -314,18 +327,15 @@ cpparity_status ring_attention_backward(const ring_setup *ring, float *dq, float
         return status;
     }
     /* the travelling block: k, v, and the dk, dv accumulated for them so far */
-    memcpy(buffers.held, k, (size_t)key_count * sizeof(float));
-    memcpy(buffers.held + key_count, v, (size_t)key_count * sizeof(float));
+    load_block(&buffers, k, v, key_count);
     memset(buffers.held + 2 * key_count, 0, (size_t)(2 * key_count) * sizeof(float));
     memset(dq, 0, (size_t)(B * L * H * Dh) * sizeof(float));
     const cpparity_attention_dims dims = {B, mask->seq_len, H, Hkv, Dh};
-    const int64_t steps = ring_step_count(cp, ring->fault);
     cpparity_status failed = CPPARITY_OK;
     step_rows *rows = &buffers.rows;
     for (int64_t step = 0; step < cp && status == CPPARITY_OK; step++) {
         const int64_t source = step_source(ring, step);
-        select_rows(rows, mask, B, query_index, ring->tokens + source * L, L, ring->fault);
-        if (step < steps && failed == CPPARITY_OK && rows->query_count > 0 && rows->key_count > 0) {
+        if (step_meets(ring, mask, step, failed, rows)) {
             const int64_t nq = rows->query_count, nk = rows->key_count;
             gather_rows(buffers.q, q, B, L, H * Dh, rows->query_rows, nq);
             gather_rows(buffers.dout, dout, B, L, H * Dh, rows->query_rows, nq);

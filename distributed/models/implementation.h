@@ -141,9 +141,10 @@ typedef struct cpparity_implementation {
     void (*destroy)(void *instance);
 } cpparity_implementation;
 
-/* Whether fault (common/fault.h) lives in ring attention: ring-merge-max, ring-merge-step-lse,
- * ring-last-step, ring-causal-skip, ring-dkv-direction. */
-bool fault_lives_in_ring(cpparity_fault fault);
+/* Whether fault (common/fault.h) lives in ring attention, alone or inside a hybrid, and so runs
+ * only through a kernel's block calls: ring-merge-max, ring-merge-step-lse, ring-last-step,
+ * ring-causal-skip, ring-dkv-direction, hybrid-group-across-ring. */
+bool fault_needs_block_calls(cpparity_fault fault);
 
 /* Whether implementation runs the code fault is planted in: the ring faults need its ring
  * algorithm, zigzag-chunk-swap its zigzag layout, hybrid-group-across-ring its hybrid; every

@@ -30,24 +30,26 @@ const cpparity_implementation *implementation_registry_for_device(const char *de
     return NULL;
 }
 
-bool fault_lives_in_ring(cpparity_fault fault) {
+bool fault_needs_block_calls(cpparity_fault fault) {
     return fault == CPPARITY_FAULT_RING_MERGE_MAX || fault == CPPARITY_FAULT_RING_MERGE_STEP_LSE ||
            fault == CPPARITY_FAULT_RING_LAST_STEP || fault == CPPARITY_FAULT_RING_CAUSAL_SKIP ||
-           fault == CPPARITY_FAULT_RING_DKV_DIRECTION;
+           fault == CPPARITY_FAULT_RING_DKV_DIRECTION ||
+           fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING;
 }
 
 implementation_fault_support
 implementation_supports_fault(const cpparity_implementation *implementation, cpparity_fault fault) {
-    if (fault_lives_in_ring(fault) && !implementation->algorithms[CPPARITY_ALGORITHM_RING]) {
+    if (fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING) {
+        return implementation->algorithms[CPPARITY_ALGORITHM_HYBRID]
+                   ? IMPLEMENTATION_FAULT_SUPPORTED
+                   : IMPLEMENTATION_FAULT_NEEDS_HYBRID;
+    }
+    if (fault_needs_block_calls(fault) && !implementation->algorithms[CPPARITY_ALGORITHM_RING]) {
         return IMPLEMENTATION_FAULT_NEEDS_RING;
     }
     if (fault == CPPARITY_FAULT_ZIGZAG_CHUNK_SWAP &&
         !implementation->layouts[CPPARITY_LAYOUT_ZIGZAG]) {
         return IMPLEMENTATION_FAULT_NEEDS_ZIGZAG;
-    }
-    if (fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING &&
-        !implementation->algorithms[CPPARITY_ALGORITHM_HYBRID]) {
-        return IMPLEMENTATION_FAULT_NEEDS_HYBRID;
     }
     return IMPLEMENTATION_FAULT_SUPPORTED;
 }

@@ -226,7 +226,6 @@ const float *f32_model_logits(const f32_model *model) {
 cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cpparity_error *error) {
     const int64_t B = model->batch, L = model->shard.local_len;
     model->fault = fault;
-    model->shard.fault = fault; /* zigzag-chunk-swap lives in the layout */
     if (fault == CPPARITY_FAULT_POSITIONS_LOCAL && model->rope_positions == NULL) {
         model->rope_positions = malloc((size_t)(B * L) * sizeof(int64_t));
         for (int64_t i = 0; model->rope_positions != NULL && i < B * L; i++) {

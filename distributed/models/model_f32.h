@@ -126,8 +126,9 @@ void f32_model_store(const f32_model *model, float *x, int64_t count);
 cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tensor_table *table,
                                           const double *values, cpparity_error *error);
 
-/* Plants fault (fault.h) in the model; call before the first forward. Runtime error when the
- * fault's buffers cannot be allocated. */
+/* Plants fault (fault.h) in the model; call before the first forward, with the fault the shape
+ * gave f32_model_init (zigzag-chunk-swap and hybrid-group-across-ring shape the layout and the
+ * groups there, at init). Runtime error when the fault's buffers cannot be allocated. */
 cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cpparity_error *error);
 
 /* The mask description of layer l (with the model's planted mask faults). */

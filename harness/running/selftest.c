@@ -33,8 +33,7 @@ static bool applicable(cpparity_fault fault, const run_target *target, char *not
                  target->implementation->name);
         return false;
     }
-    if ((fault_lives_in_ring(fault) || fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING) &&
-        !kernel_has_block_calls(target->kernel)) {
+    if (fault_needs_block_calls(fault) && !kernel_has_block_calls(target->kernel)) {
         snprintf(note, size, "lives in ring attention; kernel %s has no block calls (ABI %u)",
                  target->kernel->name, target->kernel->abi_version);
         return false;
