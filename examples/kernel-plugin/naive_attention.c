@@ -20,6 +20,8 @@
  *     7  backward alone lets one key too many into the sliding window (forward right)
  *     8  block calls evaluate the mask on row numbers instead of the rows' tokens (whole-sequence
  *        calls, where the two are one, right)
+ *     9  block calls leave the output of a query row with no allowed key in the block unwritten
+ *        (its lse −∞ written; whole-sequence calls right)
  * and PLUGIN_LACKS_SLIDING a right kernel that does not claim sliding windows (capabilities
  * without CPPARITY_KERNEL_SUPPORTS_SLIDING): its other layers are judged, its sliding ones "not
  * claimed"; PLUGIN_ABI2 the same right kernel as an ABI 2 plugin (no block calls: its ring items
@@ -142,8 +144,11 @@ static int forward_rows(float *out, float *lse, const float *q, const float *k, 
                     }
                 }
                 if (maximum == -INFINITY) { /* no allowed key: out = 0, lse = −∞ */
+#if PLUGIN_BUG == 9
+                    if (rows->query_index == NULL) /* only a whole-sequence call writes the 0s */
+#endif
 #if PLUGIN_BUG != 3
-                    memset(o, 0, (size_t)Dh * sizeof *o);
+                        memset(o, 0, (size_t)Dh * sizeof *o);
 #endif
                     lse[(b * H + h) * Sq + t] = -INFINITY;
                     continue;

@@ -21,6 +21,7 @@
 #include "harness/judging/compare.h"
 #include "harness/judging/judge_item.h"
 #include "harness/judging/naive_attention.h"
+#include "harness/running/attention_blocks.h"
 #include "reference/attention.h"
 #include "reference/mask.h"
 
@@ -28,6 +29,9 @@
  * given the reference's out and lse ("backward_alone") */
 #define TENSORS_PER_LAYER 8
 #define CALLED_TENSORS 5 /* the first five: what the kernel's own forward and backward gave */
+/* then, for a kernel with block calls (ABI 3), the merged out and lse and the summed dq, dk, dv of
+ * its block calls (attention_blocks.h) */
+#define BLOCK_TENSORS 5
 /* How the reasons of failures the metrics cannot show begin: verdict() sorts records by them. */
 #define CONCURRENT_REASON "a concurrent call"
 #define DETERMINISM_REASON "declared deterministic"
@@ -61,6 +65,7 @@ typedef struct attention_buffers {
     float *rounded_out, *rounded_lse;      /* the reference's out and lse rounded to float32 */
     float *alone_dq, *alone_dk, *alone_dv; /* backward given those */
     float *naive_alone_dq, *naive_alone_dk, *naive_alone_dv;
+    float *block_out, *block_lse, *block_dq, *block_dk, *block_dv; /* the block calls' */
     float *naive_out, *naive_lse, *naive_dq, *naive_dk, *naive_dv;
     double *wide_q, *wide_k, *wide_v, *wide_dout; /* the same inputs in float64 */
     double *ref_out, *ref_lse, *ref_dq, *ref_dk, *ref_dv;
@@ -94,6 +99,11 @@ static void buffers_free(attention_buffers *b) {
                    b->naive_alone_dq,
                    b->naive_alone_dk,
                    b->naive_alone_dv,
+                   b->block_out,
+                   b->block_lse,
+                   b->block_dq,
+                   b->block_dk,
+                   b->block_dv,
                    b->naive_out,
                    b->naive_lse,
                    b->naive_dq,
@@ -134,7 +144,9 @@ static bool buffers_allocate(attention_buffers *b, int64_t query, int64_t key, i
               ALLOCATE(ref_lse_compared, rows) && ALLOCATE(rounded_out, query) &&
               ALLOCATE(rounded_lse, rows) && ALLOCATE(alone_dq, query) && ALLOCATE(alone_dk, key) &&
               ALLOCATE(alone_dv, key) && ALLOCATE(naive_alone_dq, query) &&
-              ALLOCATE(naive_alone_dk, key) && ALLOCATE(naive_alone_dv, key);
+              ALLOCATE(naive_alone_dk, key) && ALLOCATE(naive_alone_dv, key) &&
+              ALLOCATE(block_out, query) && ALLOCATE(block_lse, rows) &&
+              ALLOCATE(block_dq, query) && ALLOCATE(block_dk, key) && ALLOCATE(block_dv, key);
 #undef ALLOCATE
     const int64_t counts[5] = {query, rows, query, key, key};
     for (int i = 0; ok && i < 5; i++) {
@@ -196,8 +208,9 @@ static void fail_record(tensor_record *record, const char *format, long long a, 
 /* What the failing records blame, into text: the kernel's forward (out, lse), its backward given
  * the reference's out and lse (backward alone), its backward only on its own forward, and apart
  * from those, calls made at once that change the result and second calls that change it. */
-static void verdict(const run_item *item, char *text, size_t size) {
+static void verdict(const run_item *item, int64_t per_layer, char *text, size_t size) {
     bool forward = false, own_backward = false, alone = false, concurrent = false, second = false;
+    bool forward_block = false, backward_block = false;
     for (int64_t i = 0; i < item->tensor_count; i++) {
         const tensor_record *record = &item->tensors[i];
         if (record->decision.passed) {
@@ -211,10 +224,12 @@ static void verdict(const run_item *item, char *text, size_t size) {
             second = true;
             continue;
         }
-        const int64_t t = i % TENSORS_PER_LAYER;
+        const int64_t t = i % per_layer;
         forward = forward || t < 2;
         own_backward = own_backward || (t >= 2 && t < CALLED_TENSORS);
-        alone = alone || t >= CALLED_TENSORS;
+        alone = alone || (t >= CALLED_TENSORS && t < TENSORS_PER_LAYER);
+        forward_block = forward_block || (t >= TENSORS_PER_LAYER && t < TENSORS_PER_LAYER + 2);
+        backward_block = backward_block || t >= TENSORS_PER_LAYER + 2;
     }
     const char *calls =
         forward && alone ? "forward wrong, backward wrong (it fails given the reference's out and "
@@ -225,6 +240,18 @@ static void verdict(const run_item *item, char *text, size_t size) {
         : own_backward ? "backward wrong only on its own forward (forward within tolerance, "
                          "backward right given the reference's out and lse)"
                        : "";
+    const char *blocks = forward_block && backward_block ? "forward_block and backward_block wrong"
+                         : forward_block ? "forward_block wrong (merged by log-sum-exp)"
+                         : backward_block
+                             ? "backward_block wrong (given the reference's out and lse)"
+                             : "";
+    char whole[384];
+    snprintf(whole, sizeof whole, "%s%s%s", calls,
+             calls[0] != '\0' && blocks[0] != '\0'   ? "; block calls: "
+             : calls[0] == '\0' && blocks[0] != '\0' ? "whole-sequence calls right; block calls: "
+                                                     : "",
+             blocks);
+    calls = whole;
     snprintf(text, size, "%s%s%s%s%s", calls, concurrent && calls[0] != '\0' ? "; " : "",
              concurrent ? "not safe to call concurrently (calls made at once change the result)"
                         : "",
@@ -234,7 +261,7 @@ static void verdict(const run_item *item, char *text, size_t size) {
 
 /* The item's outcome and message again, after fail_record: the verdict, the failures and the
  * first failing tensor. */
-static void refresh_outcome(run_item *item) {
+static void refresh_outcome(run_item *item, int64_t per_layer) {
     int64_t failures = 0, first = -1;
     for (int64_t i = 0; i < item->tensor_count; i++) {
         if (!item->tensors[i].decision.passed) {
@@ -256,8 +283,8 @@ static void refresh_outcome(run_item *item) {
     const char *kept = strstr(item->message, "not claimed by kernel");
     kept = kept != NULL ? kept : strstr(item->message, "inputs from seed");
     snprintf(seed, sizeof seed, "%s%s", kept != NULL ? "; " : "", kept != NULL ? kept : "");
-    char blamed[384];
-    verdict(item, blamed, sizeof blamed);
+    char blamed[512];
+    verdict(item, per_layer, blamed, sizeof blamed);
     snprintf(item->message, sizeof item->message, "%s: %lld tensor%s failed; worst: %s: %s", blamed,
              (long long)failures, failures == 1 ? "" : "s", where,
              item->tensors[first].decision.reason);
@@ -293,6 +320,11 @@ typedef struct layer_checks {
     double concurrent_error[5];      /* otherwise: the largest error against float64 */
     int64_t concurrent_nonfinite[5]; /* non-finite values in any concurrent output */
     char concurrent_failure[256];    /* a concurrent call that returned an error */
+    /* block calls (ABI 3) */
+    int64_t empty_wrong;          /* block rows with lse −∞ and out other than 0 */
+    int64_t first_empty_wrong[4]; /* the first: batch row, position, head, dim */
+    int64_t block_masked_wrong;   /* fully masked rows whose merged lse is not −∞ */
+    int64_t first_block_masked[3];
 } layer_checks;
 
 #define CONCURRENT_THREADS 4 /* calls at once: more than the ranks of most local runs */
@@ -508,9 +540,26 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
                  message);
         return CPPARITY_OK;
     }
-    /* lse: rows with an allowed key are compared; a fully masked row must hold exactly −∞ */
     memset(checks, 0, sizeof *checks);
-    int64_t first_masked_wrong = -1;
+    /* the block calls: the same inputs cut into blocks, backward given the reference's out and
+     * lse rounded (attention_blocks.h) */
+    const bool blocks = kernel_has_block_calls(kernel);
+    attention_block_outputs block = {
+        b->block_out, b->block_lse, b->block_dq, b->block_dk, b->block_dv, 0, {-1, -1, -1, -1}};
+    const attention_block_inputs block_inputs = {b->q, b->dout,        b->k,
+                                                 b->v, b->rounded_out, b->rounded_lse};
+    if (blocks && attention_blocks_call(kernel, &mask, &dims, scale, &block_inputs, &block, message,
+                                        sizeof message) != 0) {
+        item->outcome = RUN_ERROR;
+        item->error_status = CPPARITY_ERROR_RUNTIME;
+        snprintf(item->message, sizeof item->message, "layer %lld: block calls: %s",
+                 (long long)layer, message);
+        return CPPARITY_OK;
+    }
+    checks->empty_wrong = block.empty_wrong;
+    memcpy(checks->first_empty_wrong, block.first_empty_wrong, sizeof block.first_empty_wrong);
+    /* lse: rows with an allowed key are compared; a fully masked row must hold exactly −∞ */
+    int64_t first_masked_wrong = -1, first_block_masked = -1;
     for (int64_t r = 0; r < rows; r++) {
         const bool masked = isinf(b->ref_lse[r]) && b->ref_lse[r] < 0;
         b->include[r] = !masked;
@@ -521,6 +570,11 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
             checks->masked_wrong++;
             first_masked_wrong = first_masked_wrong < 0 ? r : first_masked_wrong;
         }
+        if (blocks && masked && !(isinf(b->block_lse[r]) && b->block_lse[r] < 0)) {
+            checks->block_masked_wrong++;
+            first_block_masked = first_block_masked < 0 ? r : first_block_masked;
+        }
+        b->block_lse[r] = masked ? 0.0f : b->block_lse[r];
     }
     const int64_t query_shape[4] = {B, S, H, Dh}, key_shape[4] = {B, S, Hkv, Dh};
     const int64_t lse_shape[3] = {B, H, S};
@@ -540,8 +594,23 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
                b->naive_alone_dk, b->ref_dk, NULL);
     add_record(item, c, layer, "backward_alone.dv", CPPARITY_KIND_GRADS, 4, key_shape, b->alone_dv,
                b->naive_alone_dv, b->ref_dv, NULL);
+    if (blocks) { /* the naive baseline: the whole-sequence calls' (the same arithmetic) */
+        add_record(item, c, layer, "blocks.out", CPPARITY_KIND_LOGITS, 4, query_shape, b->block_out,
+                   b->naive_out, b->ref_out, NULL);
+        add_record(item, c, layer, "blocks.lse", CPPARITY_KIND_LOGITS, 3, lse_shape, b->block_lse,
+                   b->naive_lse, b->ref_lse_compared, b->include);
+        add_record(item, c, layer, "blocks.dq", CPPARITY_KIND_GRADS, 4, query_shape, b->block_dq,
+                   b->naive_alone_dq, b->ref_dq, NULL);
+        add_record(item, c, layer, "blocks.dk", CPPARITY_KIND_GRADS, 4, key_shape, b->block_dk,
+                   b->naive_alone_dk, b->ref_dk, NULL);
+        add_record(item, c, layer, "blocks.dv", CPPARITY_KIND_GRADS, 4, key_shape, b->block_dv,
+                   b->naive_alone_dv, b->ref_dv, NULL);
+    }
     if (checks->masked_wrong > 0) {
         compare_coordinates(first_masked_wrong, 3, lse_shape, checks->first_masked);
+    }
+    if (checks->block_masked_wrong > 0) {
+        compare_coordinates(first_block_masked, 3, lse_shape, checks->first_block_masked);
     }
     const int64_t counts[5] = {query, rows, query, key, key}; /* out, lse, dq, dk, dv */
     if (kernel_declares_deterministic(kernel)) { /* a second call must give the same bits */
@@ -580,7 +649,10 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "case %s: attention sizes overflow 64-bit counts", c->name);
     }
-    item->tensors_expected = TENSORS_PER_LAYER * m->num_hidden_layers;
+    /* records per layer: the whole-sequence calls', then the block calls' when it has them */
+    const int64_t per_layer =
+        TENSORS_PER_LAYER + (kernel_has_block_calls(kernel) ? BLOCK_TENSORS : 0);
+    item->tensors_expected = per_layer * m->num_hidden_layers;
     item->gradients_identical = true; /* one call, no ranks to agree */
     item->tensors = calloc((size_t)item->tensors_expected, sizeof *item->tensors);
     cpparity_batch batch = {0};
@@ -621,7 +693,7 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
     buffers_free(&b);
     mask_storage_free(&storage);
     cpparity_batch_free(&batch);
-    item->tensors_expected = TENSORS_PER_LAYER * ran;
+    item->tensors_expected = per_layer * ran;
     if (status == CPPARITY_OK && item->outcome != RUN_ERROR && ran == 0) {
         item->outcome = RUN_NOT_CLAIMED; /* the kernel declares it lacks what every layer needs */
         snprintf(item->message, sizeof item->message, "not claimed by kernel %s: %.900s",
@@ -648,13 +720,28 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
              "%sinputs from seed %llu (rerun with --seed %llu)",
              item->message[0] != '\0' ? "; " : "", (unsigned long long)seed,
              (unsigned long long)seed);
-    /* what the metrics cannot show: records are TENSORS_PER_LAYER per layer, in call order */
+    /* what the metrics cannot show: records are per_layer per layer, in call order */
     for (int64_t i = 0; i < item->tensor_count; i++) {
-        const layer_checks *check = &checks[i / TENSORS_PER_LAYER];
-        const int t = (int)(i % TENSORS_PER_LAYER);
+        const layer_checks *check = &checks[i / per_layer];
+        const int t = (int)(i % per_layer);
         tensor_record *record = &item->tensors[i];
+        if (t == TENSORS_PER_LAYER && check->empty_wrong > 0) { /* blocks.out */
+            memcpy(record->worst, check->first_empty_wrong, sizeof check->first_empty_wrong);
+            fail_record(record,
+                        "%lld block rows with no allowed key have out other than 0 (first: head "
+                        "%lld at the position named; such a row has out = 0, lse = -inf)",
+                        (long long)check->empty_wrong, (long long)check->first_empty_wrong[2]);
+        }
+        if (t == TENSORS_PER_LAYER + 1 && check->block_masked_wrong > 0) { /* blocks.lse */
+            memcpy(record->worst, check->first_block_masked, sizeof check->first_block_masked);
+            fail_record(record,
+                        "%lld fully masked rows have a merged lse other than -inf (first: head "
+                        "%lld at the position named; every block of such a row has lse = -inf)",
+                        (long long)check->block_masked_wrong,
+                        (long long)check->first_block_masked[1]);
+        }
         if (t >= CALLED_TENSORS) {
-            continue; /* backward alone: the metrics say everything */
+            continue; /* backward alone and the block calls: the metrics say everything else */
         }
         if (t == 1 && check->masked_wrong > 0) {
             record->worst[0] = check->first_masked[0];
@@ -698,7 +785,7 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
                         (long long)check->differing[t], (long long)check->first_difference[t]);
         }
     }
-    refresh_outcome(item);
+    refresh_outcome(item, per_layer);
     return CPPARITY_OK;
 }
 

@@ -9,6 +9,9 @@
  *                                              must be exactly −∞ (logits tolerance)
  *   attention/layers.<l>.dq    [B, S, H, Dh]   (grads tolerance)
  *   attention/layers.<l>.dk, .dv [B, S, Hkv, Dh]
+ *   attention/layers.<l>.backward_alone.dq, .dk, .dv   backward given the reference's out and lse
+ *   attention/layers.<l>.blocks.out, .lse, .dq, .dk, .dv   a kernel with block calls (ABI 3): its
+ *                                              block calls merged (attention_blocks.h)
  * Outputs are filled with NaN before each call (kernel_call.h), so elements a kernel never writes
  * fail as non-finite; a kernel that declares itself deterministic is called twice and must give
  * identical bits. A call the kernel does not support makes the item NOT RUN ("unsupported by
