@@ -51,7 +51,7 @@ other-builds: deps
 	    -DCPPARITY_SANITIZED_TESTS=OFF -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null; \
 	  cmake --build $$dir -j $(JOBS); \
 	  (cd $$dir && ctest --output-on-failure -j $(JOBS) -L unit); \
-	  if [ $$compiler = clang ]; then (cd $$dir && ctest --output-on-failure -L fuzz); fi; \
+	  if [ $$compiler = clang ]; then (cd $$dir && ctest --output-on-failure -j $(JOBS) -L fuzz); fi; \
 	done
 
 # Line and branch coverage of distributed/ under the CI suite, with thresholds

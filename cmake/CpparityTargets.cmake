@@ -9,6 +9,11 @@
 # Warnings are on everywhere (CPPARITY_WARNINGS); turning them into errors is the builder's
 # choice, through CMake's own switch CMAKE_COMPILE_WARNING_AS_ERROR (on in `make test` and CI,
 # off by default, so a user's compiler or build type can never break their build).
+#
+# CPPARITY_COVERAGE_FLAGS (a list, empty by default) are added last to the compile options of
+# the libraries under distributed/ only: scripts/coverage.sh measures the implementation under test
+# at -O0 with --coverage while the reference, the harness and the plugins it drives stay optimised
+# (the runs it measures are mostly the float64 reference's work).
 # cpparity_add_unit_test(NAME SOURCE LINKS ...)
 #   A Criterion executable NAME registered with ctest as unit/NAME (label unit) and its sanitized
 #   copy as sanitized/NAME (label sanitized).
@@ -41,6 +46,9 @@ function(cpparity_add_library name)
     add_library(${target} STATIC ${ARG_SOURCES})
     target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
     target_compile_options(${target} PRIVATE ${CPPARITY_WARNINGS} ${ARG_OPTIONS})
+    if(CPPARITY_COVERAGE_FLAGS AND CMAKE_CURRENT_SOURCE_DIR MATCHES "^${PROJECT_SOURCE_DIR}/distributed")
+      target_compile_options(${target} PRIVATE ${CPPARITY_COVERAGE_FLAGS})
+    endif()
     target_compile_definitions(${target} PRIVATE ${ARG_DEFINITIONS})
     if(target STREQUAL name)
       target_link_libraries(${target} PUBLIC ${ARG_LINKS})
