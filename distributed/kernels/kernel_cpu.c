@@ -14,6 +14,7 @@
 
 #include "common/checked_size.h"
 #include "distributed/kernels/kernel_cpu.h"
+#include "distributed/kernels/block_rows.h"
 #include "distributed/kernels/mask_predicate.h"
 #include "distributed/kernels/online_softmax.h"
 
@@ -30,7 +31,7 @@ typedef struct call_rows {
 
 /* The token of row `row` under index (NULL: the identity). */
 static int64_t token_of(const int64_t *index, int64_t row) {
-    return index != NULL ? index[row] : row;
+    return block_token(index, row);
 }
 
 /* Offsets of row t, head h in a [B, rows, heads, Dh] tensor. */
@@ -122,44 +123,28 @@ static int classify(const cpparity_mask_description *mask, const void *context, 
                                        fault != CPPARITY_FAULT_TILE_CLASSIFICATION);
 }
 
-/* The class of the tile of query rows [i0, i1) × key rows [j0, j1): mask_classify_tile's when
- * both run over consecutive tokens (every whole-sequence call, most of a block call's), else
- * EMPTY when every key comes after every query and PARTIAL otherwise (the predicate decides each
- * pair). */
+/* The class of the tile of query rows [i0, i1) × key rows [j0, j1) (block_rows.h): the
+ * classification of its token ranges when both run over consecutive tokens (every whole-sequence
+ * call, most of a block call's), else EMPTY when every key comes after every query and PARTIAL
+ * otherwise (the predicate decides each pair). */
 static int classify_rows(const cpparity_mask_description *mask, const void *context,
                          const call_rows *rows, int64_t b, int64_t i0, int64_t i1, int64_t j0,
                          int64_t j1) {
-    if (rows->query_index == NULL && rows->key_index == NULL) {
-        return classify(mask, context, b, i0, i1, j0, j1);
-    }
     if (j1 <= j0) {
         return MASK_TILE_EMPTY; /* a tile kernel-tiling dropped */
     }
-    bool consecutive = true;
-    int64_t query_last = token_of(rows->query_index, i0), key_first = INT64_MAX;
-    for (int64_t i = i0 + 1; i < i1; i++) {
-        const int64_t token = token_of(rows->query_index, i);
-        consecutive = consecutive && token == token_of(rows->query_index, i - 1) + 1;
-        query_last = token > query_last ? token : query_last;
-    }
-    for (int64_t j = j0; j < j1; j++) {
-        const int64_t token = token_of(rows->key_index, j);
-        consecutive = consecutive && (j == j0 || token == token_of(rows->key_index, j - 1) + 1);
-        key_first = token < key_first ? token : key_first;
-    }
-    if (consecutive) {
-        const int64_t q0 = token_of(rows->query_index, i0), k0 = token_of(rows->key_index, j0);
-        return classify(mask, context, b, q0, q0 + (i1 - i0), k0, k0 + (j1 - j0));
-    }
-    return key_first > query_last ? MASK_TILE_EMPTY : MASK_TILE_PARTIAL;
+    int64_t q0 = 0, k0 = 0;
+    const int shape =
+        block_rows_shape(rows->query_index, rows->key_index, i0, i1, j0, j1, &q0, &k0);
+    return shape == BLOCK_ROWS_CONSECUTIVE
+               ? classify(mask, context, b, q0, q0 + (i1 - i0), k0, k0 + (j1 - j0))
+           : shape == BLOCK_ROWS_KEYS_AFTER ? MASK_TILE_EMPTY
+                                            : MASK_TILE_PARTIAL;
 }
 
-/* The key rows a query tile ending at row i1 scans: up to i1 in a whole-sequence call (later
- * keys are all in the future), every key row in a block call. */
+/* The key rows a query tile ending at row i1 scans (block_rows.h). */
 static int64_t key_rows_scanned(const call_rows *rows, int64_t i1) {
-    return rows->query_index == NULL && rows->key_index == NULL && i1 < rows->key_len
-               ? i1
-               : rows->key_len;
+    return block_key_rows_scanned(rows->query_index, rows->key_index, rows->key_len, i1);
 }
 
 static int check_dims(const cpparity_attention_dims *d, const cpparity_mask_description *mask,

@@ -29,6 +29,12 @@
  *   bit of any other element (the kernel contract, tests/support/masked_values_contract.h).
  * - Arithmetic: float32 throughout; bf16 tensors are widened when loaded and rounded to nearest
  *   even when stored (bfloat16.h). lse is float32 for both dtypes.
+ * - Block calls (ABI 3, ring attention's): the same kernels on Sq query rows and Sk key rows,
+ *   each named by its token through device index arrays (block_rows.h, the code kernel_cpu.c
+ *   runs): the mask and the tile classification read tokens, the tensors are indexed by row. A
+ *   tile whose rows are not consecutive tokens is PARTIAL (or EMPTY when every key comes after
+ *   every query), and a block call walks every key tile (whole-sequence calls stop at the
+ *   diagonal).
  * - Determinism: every output element is written by one thread of one block, and every sum runs
  *   in a fixed order (keys in increasing order; for dk and dv heads of the group, then query
  *   tiles, then rows, in increasing order), so two calls give identical bits.
@@ -50,6 +56,7 @@
 #include "common/error.h"
 #include "distributed/device/bfloat16.h"
 #include "distributed/device/cuda_check.h"
+#include "distributed/kernels/block_rows.h"
 #include "distributed/kernels/kernel_cuda.h"
 #include "distributed/kernels/mask_predicate.h"
 #include "distributed/kernels/online_softmax.h"
@@ -64,7 +71,11 @@ enum {
 typedef struct device_problem {
     cpparity_mask_description mask; /* its arrays in device memory */
     int64_t batch;                  /* B */
-    int64_t seq_len;                /* S */
+    int64_t seq_len;                /* S: the mask's */
+    int64_t query_len;              /* Sq: rows of q, out, dout, dq, lse (S but in a block call) */
+    int64_t key_len;                /* Sk: rows of k, v, dk, dv (S but in a block call) */
+    const int64_t *query_index;     /* [Sq] token of each query row, device; NULL: the identity */
+    const int64_t *key_index;       /* [Sk] token of each key row, device; NULL: the identity */
     int64_t heads;                  /* H */
     int64_t kv_heads;               /* Hkv */
     int64_t group;                  /* H / Hkv: query heads per kv head */
@@ -72,8 +83,8 @@ typedef struct device_problem {
     int32_t stride;                 /* floats between rows of a staged tile: Dh | 1 (odd) */
     int32_t query_rows;             /* rows of a query tile */
     int32_t key_rows;               /* rows of a key tile */
-    int64_t query_tiles;            /* ceil(S / query_rows) */
-    int64_t key_tiles;              /* ceil(S / key_rows) */
+    int64_t query_tiles;            /* ceil(Sq / query_rows) */
+    int64_t key_tiles;              /* ceil(Sk / key_rows) */
     float scale;                    /* softmax scale */
     int32_t bfloat16;               /* 1: q, k, v, out, dout, dq, dk, dv hold bfloat16 bits */
 } device_problem;
@@ -208,29 +219,35 @@ static __device__ void store_element(void *tensor, int64_t index, float value, i
     }
 }
 
-/* Offset of token t, head h in a [B, S, heads, Dh] tensor (kernel_cpu.c's at()). */
-static __device__ int64_t token_offset(const device_problem *p, int64_t heads, int64_t b, int64_t t,
-                                       int64_t h) {
-    return ((b * p->seq_len + t) * heads + h) * p->head_dim;
+/* Offset of row t, head h in a [B, length, heads, Dh] tensor (kernel_cpu.c's at()): length is
+ * query_len for q, out, dout, dq and key_len for k, v, dk, dv. */
+static __device__ int64_t token_offset(const device_problem *p, int64_t length, int64_t heads,
+                                       int64_t b, int64_t t, int64_t h) {
+    return ((b * length + t) * heads + h) * p->head_dim;
 }
 
-/* Index of query head h, token t of row b in a [B, H, S] array (lse, delta). */
+/* Index of query head h, query row t of row b in a [B, H, Sq] array (lse, delta). */
 static __device__ int64_t row_index(const device_problem *p, int64_t b, int64_t h, int64_t t) {
-    return (b * p->heads + h) * p->seq_len + t;
+    return (b * p->heads + h) * p->query_len + t;
 }
 
-/* Stages tokens [first, first + count) of head h of a [B, S, heads, Dh] tensor into tile
+/* Whether query row r and key row c of batch row b may attend: the mask on their tokens. */
+static __device__ bool pair_allowed(const device_problem *p, int64_t b, int64_t r, int64_t c) {
+    return mask_allowed(&p->mask, b, block_token(p->query_index, r), block_token(p->key_index, c));
+}
+
+/* Stages rows [first, first + count) of head h of a [B, length, heads, Dh] tensor into tile
  * ([rows, stride]), zeros in rows count.. rows − 1. */
 static __device__ void stage_rows(float *tile, const void *tensor, const device_problem *p,
-                                  int64_t heads, int64_t b, int64_t h, int64_t first, int32_t count,
-                                  int32_t rows) {
+                                  int64_t length, int64_t heads, int64_t b, int64_t h,
+                                  int64_t first, int32_t count, int32_t rows) {
     const int32_t Dh = p->head_dim;
     for (int32_t e = (int32_t)threadIdx.x; e < rows * Dh; e += (int32_t)blockDim.x) {
         const int32_t r = e / Dh, d = e % Dh;
         tile[r * p->stride + d] =
-            r < count
-                ? load_element(tensor, token_offset(p, heads, b, first + r, h) + d, p->bfloat16)
-                : 0.0f;
+            r < count ? load_element(tensor, token_offset(p, length, heads, b, first + r, h) + d,
+                                     p->bfloat16)
+                      : 0.0f;
     }
 }
 
@@ -243,14 +260,22 @@ static __device__ float shared_dot(const float *a, const float *b, int32_t n) {
     return sum;
 }
 
-/* The class of queries [q0, q1) × keys [k0, k1) of row b (mask_predicate.h), computed by thread
- * 0 and returned to every thread. Every thread of the block calls it: it synchronizes first (so
- * the previous tile's shared arrays and class are no longer in use), then after the write. */
+/* The class of query rows [q0, q1) × key rows [k0, k1) of row b (mask_predicate.h on their
+ * tokens, block_rows.h), computed by thread 0 and returned to every thread. Every thread of the
+ * block calls it: it synchronizes first (so the previous tile's shared arrays and class are no
+ * longer in use), then after the write. */
 static __device__ int classify_tile(const device_problem *p, int *shared_class, int64_t b,
                                     int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        *shared_class = mask_classify_tile(&p->mask, b, q0, q1, k0, k1);
+        int64_t first_query = 0, first_key = 0;
+        const int shape = block_rows_shape(p->query_index, p->key_index, q0, q1, k0, k1,
+                                           &first_query, &first_key);
+        *shared_class = shape == BLOCK_ROWS_CONSECUTIVE
+                            ? mask_classify_tile(&p->mask, b, first_query, first_query + (q1 - q0),
+                                                 first_key, first_key + (k1 - k0))
+                        : shape == BLOCK_ROWS_KEYS_AFTER ? MASK_TILE_EMPTY
+                                                         : MASK_TILE_PARTIAL;
     }
     __syncthreads();
     return *shared_class;
@@ -273,10 +298,11 @@ __global__ void __launch_bounds__(THREADS)
     const int64_t h = block / p.query_tiles % p.heads;
     const int64_t b = block / p.query_tiles / p.heads;
     const int64_t g = h / p.group; /* the kv head query head h reads */
-    const int64_t q0 = tile * QT, q1 = q0 + QT < p.seq_len ? q0 + QT : p.seq_len;
+    const int64_t q0 = tile * QT, q1 = q0 + QT < p.query_len ? q0 + QT : p.query_len;
     const int32_t rows = (int32_t)(q1 - q0);
+    const int64_t key_end = block_key_rows_scanned(p.query_index, p.key_index, p.key_len, q1);
 
-    stage_rows(s.query, q, &p, p.heads, b, h, q0, rows, QT);
+    stage_rows(s.query, q, &p, p.query_len, p.heads, b, h, q0, rows, QT);
     for (int32_t e = thread; e < QT * Dh; e += threads) {
         s.accumulator[e] = 0.0f;
     }
@@ -284,23 +310,22 @@ __global__ void __launch_bounds__(THREADS)
         s.maximum[r] = -INFINITY;
         s.sum[r] = 0.0f;
     }
-    for (int64_t k0 = 0; k0 < q1; k0 += KT) {
-        const int64_t k1 = k0 + KT < p.seq_len ? k0 + KT : p.seq_len;
+    for (int64_t k0 = 0; k0 < key_end; k0 += KT) {
+        const int64_t k1 = k0 + KT < p.key_len ? k0 + KT : p.key_len;
         const int32_t keys = (int32_t)(k1 - k0);
         const int kind = classify_tile(&p, &tile_class, b, q0, q1, k0, k1);
         if (kind == MASK_TILE_EMPTY) {
             continue;
         }
-        stage_rows(s.key, k, &p, p.kv_heads, b, g, k0, keys, KT);
-        stage_rows(s.value, v, &p, p.kv_heads, b, g, k0, keys, KT);
+        stage_rows(s.key, k, &p, p.key_len, p.kv_heads, b, g, k0, keys, KT);
+        stage_rows(s.value, v, &p, p.key_len, p.kv_heads, b, g, k0, keys, KT);
         __syncthreads();
         /* scores of allowed pairs, −∞ elsewhere; which pairs are allowed */
         for (int32_t pair = thread; pair < QT * KT; pair += threads) {
             const int32_t r = pair / KT, c = pair % KT;
             float score = -INFINITY;
-            const bool allowed =
-                r < rows && c < keys &&
-                (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c));
+            const bool allowed = r < rows && c < keys &&
+                                 (kind == MASK_TILE_FULL || pair_allowed(&p, b, q0 + r, k0 + c));
             if (allowed) {
                 score = p.scale * shared_dot(s.query + r * p.stride, s.key + c * p.stride, Dh);
             }
@@ -356,7 +381,8 @@ __global__ void __launch_bounds__(THREADS)
     for (int32_t e = thread; e < rows * Dh; e += threads) {
         const int32_t r = e / Dh, d = e % Dh;
         const float value = s.sum[r] > 0.0f ? s.accumulator[e] / s.sum[r] : 0.0f;
-        store_element(out, token_offset(&p, p.heads, b, q0 + r, h) + d, value, p.bfloat16);
+        store_element(out, token_offset(&p, p.query_len, p.heads, b, q0 + r, h) + d, value,
+                      p.bfloat16);
     }
     for (int32_t r = thread; r < rows; r += threads) {
         const online_softmax state = {s.maximum[r], s.sum[r]};
@@ -368,10 +394,11 @@ __global__ void __launch_bounds__(THREADS)
 __global__ void __launch_bounds__(THREADS)
     attention_backward_delta(device_problem p, float *delta, const void *dout, const void *out) {
     const int64_t row = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (row >= p.batch * p.seq_len * p.heads) {
+    if (row >= p.batch * p.query_len * p.heads) {
         return;
     }
-    const int64_t h = row % p.heads, t = row / p.heads % p.seq_len, b = row / p.heads / p.seq_len;
+    const int64_t h = row % p.heads, t = row / p.heads % p.query_len,
+                  b = row / p.heads / p.query_len;
     const int64_t first = row * p.head_dim; /* = token_offset(b, t, h) */
     float sum = 0.0f;
     for (int32_t d = 0; d < p.head_dim; d++) {
@@ -395,11 +422,12 @@ __global__ void __launch_bounds__(THREADS)
     const int64_t h = block / p.query_tiles % p.heads;
     const int64_t b = block / p.query_tiles / p.heads;
     const int64_t g = h / p.group;
-    const int64_t q0 = tile * QT, q1 = q0 + QT < p.seq_len ? q0 + QT : p.seq_len;
+    const int64_t q0 = tile * QT, q1 = q0 + QT < p.query_len ? q0 + QT : p.query_len;
     const int32_t rows = (int32_t)(q1 - q0);
+    const int64_t key_end = block_key_rows_scanned(p.query_index, p.key_index, p.key_len, q1);
 
-    stage_rows(s.query, q, &p, p.heads, b, h, q0, rows, QT);
-    stage_rows(s.grad_out, dout, &p, p.heads, b, h, q0, rows, QT);
+    stage_rows(s.query, q, &p, p.query_len, p.heads, b, h, q0, rows, QT);
+    stage_rows(s.grad_out, dout, &p, p.query_len, p.heads, b, h, q0, rows, QT);
     for (int32_t e = thread; e < QT * Dh; e += threads) {
         s.accumulator[e] = 0.0f;
     }
@@ -407,24 +435,23 @@ __global__ void __launch_bounds__(THREADS)
         s.row_lse[r] = r < rows ? lse[row_index(&p, b, h, q0 + r)] : -INFINITY;
         s.row_delta[r] = r < rows ? delta[row_index(&p, b, h, q0 + r)] : 0.0f;
     }
-    for (int64_t k0 = 0; k0 < q1; k0 += KT) {
-        const int64_t k1 = k0 + KT < p.seq_len ? k0 + KT : p.seq_len;
+    for (int64_t k0 = 0; k0 < key_end; k0 += KT) {
+        const int64_t k1 = k0 + KT < p.key_len ? k0 + KT : p.key_len;
         const int32_t keys = (int32_t)(k1 - k0);
         const int kind = classify_tile(&p, &tile_class, b, q0, q1, k0, k1);
         if (kind == MASK_TILE_EMPTY) {
             continue;
         }
-        stage_rows(s.key, k, &p, p.kv_heads, b, g, k0, keys, KT);
-        stage_rows(s.value, v, &p, p.kv_heads, b, g, k0, keys, KT);
+        stage_rows(s.key, k, &p, p.key_len, p.kv_heads, b, g, k0, keys, KT);
+        stage_rows(s.value, v, &p, p.key_len, p.kv_heads, b, g, k0, keys, KT);
         __syncthreads();
         /* ds = p·(dout·v − delta), p = exp(scale·q·k − lse); 0 for pairs that are not allowed
          * and for fully masked rows (lse = −∞) */
         for (int32_t pair = thread; pair < QT * KT; pair += threads) {
             const int32_t r = pair / KT, c = pair % KT;
             float dscore = 0.0f;
-            const bool allowed =
-                r < rows && c < keys && s.row_lse[r] != -INFINITY &&
-                (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c));
+            const bool allowed = r < rows && c < keys && s.row_lse[r] != -INFINITY &&
+                                 (kind == MASK_TILE_FULL || pair_allowed(&p, b, q0 + r, k0 + c));
             if (allowed) {
                 const float probability =
                     expf(p.scale * shared_dot(s.query + r * p.stride, s.key + c * p.stride, Dh) -
@@ -454,8 +481,8 @@ __global__ void __launch_bounds__(THREADS)
     __syncthreads();
     for (int32_t e = thread; e < rows * Dh; e += threads) {
         const int32_t r = e / Dh, d = e % Dh;
-        store_element(dq, token_offset(&p, p.heads, b, q0 + r, h) + d, s.accumulator[e],
-                      p.bfloat16);
+        store_element(dq, token_offset(&p, p.query_len, p.heads, b, q0 + r, h) + d,
+                      s.accumulator[e], p.bfloat16);
     }
 }
 
@@ -474,28 +501,30 @@ __global__ void __launch_bounds__(THREADS)
     const int64_t tile = block % p.key_tiles;
     const int64_t g = block / p.key_tiles % p.kv_heads;
     const int64_t b = block / p.key_tiles / p.kv_heads;
-    const int64_t k0 = tile * KT, k1 = k0 + KT < p.seq_len ? k0 + KT : p.seq_len;
+    const int64_t k0 = tile * KT, k1 = k0 + KT < p.key_len ? k0 + KT : p.key_len;
     const int32_t keys = (int32_t)(k1 - k0);
+    const int64_t first_query = block_first_query_row(p.query_index, p.key_index, k0, QT);
 
-    stage_rows(s.key, k, &p, p.kv_heads, b, g, k0, keys, KT);
-    stage_rows(s.value, v, &p, p.kv_heads, b, g, k0, keys, KT);
+    stage_rows(s.key, k, &p, p.key_len, p.kv_heads, b, g, k0, keys, KT);
+    stage_rows(s.value, v, &p, p.key_len, p.kv_heads, b, g, k0, keys, KT);
     for (int32_t e = thread; e < KT * Dh; e += threads) {
         s.key_accumulator[e] = 0.0f;
         s.value_accumulator[e] = 0.0f;
     }
-    /* query heads g·group .. g·group + group − 1 read kv head g; queries before k0 see none of
-     * these keys, so the query tiles start at the one holding k0 */
+    /* query heads g·group .. g·group + group − 1 read kv head g; in a whole-sequence call
+     * queries before k0 see none of these keys, so the query tiles start at the one holding k0
+     * (block_rows.h; a block call takes every query tile) */
     for (int64_t j = 0; j < p.group; j++) {
         const int64_t h = g * p.group + j;
-        for (int64_t q0 = k0 / QT * QT; q0 < p.seq_len; q0 += QT) {
-            const int64_t q1 = q0 + QT < p.seq_len ? q0 + QT : p.seq_len;
+        for (int64_t q0 = first_query; q0 < p.query_len; q0 += QT) {
+            const int64_t q1 = q0 + QT < p.query_len ? q0 + QT : p.query_len;
             const int32_t rows = (int32_t)(q1 - q0);
             const int kind = classify_tile(&p, &tile_class, b, q0, q1, k0, k1);
             if (kind == MASK_TILE_EMPTY) {
                 continue;
             }
-            stage_rows(s.query, q, &p, p.heads, b, h, q0, rows, QT);
-            stage_rows(s.grad_out, dout, &p, p.heads, b, h, q0, rows, QT);
+            stage_rows(s.query, q, &p, p.query_len, p.heads, b, h, q0, rows, QT);
+            stage_rows(s.grad_out, dout, &p, p.query_len, p.heads, b, h, q0, rows, QT);
             for (int32_t r = thread; r < QT; r += threads) {
                 s.row_lse[r] = r < rows ? lse[row_index(&p, b, h, q0 + r)] : -INFINITY;
                 s.row_delta[r] = r < rows ? delta[row_index(&p, b, h, q0 + r)] : 0.0f;
@@ -506,7 +535,7 @@ __global__ void __launch_bounds__(THREADS)
                 float probability = 0.0f, dscore = 0.0f;
                 const bool allowed =
                     r < rows && c < keys && s.row_lse[r] != -INFINITY &&
-                    (kind == MASK_TILE_FULL || mask_allowed(&p.mask, b, q0 + r, k0 + c));
+                    (kind == MASK_TILE_FULL || pair_allowed(&p, b, q0 + r, k0 + c));
                 if (allowed) {
                     probability = expf(
                         p.scale * shared_dot(s.query + r * p.stride, s.key + c * p.stride, Dh) -
@@ -540,7 +569,7 @@ __global__ void __launch_bounds__(THREADS)
     __syncthreads();
     for (int32_t e = thread; e < keys * Dh; e += threads) {
         const int32_t c = e / Dh, d = e % Dh;
-        const int64_t at = token_offset(&p, p.kv_heads, b, k0 + c, g) + d;
+        const int64_t at = token_offset(&p, p.key_len, p.kv_heads, b, k0 + c, g) + d;
         store_element(dk, at, s.key_accumulator[e], p.bfloat16);
         store_element(dv, at, s.value_accumulator[e], p.bfloat16);
     }
@@ -563,15 +592,32 @@ static int32_t tile_rows(int64_t head_dim) {
     return head_dim <= 64 ? 64 : head_dim <= 128 ? 32 : 16;
 }
 
-/* The problem a launch hands its kernel, with tiles of query_rows × key_rows. */
+/* The rows of a call's query-shaped and key-shaped tensors: S, or a block's Sq and Sk. */
+static int64_t query_rows_of(const cpparity_attention_dims *d,
+                             const cpparity_attention_block *block) {
+    return block != NULL ? block->query_len : d->seq_len;
+}
+
+static int64_t key_rows_of(const cpparity_attention_dims *d,
+                           const cpparity_attention_block *block) {
+    return block != NULL ? block->key_len : d->seq_len;
+}
+
+/* The problem a launch hands its kernel, with tiles of query_rows × key_rows; block NULL for a
+ * whole-sequence call (its index arrays are device memory, kernel.h). */
 static device_problem problem_of(const cpparity_mask_description *device_mask,
-                                 const cpparity_attention_dims *d, float scale, int32_t dtype,
+                                 const cpparity_attention_dims *d,
+                                 const cpparity_attention_block *block, float scale, int32_t dtype,
                                  int32_t query_rows, int32_t key_rows) {
     device_problem p;
     memset(&p, 0, sizeof p);
     p.mask = *device_mask;
     p.batch = d->batch;
     p.seq_len = d->seq_len;
+    p.query_len = query_rows_of(d, block);
+    p.key_len = key_rows_of(d, block);
+    p.query_index = block != NULL ? block->query_index : NULL;
+    p.key_index = block != NULL ? block->key_index : NULL;
     p.heads = d->heads;
     p.kv_heads = d->kv_heads;
     p.group = d->heads / d->kv_heads;
@@ -579,17 +625,26 @@ static device_problem problem_of(const cpparity_mask_description *device_mask,
     p.stride = (int32_t)d->head_dim | 1;
     p.query_rows = query_rows;
     p.key_rows = key_rows;
-    p.query_tiles = (d->seq_len + query_rows - 1) / query_rows;
-    p.key_tiles = (d->seq_len + key_rows - 1) / key_rows;
+    p.query_tiles = (p.query_len + query_rows - 1) / query_rows;
+    p.key_tiles = (p.key_len + key_rows - 1) / key_rows;
     p.scale = scale;
     p.bfloat16 = dtype == CPPARITY_KERNEL_DTYPE_BFLOAT16;
     return p;
 }
 
+/* A call with no row to write: no batch row, or neither queries nor keys (a block with keys but
+ * no query still overwrites its dk and dv with zeros). */
+static bool nothing_to_compute(const cpparity_attention_dims *d,
+                               const cpparity_attention_block *block) {
+    return d->batch == 0 || (query_rows_of(d, block) == 0 && key_rows_of(d, block) == 0);
+}
+
 /* Everything kernel_cpu.c's check_dims checks, plus what these kernels need: Dh at most
- * MAX_HEAD_DIM, tensors and the mask arrays the layer reads present, a launchable grid. */
+ * MAX_HEAD_DIM, tensors and the mask arrays the layer reads present, a block's index arrays
+ * present (their tokens are device memory: not read here), a launchable grid. */
 static cpparity_status check_call(const cpparity_attention_dims *d,
-                                  const cpparity_mask_description *mask, const void *const *tensors,
+                                  const cpparity_mask_description *mask,
+                                  const cpparity_attention_block *block, const void *const *tensors,
                                   int tensor_count, cpparity_error *error) {
     if (d == NULL || mask == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "no sizes or no mask description");
@@ -608,8 +663,16 @@ static cpparity_status check_call(const cpparity_attention_dims *d,
                                   "head dimension %lld is larger than the %d this kernel supports",
                                   (long long)d->head_dim, MAX_HEAD_DIM);
     }
-    if (d->batch * d->seq_len == 0) {
-        return CPPARITY_OK; /* nothing to compute */
+    if (block != NULL && (block->query_len < 0 || block->key_len < 0 ||
+                          (block->query_len > 0 && block->query_index == NULL) ||
+                          (block->key_len > 0 && block->key_index == NULL))) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "a block of %lld query rows and %lld key rows without their "
+                                  "index arrays",
+                                  (long long)block->query_len, (long long)block->key_len);
+    }
+    if (nothing_to_compute(d, block)) {
+        return CPPARITY_OK;
     }
     for (int i = 0; i < tensor_count; i++) {
         if (tensors[i] == NULL) {
@@ -634,8 +697,11 @@ static cpparity_status check_call(const cpparity_attention_dims *d,
                                   "the mask description lacks an array its layer reads");
     }
     const int64_t rows = tile_rows(d->head_dim);
-    const int64_t blocks = d->batch * d->heads * ((d->seq_len + rows - 1) / rows);
-    if (blocks > INT32_MAX || d->batch * d->seq_len * d->heads / THREADS + 1 > INT32_MAX) {
+    const int64_t longest = query_rows_of(d, block) > key_rows_of(d, block)
+                                ? query_rows_of(d, block)
+                                : key_rows_of(d, block);
+    const int64_t blocks = d->batch * d->heads * ((longest + rows - 1) / rows);
+    if (blocks > INT32_MAX || d->batch * longest * d->heads / THREADS + 1 > INT32_MAX) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "too large for one launch (B=%lld S=%lld H=%lld)",
                                   (long long)d->batch, (long long)d->seq_len, (long long)d->heads);
@@ -759,19 +825,18 @@ static int report(const char *name, cpparity_status status, const cpparity_error
 }
 
 /* Copies the mask, launches the forward kernel. */
-static cpparity_status forward_on_device(call_scratch *scratch, void *out, float *lse,
-                                         const void *q, const void *k, const void *v,
-                                         const cpparity_mask_description *mask,
-                                         const cpparity_attention_dims *d, float scale,
-                                         int32_t dtype, cudaStream_t stream,
-                                         cpparity_error *error) {
+static cpparity_status
+forward_on_device(call_scratch *scratch, void *out, float *lse, const void *q, const void *k,
+                  const void *v, const cpparity_mask_description *mask,
+                  const cpparity_attention_dims *d, const cpparity_attention_block *block,
+                  float scale, int32_t dtype, cudaStream_t stream, cpparity_error *error) {
     cpparity_mask_description device_mask;
     cpparity_status status = copy_mask(&device_mask, scratch, mask, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
     const device_problem problem =
-        problem_of(&device_mask, d, scale, dtype, tile_rows(d->head_dim), KEY_TILE);
+        problem_of(&device_mask, d, block, scale, dtype, tile_rows(d->head_dim), KEY_TILE);
     shared_cursor size = {NULL, 0};
     (void)forward_shared_of(&problem, &size);
     const size_t shared_bytes = size.used * sizeof(float);
@@ -781,6 +846,9 @@ static cpparity_status forward_on_device(call_scratch *scratch, void *out, float
         return status;
     }
     const unsigned blocks = (unsigned)(problem.batch * problem.heads * problem.query_tiles);
+    if (blocks == 0) {
+        return CPPARITY_OK; /* a block without query rows: nothing to write */
+    }
     attention_forward<<<blocks, THREADS, shared_bytes, stream>>>(problem, out, lse, q, k, v);
     CUDA_CHECK(cudaGetLastError(), error, "launching the attention forward kernel");
     return CPPARITY_OK;
@@ -791,21 +859,23 @@ static cpparity_status
 backward_on_device(call_scratch *scratch, void *dq, void *dk, void *dv, const void *dout,
                    const void *q, const void *k, const void *v, const void *out, const float *lse,
                    const cpparity_mask_description *mask, const cpparity_attention_dims *d,
-                   float scale, int32_t dtype, cudaStream_t stream, cpparity_error *error) {
+                   const cpparity_attention_block *block, float scale, int32_t dtype,
+                   cudaStream_t stream, cpparity_error *error) {
     cpparity_mask_description device_mask;
     cpparity_status status = copy_mask(&device_mask, scratch, mask, stream, error);
     if (status != CPPARITY_OK) {
         return status;
     }
-    const int64_t rows = d->batch * d->seq_len * d->heads;
+    const int64_t rows = d->batch * query_rows_of(d, block) * d->heads;
     void *delta = NULL;
-    CUDA_CHECK(cudaMallocAsync(&delta, (size_t)rows * sizeof(float), stream), error,
+    CUDA_CHECK(cudaMallocAsync(&delta, (size_t)(rows + 1) * sizeof(float), stream), error,
                "allocating delta");
     scratch->delta = delta;
 
     const int32_t tile = tile_rows(d->head_dim);
-    const device_problem query_problem = problem_of(&device_mask, d, scale, dtype, tile, KEY_TILE);
-    const device_problem key_problem = problem_of(&device_mask, d, scale, dtype, tile, tile);
+    const device_problem query_problem =
+        problem_of(&device_mask, d, block, scale, dtype, tile, KEY_TILE);
+    const device_problem key_problem = problem_of(&device_mask, d, block, scale, dtype, tile, tile);
     shared_cursor query_size = {NULL, 0}, key_size = {NULL, 0};
     (void)query_gradient_shared_of(&query_problem, &query_size);
     (void)key_value_gradient_shared_of(&key_problem, &key_size);
@@ -821,62 +891,72 @@ backward_on_device(call_scratch *scratch, void *dq, void *dk, void *dv, const vo
         return status;
     }
 
+    /* a block may have query rows without keys or keys without query rows: a grid with no block
+     * is not launched (what it would write does not exist) */
     const unsigned delta_blocks = (unsigned)((rows + THREADS - 1) / THREADS);
-    attention_backward_delta<<<delta_blocks, THREADS, 0, stream>>>(query_problem, (float *)delta,
-                                                                   dout, out);
-    CUDA_CHECK(cudaGetLastError(), error, "launching the delta kernel");
+    if (delta_blocks > 0) {
+        attention_backward_delta<<<delta_blocks, THREADS, 0, stream>>>(query_problem,
+                                                                       (float *)delta, dout, out);
+        CUDA_CHECK(cudaGetLastError(), error, "launching the delta kernel");
+    }
 
     const unsigned query_blocks =
         (unsigned)(query_problem.batch * query_problem.heads * query_problem.query_tiles);
-    attention_backward_query<<<query_blocks, THREADS, query_bytes, stream>>>(
-        query_problem, dq, dout, q, k, v, lse, (const float *)delta);
-    CUDA_CHECK(cudaGetLastError(), error, "launching the dq kernel");
+    if (query_blocks > 0) {
+        attention_backward_query<<<query_blocks, THREADS, query_bytes, stream>>>(
+            query_problem, dq, dout, q, k, v, lse, (const float *)delta);
+        CUDA_CHECK(cudaGetLastError(), error, "launching the dq kernel");
+    }
 
     const unsigned key_blocks =
         (unsigned)(key_problem.batch * key_problem.kv_heads * key_problem.key_tiles);
-    attention_backward_key_value<<<key_blocks, THREADS, key_bytes, stream>>>(
-        key_problem, dk, dv, dout, q, k, v, lse, (const float *)delta);
-    CUDA_CHECK(cudaGetLastError(), error, "launching the dk/dv kernel");
+    if (key_blocks > 0) {
+        attention_backward_key_value<<<key_blocks, THREADS, key_bytes, stream>>>(
+            key_problem, dk, dv, dout, q, k, v, lse, (const float *)delta);
+        CUDA_CHECK(cudaGetLastError(), error, "launching the dk/dv kernel");
+    }
     return CPPARITY_OK;
 }
 
+/* A forward call; block NULL for a whole-sequence call. */
 static int forward_call(const char *name, int32_t dtype, void *out, float *lse, const void *q,
                         const void *k, const void *v, const cpparity_mask_description *mask,
-                        const cpparity_attention_dims *dims, float scale, void *stream, char *error,
-                        size_t capacity) {
+                        const cpparity_attention_dims *dims, const cpparity_attention_block *block,
+                        float scale, void *stream, char *error, size_t capacity) {
     cpparity_error failure;
     cpparity_error_clear(&failure);
     const void *const tensors[] = {out, lse, q, k, v};
-    cpparity_status status = check_call(dims, mask, tensors, 5, &failure);
-    if (status != CPPARITY_OK || dims->batch * dims->seq_len == 0) {
+    cpparity_status status = check_call(dims, mask, block, tensors, 5, &failure);
+    if (status != CPPARITY_OK || nothing_to_compute(dims, block)) {
         return report(name, status, &failure, error, capacity);
     }
     const cudaStream_t cuda_stream = (cudaStream_t)stream;
     call_scratch scratch;
     memset(&scratch, 0, sizeof scratch);
-    status = forward_on_device(&scratch, out, lse, q, k, v, mask, dims, scale, dtype, cuda_stream,
-                               &failure);
+    status = forward_on_device(&scratch, out, lse, q, k, v, mask, dims, block, scale, dtype,
+                               cuda_stream, &failure);
     status = finish_call(&scratch, cuda_stream, status, &failure);
     return report(name, status, &failure, error, capacity);
 }
 
+/* A backward call; block NULL for a whole-sequence call. */
 static int backward_call(const char *name, int32_t dtype, void *dq, void *dk, void *dv,
                          const void *dout, const void *q, const void *k, const void *v,
                          const void *out, const float *lse, const cpparity_mask_description *mask,
-                         const cpparity_attention_dims *dims, float scale, void *stream,
-                         char *error, size_t capacity) {
+                         const cpparity_attention_dims *dims, const cpparity_attention_block *block,
+                         float scale, void *stream, char *error, size_t capacity) {
     cpparity_error failure;
     cpparity_error_clear(&failure);
     const void *const tensors[] = {dq, dk, dv, dout, q, k, v, out, lse};
-    cpparity_status status = check_call(dims, mask, tensors, 9, &failure);
-    if (status != CPPARITY_OK || dims->batch * dims->seq_len == 0) {
+    cpparity_status status = check_call(dims, mask, block, tensors, 9, &failure);
+    if (status != CPPARITY_OK || nothing_to_compute(dims, block)) {
         return report(name, status, &failure, error, capacity);
     }
     const cudaStream_t cuda_stream = (cudaStream_t)stream;
     call_scratch scratch;
     memset(&scratch, 0, sizeof scratch);
-    status = backward_on_device(&scratch, dq, dk, dv, dout, q, k, v, out, lse, mask, dims, scale,
-                                dtype, cuda_stream, &failure);
+    status = backward_on_device(&scratch, dq, dk, dv, dout, q, k, v, out, lse, mask, dims, block,
+                                scale, dtype, cuda_stream, &failure);
     status = finish_call(&scratch, cuda_stream, status, &failure);
     return report(name, status, &failure, error, capacity);
 }
@@ -887,7 +967,7 @@ static int cuda_f32_forward(void *context, void *out, float *lse, const void *q,
                             char *error, size_t capacity) {
     (void)context;
     return forward_call("cuda-f32", CPPARITY_KERNEL_DTYPE_FLOAT32, out, lse, q, k, v, mask, dims,
-                        scale, stream, error, capacity);
+                        NULL, scale, stream, error, capacity);
 }
 
 static int cuda_f32_backward(void *context, void *dq, void *dk, void *dv, const void *dout,
@@ -897,7 +977,7 @@ static int cuda_f32_backward(void *context, void *dq, void *dk, void *dv, const 
                              char *error, size_t capacity) {
     (void)context;
     return backward_call("cuda-f32", CPPARITY_KERNEL_DTYPE_FLOAT32, dq, dk, dv, dout, q, k, v, out,
-                         lse, mask, dims, scale, stream, error, capacity);
+                         lse, mask, dims, NULL, scale, stream, error, capacity);
 }
 
 static int cuda_bf16_forward(void *context, void *out, float *lse, const void *q, const void *k,
@@ -906,7 +986,7 @@ static int cuda_bf16_forward(void *context, void *out, float *lse, const void *q
                              char *error, size_t capacity) {
     (void)context;
     return forward_call("cuda-bf16", CPPARITY_KERNEL_DTYPE_BFLOAT16, out, lse, q, k, v, mask, dims,
-                        scale, stream, error, capacity);
+                        NULL, scale, stream, error, capacity);
 }
 
 static int cuda_bf16_backward(void *context, void *dq, void *dk, void *dv, const void *dout,
@@ -916,16 +996,40 @@ static int cuda_bf16_backward(void *context, void *dq, void *dk, void *dv, const
                               char *error, size_t capacity) {
     (void)context;
     return backward_call("cuda-bf16", CPPARITY_KERNEL_DTYPE_BFLOAT16, dq, dk, dv, dout, q, k, v,
-                         out, lse, mask, dims, scale, stream, error, capacity);
+                         out, lse, mask, dims, NULL, scale, stream, error, capacity);
 }
+
+/* Block calls (ABI 3): the same kernels, rows named by the block's device index arrays. */
+#define CUDA_BLOCK_CALLS(suffix, name, dtype)                                                      \
+    static int cuda_##suffix##_forward_block(                                                      \
+        void *context, void *out, float *lse, const void *q, const void *k, const void *v,         \
+        const cpparity_mask_description *mask, const cpparity_attention_dims *dims,                \
+        const cpparity_attention_block *block, float scale, void *stream, char *error,             \
+        size_t capacity) {                                                                         \
+        (void)context;                                                                             \
+        return forward_call(name, dtype, out, lse, q, k, v, mask, dims, block, scale, stream,      \
+                            error, capacity);                                                      \
+    }                                                                                              \
+    static int cuda_##suffix##_backward_block(                                                     \
+        void *context, void *dq, void *dk, void *dv, const void *dout, const void *q,              \
+        const void *k, const void *v, const void *out, const float *lse,                           \
+        const cpparity_mask_description *mask, const cpparity_attention_dims *dims,                \
+        const cpparity_attention_block *block, float scale, void *stream, char *error,             \
+        size_t capacity) {                                                                         \
+        (void)context;                                                                             \
+        return backward_call(name, dtype, dq, dk, dv, dout, q, k, v, out, lse, mask, dims, block,  \
+                             scale, stream, error, capacity);                                      \
+    }
+
+CUDA_BLOCK_CALLS(f32, "cuda-f32", CPPARITY_KERNEL_DTYPE_FLOAT32)
+CUDA_BLOCK_CALLS(bf16, "cuda-bf16", CPPARITY_KERNEL_DTYPE_BFLOAT16)
 
 /* Fields in kernel.h's order: abi_version, struct_size, name, version, device, dtype,
  * deterministic, context, forward, backward, capabilities, head_dim_count, head_dims, supports,
  * workspace_bytes (NULL: their scratch is device memory, which the host memory estimate does not
- * count), forward_block, backward_block. ABI 2: whole-sequence calls only (no block calls on the
- * GPU yet, so no ring attention there). */
+ * count), forward_block, backward_block (ABI 3). */
 static const cpparity_attention_kernel cuda_f32_kernel = {
-    2u,
+    CPPARITY_KERNEL_ABI_VERSION,
     sizeof(cpparity_attention_kernel),
     "cuda-f32",
     "1",
@@ -940,12 +1044,12 @@ static const cpparity_attention_kernel cuda_f32_kernel = {
     NULL,
     NULL,
     NULL,
-    NULL,
-    NULL,
+    cuda_f32_forward_block,
+    cuda_f32_backward_block,
 };
 
 static const cpparity_attention_kernel cuda_bf16_kernel = {
-    2u,
+    CPPARITY_KERNEL_ABI_VERSION,
     sizeof(cpparity_attention_kernel),
     "cuda-bf16",
     "1",
@@ -960,8 +1064,8 @@ static const cpparity_attention_kernel cuda_bf16_kernel = {
     NULL,
     NULL,
     NULL,
-    NULL,
-    NULL,
+    cuda_bf16_forward_block,
+    cuda_bf16_backward_block,
 };
 
 const cpparity_attention_kernel *cpparity_cuda_f32_kernel(void) {

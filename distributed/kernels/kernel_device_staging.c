@@ -27,6 +27,7 @@ void kernel_device_staging_release(cpparity_attention_kernel *wrapper) {
 #include <cuda_runtime.h>
 
 #include "distributed/kernels/kernel_call.h" /* the guard regions' size and pattern */
+#include "distributed/kernels/kernel_support.h"
 
 typedef struct staging {
     const cpparity_attention_kernel *kernel; /* the CUDA kernel (borrowed) */
@@ -145,14 +146,62 @@ static int finish_call(int result, const staging *s, char *message, size_t size)
     return code != cudaSuccess ? cuda_failure(code, "running the kernel", s, message, size) : 0;
 }
 
-static int staged_forward(void *context, void *out, float *lse, const void *q, const void *k,
-                          const void *v, const cpparity_mask_description *mask,
-                          const cpparity_attention_dims *dims, float scale, void *stream,
-                          char *message, size_t size) {
-    (void)stream; /* host buffers: no stream of the caller's */
-    const staging *s = (const staging *)context;
-    const int64_t rows = dims->batch * dims->seq_len * dims->heads;
-    const int64_t key = dims->batch * dims->seq_len * dims->kv_heads * dims->head_dim;
+/* A block call's index arrays on the device (kernel.h: a CUDA kernel reads them there), or NULL
+ * for a whole-sequence call. Freed by release_indexes. 0, or 1 with message. */
+typedef struct staged_indexes {
+    cpparity_attention_block block; /* the block with device index arrays */
+    int64_t *device;                /* query_len + key_len tokens */
+} staged_indexes;
+
+static int stage_indexes(staged_indexes *staged, const cpparity_attention_block *block,
+                         const staging *s, char *message, size_t size) {
+    memset(staged, 0, sizeof *staged);
+    if (block == NULL) {
+        return 0;
+    }
+    staged->block = *block;
+    const int64_t count = block->query_len + block->key_len;
+    cudaError_t code = cudaMalloc((void **)&staged->device, (size_t)(count + 1) * sizeof(int64_t));
+    if (code != cudaSuccess) {
+        staged->device = NULL;
+        return cuda_failure(code, "allocating the block's index arrays", s, message, size);
+    }
+    code = cudaMemcpy(staged->device, block->query_index,
+                      (size_t)block->query_len * sizeof(int64_t), cudaMemcpyHostToDevice);
+    if (code == cudaSuccess) {
+        code = cudaMemcpy(staged->device + block->query_len, block->key_index,
+                          (size_t)block->key_len * sizeof(int64_t), cudaMemcpyHostToDevice);
+    }
+    staged->block.query_index = staged->device;
+    staged->block.key_index = staged->device + block->query_len;
+    return code != cudaSuccess
+               ? cuda_failure(code, "copying the block's index arrays", s, message, size)
+               : 0;
+}
+
+static void release_indexes(staged_indexes *staged) {
+    if (staged->device != NULL) {
+        (void)cudaFree(staged->device);
+    }
+}
+
+/* The rows of query-shaped and key-shaped tensors of a call: S, or the block's Sq and Sk. */
+static void call_lengths(const cpparity_attention_dims *dims, const cpparity_attention_block *block,
+                         int64_t *query_len, int64_t *key_len) {
+    *query_len = block != NULL ? block->query_len : dims->seq_len;
+    *key_len = block != NULL ? block->key_len : dims->seq_len;
+}
+
+/* forward (block NULL) or forward_block on staged copies of the host buffers. */
+static int staged_forward_rows(const staging *s, void *out, float *lse, const void *q,
+                               const void *k, const void *v, const cpparity_mask_description *mask,
+                               const cpparity_attention_dims *dims,
+                               const cpparity_attention_block *block, float scale, char *message,
+                               size_t size) {
+    int64_t Sq = 0, Sk = 0;
+    call_lengths(dims, block, &Sq, &Sk);
+    const int64_t rows = dims->batch * Sq * dims->heads;
+    const int64_t key = dims->batch * Sk * dims->kv_heads * dims->head_dim;
     staged_tensor tensors[5] = {
         {"q", (float *)q, rows * dims->head_dim, false, NULL},
         {"k", (float *)k, key, false, NULL},
@@ -160,20 +209,92 @@ static int staged_forward(void *context, void *out, float *lse, const void *q, c
         {"out", (float *)out, rows * dims->head_dim, true, NULL},
         {"lse", lse, rows, true, NULL},
     };
-    int result = stage_in(tensors, 5, s, message, size);
+    staged_indexes indexes;
+    int result = stage_indexes(&indexes, block, s, message, size);
+    if (result == 0) {
+        result = stage_in(tensors, 5, s, message, size);
+    }
     if (result == 0) {
         kernel_call_begin(s->kernel); /* until the call has finished on the device */
-        result = s->kernel->forward(s->kernel->context, inner(&tensors[3]), inner(&tensors[4]),
-                                    inner(&tensors[0]), inner(&tensors[1]), inner(&tensors[2]),
-                                    mask, dims, scale, (void *)s->stream, message, size);
+        void *const context = s->kernel->context;
+        result =
+            block == NULL
+                ? s->kernel->forward(context, inner(&tensors[3]), inner(&tensors[4]),
+                                     inner(&tensors[0]), inner(&tensors[1]), inner(&tensors[2]),
+                                     mask, dims, scale, (void *)s->stream, message, size)
+                : s->kernel->forward_block(context, inner(&tensors[3]), inner(&tensors[4]),
+                                           inner(&tensors[0]), inner(&tensors[1]),
+                                           inner(&tensors[2]), mask, dims, &indexes.block, scale,
+                                           (void *)s->stream, message, size);
         result = finish_call(result, s, message, size);
         kernel_call_end(s->kernel);
     }
     if (result == 0) {
-        result = stage_out(tensors, 5, s, "forward", message, size);
+        result =
+            stage_out(tensors, 5, s, block == NULL ? "forward" : "forward_block", message, size);
     }
     free_device(tensors, 5);
+    release_indexes(&indexes);
     return result;
+}
+
+/* backward (block NULL) or backward_block on staged copies of the host buffers. */
+static int staged_backward_rows(const staging *s, void *dq, void *dk, void *dv, const void *dout,
+                                const void *q, const void *k, const void *v, const void *out,
+                                const float *lse, const cpparity_mask_description *mask,
+                                const cpparity_attention_dims *dims,
+                                const cpparity_attention_block *block, float scale, char *message,
+                                size_t size) {
+    int64_t Sq = 0, Sk = 0;
+    call_lengths(dims, block, &Sq, &Sk);
+    const int64_t rows = dims->batch * Sq * dims->heads;
+    const int64_t query = rows * dims->head_dim;
+    const int64_t key = dims->batch * Sk * dims->kv_heads * dims->head_dim;
+    staged_tensor tensors[9] = {
+        {"dout", (float *)dout, query, false, NULL}, {"q", (float *)q, query, false, NULL},
+        {"k", (float *)k, key, false, NULL},         {"v", (float *)v, key, false, NULL},
+        {"out", (float *)out, query, false, NULL},   {"lse", (float *)lse, rows, false, NULL},
+        {"dq", (float *)dq, query, true, NULL},      {"dk", (float *)dk, key, true, NULL},
+        {"dv", (float *)dv, key, true, NULL},
+    };
+    staged_indexes indexes;
+    int result = stage_indexes(&indexes, block, s, message, size);
+    if (result == 0) {
+        result = stage_in(tensors, 9, s, message, size);
+    }
+    if (result == 0) {
+        kernel_call_begin(s->kernel);
+        void *const context = s->kernel->context;
+        result = block == NULL
+                     ? s->kernel->backward(
+                           context, inner(&tensors[6]), inner(&tensors[7]), inner(&tensors[8]),
+                           inner(&tensors[0]), inner(&tensors[1]), inner(&tensors[2]),
+                           inner(&tensors[3]), inner(&tensors[4]), inner(&tensors[5]), mask, dims,
+                           scale, (void *)s->stream, message, size)
+                     : s->kernel->backward_block(
+                           context, inner(&tensors[6]), inner(&tensors[7]), inner(&tensors[8]),
+                           inner(&tensors[0]), inner(&tensors[1]), inner(&tensors[2]),
+                           inner(&tensors[3]), inner(&tensors[4]), inner(&tensors[5]), mask, dims,
+                           &indexes.block, scale, (void *)s->stream, message, size);
+        result = finish_call(result, s, message, size);
+        kernel_call_end(s->kernel);
+    }
+    if (result == 0) {
+        result =
+            stage_out(tensors, 9, s, block == NULL ? "backward" : "backward_block", message, size);
+    }
+    free_device(tensors, 9);
+    release_indexes(&indexes);
+    return result;
+}
+
+static int staged_forward(void *context, void *out, float *lse, const void *q, const void *k,
+                          const void *v, const cpparity_mask_description *mask,
+                          const cpparity_attention_dims *dims, float scale, void *stream,
+                          char *message, size_t size) {
+    (void)stream; /* host buffers: no stream of the caller's */
+    return staged_forward_rows((const staging *)context, out, lse, q, k, v, mask, dims, NULL, scale,
+                               message, size);
 }
 
 static int staged_backward(void *context, void *dq, void *dk, void *dv, const void *dout,
@@ -182,33 +303,29 @@ static int staged_backward(void *context, void *dq, void *dk, void *dv, const vo
                            const cpparity_attention_dims *dims, float scale, void *stream,
                            char *message, size_t size) {
     (void)stream;
-    const staging *s = (const staging *)context;
-    const int64_t rows = dims->batch * dims->seq_len * dims->heads;
-    const int64_t query = rows * dims->head_dim;
-    const int64_t key = dims->batch * dims->seq_len * dims->kv_heads * dims->head_dim;
-    staged_tensor tensors[9] = {
-        {"dout", (float *)dout, query, false, NULL}, {"q", (float *)q, query, false, NULL},
-        {"k", (float *)k, key, false, NULL},         {"v", (float *)v, key, false, NULL},
-        {"out", (float *)out, query, false, NULL},   {"lse", (float *)lse, rows, false, NULL},
-        {"dq", (float *)dq, query, true, NULL},      {"dk", (float *)dk, key, true, NULL},
-        {"dv", (float *)dv, key, true, NULL},
-    };
-    int result = stage_in(tensors, 9, s, message, size);
-    if (result == 0) {
-        kernel_call_begin(s->kernel);
-        result = s->kernel->backward(s->kernel->context, inner(&tensors[6]), inner(&tensors[7]),
-                                     inner(&tensors[8]), inner(&tensors[0]), inner(&tensors[1]),
-                                     inner(&tensors[2]), inner(&tensors[3]), inner(&tensors[4]),
-                                     inner(&tensors[5]), mask, dims, scale, (void *)s->stream,
-                                     message, size);
-        result = finish_call(result, s, message, size);
-        kernel_call_end(s->kernel);
-    }
-    if (result == 0) {
-        result = stage_out(tensors, 9, s, "backward", message, size);
-    }
-    free_device(tensors, 9);
-    return result;
+    return staged_backward_rows((const staging *)context, dq, dk, dv, dout, q, k, v, out, lse, mask,
+                                dims, NULL, scale, message, size);
+}
+
+static int staged_forward_block(void *context, void *out, float *lse, const void *q, const void *k,
+                                const void *v, const cpparity_mask_description *mask,
+                                const cpparity_attention_dims *dims,
+                                const cpparity_attention_block *block, float scale, void *stream,
+                                char *message, size_t size) {
+    (void)stream;
+    return staged_forward_rows((const staging *)context, out, lse, q, k, v, mask, dims, block,
+                               scale, message, size);
+}
+
+static int staged_backward_block(void *context, void *dq, void *dk, void *dv, const void *dout,
+                                 const void *q, const void *k, const void *v, const void *out,
+                                 const float *lse, const cpparity_mask_description *mask,
+                                 const cpparity_attention_dims *dims,
+                                 const cpparity_attention_block *block, float scale, void *stream,
+                                 char *message, size_t size) {
+    (void)stream;
+    return staged_backward_rows((const staging *)context, dq, dk, dv, dout, q, k, v, out, lse, mask,
+                                dims, block, scale, message, size);
 }
 
 static int staged_supports(void *context, const cpparity_mask_description *mask,
@@ -254,6 +371,10 @@ bool kernel_device_staging_wrap(cpparity_attention_kernel *wrapper,
     wrapper->backward = staged_backward;
     wrapper->supports = cuda_kernel->supports != NULL ? staged_supports : NULL;
     wrapper->workspace_bytes = NULL; /* a CUDA kernel's workspace is device memory */
+    /* block calls staged too (their index arrays copied to the device), or none */
+    const bool blocks = kernel_has_block_calls(cuda_kernel);
+    wrapper->forward_block = blocks ? staged_forward_block : NULL;
+    wrapper->backward_block = blocks ? staged_backward_block : NULL;
     return true;
 }
 

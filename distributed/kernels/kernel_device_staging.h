@@ -5,7 +5,8 @@
  * run a CUDA kernel, built in or a plugin, with the same poisoned, guarded calls as a CPU kernel
  * (kernel_call.h): the host outputs' contents (NaN poison) travel to the device, and each device
  * output has guard regions of its own, checked after the call, so a write out of bounds on the
- * device is reported as such.
+ * device is reported as such. A kernel with block calls (ABI 3) keeps them: its index arrays are
+ * copied to the device too (kernel.h: a CUDA kernel reads them there).
  *
  * kernel_device_staging_wrap(&wrapper, cuda_kernel, why, size) fills wrapper (a CPU kernel with
  * the CUDA kernel's name, version, capabilities and support test); false with the reason in why
