@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "distributed/device/device_inline.h"
+#include "distributed/kernels/mask_predicate.h"
 
 /* The token of row `row` under index (NULL: the identity). */
 static inline CPPARITY_HOST_DEVICE int64_t block_token(const int64_t *index, int64_t row) {
@@ -51,6 +52,23 @@ static inline CPPARITY_HOST_DEVICE int block_rows_shape(const int64_t *query_ind
     return consecutive              ? BLOCK_ROWS_CONSECUTIVE
            : key_first > query_last ? BLOCK_ROWS_KEYS_AFTER
                                     : BLOCK_ROWS_SCATTERED;
+}
+
+/* The class of query rows [i0, i1) × key rows [j0, j1) of batch row b (both non-empty) as a
+ * kernel uses it: mask_classify_tile's on the token ranges when CONSECUTIVE, EMPTY when every key
+ * comes after every query, PARTIAL otherwise. (kernel_cpu.c composes the same shapes with its
+ * self-test faults.) */
+static inline CPPARITY_HOST_DEVICE int block_classify_rows(const cpparity_mask_description *mask,
+                                                           const int64_t *query_index,
+                                                           const int64_t *key_index, int64_t b,
+                                                           int64_t i0, int64_t i1, int64_t j0,
+                                                           int64_t j1) {
+    int64_t q0 = 0, k0 = 0;
+    const int shape = block_rows_shape(query_index, key_index, i0, i1, j0, j1, &q0, &k0);
+    return shape == BLOCK_ROWS_CONSECUTIVE
+               ? mask_classify_tile(mask, b, q0, q0 + (i1 - i0), k0, k0 + (j1 - j0))
+           : shape == BLOCK_ROWS_KEYS_AFTER ? MASK_TILE_EMPTY
+                                            : MASK_TILE_PARTIAL;
 }
 
 /* The key rows a query tile ending at row i1 scans: up to i1 in a whole-sequence call (later

@@ -268,14 +268,8 @@ static __device__ int classify_tile(const device_problem *p, int *shared_class, 
                                     int64_t q0, int64_t q1, int64_t k0, int64_t k1) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        int64_t first_query = 0, first_key = 0;
-        const int shape = block_rows_shape(p->query_index, p->key_index, q0, q1, k0, k1,
-                                           &first_query, &first_key);
-        *shared_class = shape == BLOCK_ROWS_CONSECUTIVE
-                            ? mask_classify_tile(&p->mask, b, first_query, first_query + (q1 - q0),
-                                                 first_key, first_key + (k1 - k0))
-                        : shape == BLOCK_ROWS_KEYS_AFTER ? MASK_TILE_EMPTY
-                                                         : MASK_TILE_PARTIAL;
+        *shared_class =
+            block_classify_rows(&p->mask, p->query_index, p->key_index, b, q0, q1, k0, k1);
     }
     __syncthreads();
     return *shared_class;
