@@ -41,7 +41,8 @@
 #   ci-suite-local-4         device 60  cases/ci.yaml --device cuda, cp 1, 2, 4 on 4 local ranks
 #   selftest-cuda            device 90  every fault planted in the cuda implementation caught by
 #                                       >= 2 cases, no false alarm
-#   kernels-suite-cuda       device 40  cases/kernels.yaml (attention-level) with cuda-f32
+#   kernels-suite-cuda       device 40  cases/kernels.yaml (attention-level) with cuda-f32, its
+#                                       whole-sequence and block calls (ABI 3, staged)
 #   nccl-one-rank            device 30  cases/device.yaml --device cuda --comm nccl (cp 1 items)
 #   determinism              device 60  one case twice (--store all): every tensor bit-identical
 #   cp-step-times            device 10  implementation and reference seconds at cp 1 and 4
