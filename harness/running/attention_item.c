@@ -716,6 +716,12 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
                  "%snot claimed by kernel %s, so not run: %.600s", used > 0 ? "; " : "",
                  kernel->name, not_claimed);
     }
+    if (!kernel_has_block_calls(kernel)) { /* what was not judged, and why */
+        const size_t used = strlen(item->message);
+        snprintf(item->message + used, sizeof item->message - used,
+                 "%sblock calls not judged: kernel %s speaks ABI %u, which has none",
+                 used > 0 ? "; " : "", kernel->name, (unsigned)kernel->abi_version);
+    }
     snprintf(item->message + strlen(item->message), sizeof item->message - strlen(item->message),
              "%sinputs from seed %llu (rerun with --seed %llu)",
              item->message[0] != '\0' ? "; " : "", (unsigned long long)seed,

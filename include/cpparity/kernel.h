@@ -16,7 +16,9 @@
  * 3 on, for a block of queries against a block of keys (forward_block, backward_block): ring
  * attention's calls, where a rank's queries meet the key/value block visiting it. cpparity asks
  * the entry point for version 3 first and then for 2: an ABI 2 plugin keeps working wherever every
- * call is a whole-sequence call (Ulysses), and items that need block calls are NOT RUN for it.
+ * call is a whole-sequence call (Ulysses); model-level items that need block calls (ring, hybrid)
+ * are NOT CLAIMED for it ("kernel ABI 2 has no block calls"), and its attention-level items judge
+ * its whole-sequence calls only, saying so.
  *
  * Tensor pointers are host memory for a CPU kernel; device memory for a CUDA kernel, with the
  * caller's cudaStream_t as stream. A kernel must not keep any pointer after a call returns, and
