@@ -38,7 +38,10 @@
 #                                       cpu one at cp 1 and 2, the nccl communicator with one rank
 #   device-suite-local-8     device 60  cases/device.yaml --device cuda, cp 1, 2, 4, 8 on 8 local
 #                                       ranks sharing the GPU, f32 and bf16
-#   ci-suite-local-4         device 60  cases/ci.yaml --device cuda, cp 1, 2, 4 on 4 local ranks
+#   ci-suite-local-4         device 60  cases/ci.yaml --device cuda --algorithm ulysses, cp 1, 2, 4
+#                                       on 4 local ranks, every layout (zigzag and round-robin
+#                                       through the kernel's block calls); the cuda implementation
+#                                       runs no ring or hybrid yet
 #   selftest-cuda            device 90  every fault planted in the cuda implementation caught by
 #                                       >= 2 cases, no false alarm
 #   kernels-suite-cuda       device 40  cases/kernels.yaml (attention-level) with cuda-f32, its
@@ -242,10 +245,12 @@ else
     check device-suite-local-8 "$cpparity" run cases/device.yaml --device cuda --comm local \
       --ranks 8 --out "$out/device-suite.h5"
   after ci-suite-local-4 build-cpparity ||
-    check ci-suite-local-4 "$cpparity" run cases/ci.yaml --device cuda --comm local --ranks 4 \
+    check ci-suite-local-4 "$cpparity" run cases/ci.yaml --device cuda --algorithm ulysses \
+      --comm local --ranks 4 \
       --reference-cache "$work/reference-cache" --out "$work/ci.h5"
   after selftest-cuda build-cpparity ||
-    check selftest-cuda "$cpparity" selftest cases/ci.yaml --device cuda --comm local --ranks 4 \
+    check selftest-cuda "$cpparity" selftest cases/ci.yaml --device cuda --algorithm ulysses \
+      --comm local --ranks 4 \
       --reference-cache "$work/reference-cache" --out "$work/selftest.h5"
   after kernels-suite-cuda build-cpparity ||
     check kernels-suite-cuda "$cpparity" run cases/kernels.yaml --device cuda --comm local \

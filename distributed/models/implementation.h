@@ -139,6 +139,9 @@ typedef struct cpparity_implementation {
                                      cpparity_error *error);
     /* Releases the instance; safe on NULL. */
     void (*destroy)(void *instance);
+    /* true when its layouts other than contiguous call the kernel's block calls (kernel.h ABI 3):
+     * with a kernel that has none their items are NOT CLAIMED, as ring items are. */
+    bool layouts_need_block_calls;
 } cpparity_implementation;
 
 /* Whether fault (common/fault.h) lives in ring attention, alone or inside a hybrid, and so runs

@@ -4,7 +4,10 @@
  * the implementation interface (distributed/models/implementation.h): one instance holds the model
  * (its own stream, cuBLAS handle and device buffers), this rank's slice of the last batch and
  * nothing else. Attention runs through a CUDA float32 kernel, on bfloat16-rounded q, k, v for bf16,
- * as on the CPU. It plants the self-test's faults of the model, shard, all-to-all, loss and
+ * as on the CPU. Ulysses under every layout: contiguous through whole-sequence kernel calls, zigzag
+ * and round-robin through the kernel's block calls on the gathered sequence in rank order
+ * (model_cuda.h); no ring or hybrid yet. It plants the self-test's faults of the model, shard,
+ * all-to-all, loss and
  * reduction as the CPU implementation does (model_cuda_faults.cu); those inside the built-in CPU
  * kernel do not apply to a CUDA kernel and are refused. C linkage, so that the registry (C) finds
  * cpparity_cuda_implementation.
@@ -99,10 +102,6 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
     if (status != CPPARITY_OK) {
         return status;
     }
-    if (setup->layout != CPPARITY_LAYOUT_CONTIGUOUS) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: the cuda implementation shards contiguously only");
-    }
     if ((int)setup->fault < 0 || setup->fault >= CPPARITY_FAULT_COUNT) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "no fault number %d",
                                   (int)setup->fault);
@@ -110,8 +109,8 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
     if (implementation_supports_fault(&cpparity_cuda_implementation, setup->fault) !=
         IMPLEMENTATION_FAULT_SUPPORTED) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: fault %s lives in ring or hybrid attention or the "
-                                  "zigzag layout, which the cuda implementation does not run",
+                                  "refused: fault %s lives in ring or hybrid attention, which "
+                                  "the cuda implementation does not run",
                                   cpparity_faults[setup->fault].name);
     }
     if (cpparity_faults[setup->fault].kernel) { /* before any device work */
@@ -127,7 +126,7 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
                                   setup->comm->rank);
     }
     status = cuda_model_init(&made->model, setup->config, setup->batch, setup->seq_len,
-                             setup->dtype, setup->comm, setup->kernel, error);
+                             setup->dtype, setup->layout, setup->comm, setup->kernel, error);
     if (status != CPPARITY_OK) {
         free(made);
         return status;
@@ -298,7 +297,8 @@ const cpparity_implementation cpparity_cuda_implementation = {
     "cuda",
     "float32 or bf16-stored model on a CUDA device (cuBLAS), Ulysses context parallelism",
     {true, true},         /* f32, bf16 */
-    {true, false, false}, /* layouts: contiguous only (zigzag and round-robin not built yet) */
+    {true, true, true},   /* layouts: contiguous, zigzag, round-robin (the latter two through the
+                             kernel's block calls: model_cuda.h) */
     {true, false, false}, /* algorithms: Ulysses only (ring, hybrid not built on the GPU yet) */
     "cuda-f32",
     cuda_available,
@@ -314,4 +314,5 @@ const cpparity_implementation cpparity_cuda_implementation = {
     cuda_gradient_name,
     cuda_read_gradient,
     cuda_destroy,
+    true, /* zigzag and round-robin: the kernel's block calls on the sequence in rank order */
 };

@@ -13,6 +13,7 @@ extern "C" {
 #include "distributed/device/bfloat16.h"
 #include "distributed/models/cublas_check.h"
 #include "distributed/device/cuda_check.h"
+#include "distributed/kernels/kernel_support.h"
 
 /* The saved activations' table and offsets: the CPU model's layout (activation_layout.h). */
 static cpparity_status build_activations(cuda_model *model, cpparity_error *error) {
@@ -109,15 +110,83 @@ static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
     return CPPARITY_OK;
 }
 
+cpparity_status cuda_model_upload_sequence_tokens(cuda_model *model, cpparity_error *error) {
+    if (model->shard.kind == CPPARITY_LAYOUT_CONTIGUOUS) {
+        return CPPARITY_OK; /* row i of the sequence is token i */
+    }
+    const int64_t cp = model->shard.cp, L = model->shard.local_len;
+    int64_t *host = (int64_t *)malloc((size_t)(cp * L) * sizeof(int64_t));
+    if (host == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (the sequence's tokens)",
+                                  model->comm->rank);
+    }
+    for (int64_t i = 0; i < cp; i++) {
+        for (int64_t t = 0; t < L; t++) {
+            host[i * L + t] = shard_position(&model->shard, i, t);
+        }
+    }
+    cudaError_t code = cudaSuccess;
+    if (model->sequence_tokens == NULL) {
+        code = cudaMalloc((void **)&model->sequence_tokens, (size_t)(cp * L) * sizeof(int64_t));
+    }
+    if (code == cudaSuccess) {
+        code = cudaMemcpy(model->sequence_tokens, host, (size_t)(cp * L) * sizeof(int64_t),
+                          cudaMemcpyHostToDevice);
+    }
+    free(host);
+    CUDA_CHECK(code, error, "copying the sequence's tokens to the device");
+    return CPPARITY_OK;
+}
+
+int cuda_model_kernel_forward(cuda_model *model, float *out, float *lse, const float *q,
+                              const float *k, const float *v, const cpparity_mask_description *mask,
+                              const cpparity_attention_dims *dims, float scale, char *message,
+                              size_t size) {
+    const cpparity_attention_kernel *kernel = model->kernel;
+    if (model->sequence_tokens == NULL) {
+        return kernel->forward(kernel->context, out, lse, q, k, v, mask, dims, scale,
+                               (void *)model->stream, message, size);
+    }
+    const cpparity_attention_block block = {dims->seq_len, dims->seq_len, model->sequence_tokens,
+                                            model->sequence_tokens};
+    return kernel->forward_block(kernel->context, out, lse, q, k, v, mask, dims, &block, scale,
+                                 (void *)model->stream, message, size);
+}
+
+int cuda_model_kernel_backward(cuda_model *model, float *dq, float *dk, float *dv,
+                               const float *dout, const float *q, const float *k, const float *v,
+                               const float *out, const float *lse,
+                               const cpparity_mask_description *mask,
+                               const cpparity_attention_dims *dims, float scale, char *message,
+                               size_t size) {
+    const cpparity_attention_kernel *kernel = model->kernel;
+    if (model->sequence_tokens == NULL) {
+        return kernel->backward(kernel->context, dq, dk, dv, dout, q, k, v, out, lse, mask, dims,
+                                scale, (void *)model->stream, message, size);
+    }
+    const cpparity_attention_block block = {dims->seq_len, dims->seq_len, model->sequence_tokens,
+                                            model->sequence_tokens};
+    return kernel->backward_block(kernel->context, dq, dk, dv, dout, q, k, v, out, lse, mask, dims,
+                                  &block, scale, (void *)model->stream, message, size);
+}
+
 cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
                                 int64_t batch, int64_t seq_len, cpparity_dtype dtype,
-                                cpparity_comm *comm, const cpparity_attention_kernel *kernel,
-                                cpparity_error *error) {
+                                cpparity_layout layout, cpparity_comm *comm,
+                                const cpparity_attention_kernel *kernel, cpparity_error *error) {
     memset(model, 0, sizeof *model);
     cpparity_status status = cpparity_model_config_validate(config, error);
     if (status == CPPARITY_OK) {
         const cpparity_algorithm_choice ulysses = {CPPARITY_ALGORITHM_ULYSSES, 0, 0};
         status = f32_model_check_parallelism(config, comm->size, ulysses, NULL, error);
+    }
+    if (status == CPPARITY_OK && layout != CPPARITY_LAYOUT_CONTIGUOUS &&
+        !kernel_has_block_calls(kernel)) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "refused: the %s layout calls the kernel on rows named by "
+                                    "token (block calls, kernel ABI 3), which kernel %s lacks",
+                                    cpparity_layout_name(layout), kernel->name);
     }
     if (status != CPPARITY_OK) {
         return status;
@@ -128,7 +197,7 @@ cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *
     model->comm = comm;
     model->device_comm = comm->kind != NULL && strcmp(comm->kind, "nccl") == 0;
     model->kernel = kernel;
-    model->shard = shard_layout_make(seq_len, comm->size, comm->rank, CPPARITY_LAYOUT_CONTIGUOUS);
+    model->shard = shard_layout_make(seq_len, comm->size, comm->rank, layout);
     model->local_heads = config->num_attention_heads / comm->size;
     model->kv_replicated = config->num_key_value_heads % comm->size != 0;
     model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
@@ -142,6 +211,9 @@ cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *
     }
     if (status == CPPARITY_OK) {
         status = allocate(model, error);
+    }
+    if (status == CPPARITY_OK) {
+        status = cuda_model_upload_sequence_tokens(model, error);
     }
     if (status != CPPARITY_OK) {
         cuda_model_free(model);
@@ -574,37 +646,22 @@ void cuda_model_free(cuda_model *model) {
         (void)cudaStreamSynchronize(model->stream);
     }
     void *const device[] = {
-        model->parameters,
-        model->gradients,
-        model->activations,
-        model->input_ids,
-        model->labels,
-        model->positions,
-        model->groups.ids,
-        model->groups.starts,
-        model->groups.order,
-        model->exchange,
-        model->repeated,
-        model->projection,
-        model->row_loss,
-        model->loss_sum,
-        model->grad.stream,
-        model->grad.residual,
-        model->grad.normed,
-        model->grad.swiglu,
-        model->grad.gate,
-        model->grad.up,
-        model->grad.attention,
-        model->grad.q,
-        model->grad.k,
-        model->grad.v,
-        model->grad.sequence_out,
-        model->grad.sequence_q,
-        model->grad.sequence_k,
-        model->grad.sequence_v,
-        model->grad.logits,
-        model->device_staging,
-        model->ordered,
+        model->parameters,      model->gradients,
+        model->activations,     model->input_ids,
+        model->labels,          model->positions,
+        model->sequence_tokens, model->groups.ids,
+        model->groups.starts,   model->groups.order,
+        model->exchange,        model->repeated,
+        model->projection,      model->row_loss,
+        model->loss_sum,        model->grad.stream,
+        model->grad.residual,   model->grad.normed,
+        model->grad.swiglu,     model->grad.gate,
+        model->grad.up,         model->grad.attention,
+        model->grad.q,          model->grad.k,
+        model->grad.v,          model->grad.sequence_out,
+        model->grad.sequence_q, model->grad.sequence_k,
+        model->grad.sequence_v, model->grad.logits,
+        model->device_staging,  model->ordered,
         model->reduce_scratch,
     };
     for (size_t i = 0; i < sizeof device / sizeof *device; i++) {

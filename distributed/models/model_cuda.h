@@ -78,7 +78,7 @@ typedef struct cuda_model {
     cpparity_model_config config;            /* validated copy */
     cpparity_dtype dtype;                    /* float32, or bfloat16 at the storage points */
     int64_t batch;                           /* B */
-    shard_layout shard;                      /* S, padded S, L, cp, rank */
+    shard_layout shard;                      /* S, padded S, L, cp, rank, layout */
     int64_t local_heads, local_kv_heads;     /* H / cp; Hkv / cp or 1 (replicated) */
     bool kv_replicated;                      /* cp is a multiple of Hkv */
     cpparity_comm *comm;                     /* the CP group (borrowed) */
@@ -100,6 +100,9 @@ typedef struct cuda_model {
     float *activations;          /* activation_table.total */
     int64_t *input_ids, *labels; /* [N] this rank's slice */
     int64_t *positions;          /* [N] its position_ids (rotary) */
+    int64_t *sequence_tokens;    /* [cp·L] the token of each row of the sequence after the
+                                    all-to-all (rank i's rows at [i·L, (i+1)·L)), for the kernel's
+                                    block calls; NULL for the contiguous layout (row = token) */
     cuda_token_groups groups;    /* the slice's tokens by vocabulary row (device arrays) */
     float *exchange;             /* 2·N·max(H, cp)·Dh: all-to-all send | receive */
     float *repeated;             /* [N, cp, Dh] kv heads repeated to cp */
@@ -130,12 +133,30 @@ typedef struct cuda_model {
 } cuda_model;
 
 /* Allocates the model (stream, cuBLAS handle, device memory) for batches of B rows of seq_len
- * tokens sharded over comm, storing in dtype, attention through kernel (CUDA, float32).
+ * tokens sharded over comm by layout (shard.h), storing in dtype, attention through kernel (CUDA,
+ * float32). A layout other than contiguous calls the kernel's block calls (kernel.h ABI 3) on the
+ * sequence in rank order, each row named by its token: the kernel must have them.
  * Parameters are zero until cuda_model_load_parameters. Frees what it made on failure. */
 cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
                                 int64_t batch, int64_t seq_len, cpparity_dtype dtype,
-                                cpparity_comm *comm, const cpparity_attention_kernel *kernel,
-                                cpparity_error *error);
+                                cpparity_layout layout, cpparity_comm *comm,
+                                const cpparity_attention_kernel *kernel, cpparity_error *error);
+
+/* Writes sequence_tokens from the shard (again after the zigzag-chunk-swap fault changed it). */
+cpparity_status cuda_model_upload_sequence_tokens(cuda_model *model, cpparity_error *error);
+
+/* The kernel's forward and backward on the gathered sequence: a whole-sequence call, or for a
+ * layout other than contiguous a block call naming each row's token (sequence_tokens). */
+int cuda_model_kernel_forward(cuda_model *model, float *out, float *lse, const float *q,
+                              const float *k, const float *v, const cpparity_mask_description *mask,
+                              const cpparity_attention_dims *dims, float scale, char *message,
+                              size_t size);
+int cuda_model_kernel_backward(cuda_model *model, float *dq, float *dk, float *dv,
+                               const float *dout, const float *q, const float *k, const float *v,
+                               const float *out, const float *lse,
+                               const cpparity_mask_description *mask,
+                               const cpparity_attention_dims *dims, float scale, char *message,
+                               size_t size);
 
 /* Every parameter from values (table->total float64 elements), by model.md name and shape,
  * rounded to float32 and then to the storage dtype on the host, copied to the device. */

@@ -52,10 +52,10 @@ static cpparity_status attention_backward(cuda_model *model, int64_t l, cpparity
     const float scale = cuda_model_attention_scale(model);
     char message[512] = "";
     kernel_call_begin(model->kernel); /* the threading contract (kernel_call.h) */
-    const int failed = model->kernel->backward(
-        model->kernel->context, d->sequence_q, d->sequence_k, d->sequence_v, d->sequence_out,
-        act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, act + a->sequence_out,
-        act + a->sequence_lse, &mask, &dims, scale, (void *)model->stream, message, sizeof message);
+    const int failed = cuda_model_kernel_backward(
+        model, d->sequence_q, d->sequence_k, d->sequence_v, d->sequence_out, act + a->sequence_q,
+        act + a->sequence_k, act + a->sequence_v, act + a->sequence_out, act + a->sequence_lse,
+        &mask, &dims, scale, message, sizeof message);
     kernel_call_end(model->kernel);
     if (failed != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,

@@ -27,6 +27,15 @@ cpparity_status cuda_model_set_fault(cuda_model *model, cpparity_fault fault,
                                   cpparity_faults[fault].name);
     }
     model->fault = fault;
+    if (fault == CPPARITY_FAULT_ZIGZAG_CHUNK_SWAP) { /* the dealing itself (shard.h), before the
+                                                        first slice; the kernel's rows follow it */
+        model->shard.fault = fault;
+        const cpparity_status status = cuda_model_use_device(model, error);
+        if (status != CPPARITY_OK) {
+            return status;
+        }
+        return cuda_model_upload_sequence_tokens(model, error);
+    }
     const int64_t N = model->batch * model->shard.local_len;
     if (fault == CPPARITY_FAULT_POSITIONS_LOCAL && model->host_rope_positions == NULL) {
         model->host_rope_positions = (int64_t *)malloc((size_t)N * sizeof(int64_t));
@@ -160,7 +169,7 @@ cpparity_status cuda_model_fault_truncate_logits(cuda_model *model, cpparity_err
     const int64_t kept = shard_truncated_length(&model->shard);
     for (int64_t b = 0; b < model->batch; b++) {
         for (int64_t t = 0; t < L; t++) {
-            if (model->shard.offset + t >= kept) { /* truncated tokens: no logits */
+            if (shard_position(&model->shard, model->shard.rank, t) >= kept) { /* no logits */
                 CUDA_CHECK(cudaMemsetAsync(model->activations + model->logits + (b * L + t) * V, 0,
                                            (size_t)V * sizeof(float), model->stream),
                            error, "zeroing a truncated token's logits (fault autopad-truncate)");

@@ -32,12 +32,15 @@ static cpparity_status gather_mask(cuda_model *model, const cpparity_batch *loca
                                             CPPARITY_INT64, error);
     }
     if (status == CPPARITY_OK) {
-        /* gathered [cp, B, L] → rows [B, S]: rank i's tokens sit at [i·L, (i+1)·L) */
+        /* gathered [cp, B, L] → rows [B, S]: rank i's token t sits at its position under the
+         * layout (shard.h; contiguous: i·L + t) */
         for (int64_t i = 0; i < cp; i++) {
-            for (int64_t b = 0; b < B; b++) {
-                memcpy(mask_rows + b * S + i * L, masks + (i * B + b) * L, (size_t)L);
-                memcpy(position_rows + b * S + i * L, positions + (i * B + b) * L,
-                       (size_t)L * sizeof(int64_t));
+            for (int64_t t = 0; t < L; t++) {
+                const int64_t at = shard_position(&model->shard, i, t);
+                for (int64_t b = 0; b < B; b++) {
+                    mask_rows[b * S + at] = masks[(i * B + b) * L + t];
+                    position_rows[b * S + at] = positions[(i * B + b) * L + t];
+                }
             }
         }
         mask_storage_free(&model->mask);
@@ -132,10 +135,9 @@ static cpparity_status attention_forward(cuda_model *model, int64_t l, cpparity_
     const float scale = cuda_model_attention_scale(model);
     char message[512] = "";
     kernel_call_begin(model->kernel); /* the threading contract (kernel_call.h) */
-    const int failed =
-        model->kernel->forward(model->kernel->context, act + a->sequence_out, act + a->sequence_lse,
-                               act + a->sequence_q, act + a->sequence_k, act + a->sequence_v, &mask,
-                               &dims, scale, (void *)model->stream, message, sizeof message);
+    const int failed = cuda_model_kernel_forward(
+        model, act + a->sequence_out, act + a->sequence_lse, act + a->sequence_q,
+        act + a->sequence_k, act + a->sequence_v, &mask, &dims, scale, message, sizeof message);
     kernel_call_end(model->kernel);
     if (failed != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,

@@ -259,22 +259,29 @@ void run_item_begin(run_item *item, const run_plan *plan, const run_plan_item *p
              cpparity_layout_name(planned->layout));
 }
 
-/* Ring attention calls the kernel on blocks (kernel.h ABI 3): a kernel without block calls (an
- * ABI 2 plugin) cannot run the item, which is never run, saying so (root's item). Its outcome is
- * NOT CLAIMED, like a call needing a capability the kernel does not declare: an ABI 2 plugin
- * keeps passing what it passed, and a suite with ring items does not fail for it. */
+/* Ring attention calls the kernel on blocks (kernel.h ABI 3), and so does an implementation
+ * whose layouts need them (cpparity_implementation.layouts_need_block_calls) for a layout other
+ * than contiguous: a kernel without block calls (an ABI 2 plugin) cannot run the item, which is
+ * never run, saying so (root's item). Its outcome is NOT CLAIMED, like a call needing a
+ * capability the kernel does not declare: an ABI 2 plugin keeps passing what it passed, and a
+ * suite with ring items does not fail for it. */
 static bool lacks_block_calls(const run_target *target, const run_plan_item *planned, bool is_root,
                               run_item *item) {
-    if (planned->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES ||
-        kernel_has_block_calls(target->kernel)) {
+    const bool needs = planned->algorithm.kind != CPPARITY_ALGORITHM_ULYSSES ||
+                       (planned->layout != CPPARITY_LAYOUT_CONTIGUOUS &&
+                        target->implementation->layouts_need_block_calls);
+    if (!needs || kernel_has_block_calls(target->kernel)) {
         return false;
     }
     if (is_root) {
         item->outcome = RUN_NOT_CLAIMED;
+        const bool ring = planned->algorithm.kind != CPPARITY_ALGORITHM_ULYSSES;
         snprintf(item->message, sizeof item->message,
-                 "not run: kernel %s speaks ABI %u; kernel ABI %u has no block calls (ring "
-                 "attention needs ABI 3's forward_block and backward_block)",
-                 target->kernel->name, target->kernel->abi_version, target->kernel->abi_version);
+                 "not run: kernel %s speaks ABI %u; kernel ABI %u has no block calls (%s%s needs "
+                 "ABI 3's forward_block and backward_block)",
+                 target->kernel->name, target->kernel->abi_version, target->kernel->abi_version,
+                 ring ? "ring attention" : "the layout ",
+                 ring ? "" : cpparity_layout_name(planned->layout));
     }
     return true;
 }
