@@ -208,3 +208,105 @@ Test(run_item, unexpected_refusal__bad_input_with_the_refusal) {
     broken.check = refuse_all;
     expect_error(&broken, CPPARITY_ERROR_INPUT, "refused: nothing runs here"); /* exit code 2 */
 }
+
+/* --- a layout that needs the kernel's block calls ------------------------------------------ */
+
+static const char zigzag_suite_text[] =
+    "cases:\n"
+    "  - name: zigzag\n"
+    "    model: {vocab_size: 11, hidden_size: 8, num_hidden_layers: 1, num_attention_heads: 2,\n"
+    "            num_key_value_heads: 2, head_dim: 4, intermediate_size: 12}\n"
+    "    seq_len: 8\n"
+    "    rows: [{left_padding: 1, documents: [3, 4]}]\n"
+    "    cp: [2]\n"
+    "    layouts: [zigzag]\n";
+
+/* The zigzag item at cp 2 on two local ranks, each rank's item its own. */
+typedef struct layout_test {
+    run_plan plan;
+    run_options options;
+    cpparity_implementation implementation;
+    cpparity_attention_kernel kernel;
+    run_item items[2];
+    cpparity_error errors[2];
+    cpparity_status statuses[2];
+    int64_t index; /* the zigzag item's */
+} layout_test;
+
+static cpparity_status layout_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
+    (void)error;
+    layout_test *test = argument;
+    const run_target target = {&test->implementation, &test->kernel, CPPARITY_FAULT_NONE};
+    baseline_table baselines = {0};
+    reference_cache cache = {0};
+    test->statuses[comm->rank] =
+        run_item_execute(comm, 0, &test->plan, test->index, &test->options, &target, &baselines,
+                         &cache, &test->items[comm->rank], &test->errors[comm->rank]);
+    reference_cache_free(&cache);
+    return CPPARITY_OK;
+}
+
+/* Runs the zigzag item with the CPU implementation, told (or not) that its layouts need block
+ * calls, and the CPU kernel as an ABI 2 kernel (no block calls); returns root's outcome. */
+static run_outcome run_zigzag_without_block_calls(bool layouts_need_block_calls, int64_t *compared,
+                                                  char *message, size_t size) {
+    layout_test *test = calloc(1, sizeof *test);
+    cr_assert_not_null(test);
+    char folder[64], path[128];
+    test_make_folder(folder, sizeof folder);
+    snprintf(path, sizeof path, "%s/suite.yaml", folder);
+    FILE *file = fopen(path, "w");
+    cr_assert_not_null(file);
+    fputs(zigzag_suite_text, file);
+    fclose(file);
+    test->options.suites[0] = path;
+    test->options.suite_count = 1;
+    test->options.store = RUN_STORE_FAILURES;
+    test->options.timeout_seconds = TIMEOUT;
+    cpparity_error error;
+    cr_assert_eq(run_plan_build(&test->plan, &test->options, &error), CPPARITY_OK, "%s",
+                 error.message);
+    for (int64_t i = 0; i < test->plan.item_count; i++) { /* the cp 2 item (not cp 1's baseline) */
+        test->index = test->plan.items[i].cp == 2 ? i : test->index;
+    }
+    cr_assert_eq(test->plan.items[test->index].layout, CPPARITY_LAYOUT_ZIGZAG);
+    test->implementation = *clean;
+    test->implementation.layouts_need_block_calls = layouts_need_block_calls;
+    test->kernel = *cpparity_cpu_f32_kernel();
+    test->kernel.abi_version = 2u; /* an ABI 2 kernel: whole-sequence calls only */
+    test->kernel.forward_block = NULL;
+    test->kernel.backward_block = NULL;
+    run_plan_set_ranks(&test->plan, 2, &test->implementation);
+    cpparity_status statuses[2];
+    cr_assert_eq(comm_local_run(2, TIMEOUT, layout_body, test, statuses, NULL, &error), CPPARITY_OK,
+                 "%s", error.message);
+    cr_assert(test->statuses[0] == CPPARITY_OK && test->statuses[1] == CPPARITY_OK, "%s",
+              test->errors[0].message);
+    const run_outcome outcome = test->items[0].outcome;
+    *compared = test->items[0].tensor_count;
+    snprintf(message, size, "%s", test->items[0].message);
+    for (int r = 0; r < 2; r++) {
+        run_item_free_tensors(&test->items[r]);
+    }
+    run_plan_free(&test->plan);
+    free(test);
+    unlink(path);
+    rmdir(folder);
+    return outcome;
+}
+
+Test(run_item, layout_needing_block_calls_with_an_abi2_kernel__is_not_claimed_saying_why) {
+    char message[CPPARITY_MESSAGE_TEXT];
+    int64_t compared = 0;
+    /* the cuda implementation's case: zigzag goes through the kernel's block calls */
+    cr_assert_eq(run_zigzag_without_block_calls(true, &compared, message, sizeof message),
+                 RUN_NOT_CLAIMED, "%s", message);
+    cr_assert_eq(compared, 0);
+    cr_assert(strstr(message, "has no block calls (the layout zigzag needs ABI 3's") != NULL, "%s",
+              message);
+    /* the CPU implementation's: zigzag Ulysses reorders the sequence, whole-sequence calls, and
+     * the item runs and is judged (its verdict needs cp 1's baselines, which this test has not) */
+    cr_assert_neq(run_zigzag_without_block_calls(false, &compared, message, sizeof message),
+                  RUN_NOT_CLAIMED, "%s", message);
+    cr_assert_gt(compared, 0, "%s", message);
+}
