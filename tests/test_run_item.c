@@ -101,24 +101,32 @@ static cpparity_status item_body(cpparity_comm *comm, void *argument, cpparity_e
     return CPPARITY_OK;
 }
 
+/* Writes text as a suite in a new folder (its path into folder and path) and builds the plan
+ * of options, with the test's defaults. */
+static void plan_from_text(run_plan *plan, run_options *options, const char *text, char *folder,
+                           size_t folder_size, char *path, size_t path_size) {
+    test_make_folder(folder, folder_size);
+    snprintf(path, path_size, "%s/suite.yaml", folder);
+    FILE *file = fopen(path, "w");
+    cr_assert_not_null(file);
+    fputs(text, file);
+    fclose(file);
+    options->suites[0] = path;
+    options->suite_count = 1;
+    options->store = RUN_STORE_FAILURES;
+    options->timeout_seconds = TIMEOUT;
+    cpparity_error error;
+    cr_assert_eq(run_plan_build(plan, options, &error), CPPARITY_OK, "%s", error.message);
+}
+
 /* Runs the suite's cp = 1 item with implementation on one local rank; the caller frees the
  * item's tensors (run_item_free_tensors) and the plan. */
 static void run_one(item_test *test, const cpparity_implementation *implementation) {
     memset(test, 0, sizeof *test);
     char folder[64], path[128];
-    test_make_folder(folder, sizeof folder);
-    snprintf(path, sizeof path, "%s/suite.yaml", folder);
-    FILE *file = fopen(path, "w");
-    cr_assert_not_null(file);
-    fputs(suite_text, file);
-    fclose(file);
-    test->options.suites[0] = path;
-    test->options.suite_count = 1;
-    test->options.store = RUN_STORE_FAILURES;
-    test->options.timeout_seconds = TIMEOUT;
+    plan_from_text(&test->plan, &test->options, suite_text, folder, sizeof folder, path,
+                   sizeof path);
     cpparity_error error;
-    cr_assert_eq(run_plan_build(&test->plan, &test->options, &error), CPPARITY_OK, "%s",
-                 error.message);
     cr_assert_eq(test->plan.item_count, 1);
     test->implementation = *implementation;
     run_plan_set_ranks(&test->plan, 1, &test->implementation);
@@ -253,19 +261,9 @@ static run_outcome run_zigzag_without_block_calls(bool layouts_need_block_calls,
     layout_test *test = calloc(1, sizeof *test);
     cr_assert_not_null(test);
     char folder[64], path[128];
-    test_make_folder(folder, sizeof folder);
-    snprintf(path, sizeof path, "%s/suite.yaml", folder);
-    FILE *file = fopen(path, "w");
-    cr_assert_not_null(file);
-    fputs(zigzag_suite_text, file);
-    fclose(file);
-    test->options.suites[0] = path;
-    test->options.suite_count = 1;
-    test->options.store = RUN_STORE_FAILURES;
-    test->options.timeout_seconds = TIMEOUT;
+    plan_from_text(&test->plan, &test->options, zigzag_suite_text, folder, sizeof folder, path,
+                   sizeof path);
     cpparity_error error;
-    cr_assert_eq(run_plan_build(&test->plan, &test->options, &error), CPPARITY_OK, "%s",
-                 error.message);
     for (int64_t i = 0; i < test->plan.item_count; i++) { /* the cp 2 item (not cp 1's baseline) */
         test->index = test->plan.items[i].cp == 2 ? i : test->index;
     }
