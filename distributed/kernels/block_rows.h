@@ -16,7 +16,20 @@
 #include <stdint.h>
 
 #include "distributed/device/device_inline.h"
+#include "distributed/kernels/kernel.h"
 #include "distributed/kernels/mask_predicate.h"
+
+/* The rows of a call's query-shaped tensors (q, out, dout, dq; lse) and key-shaped ones (k, v,
+ * dk, dv): S for a whole-sequence call (block NULL), the block's Sq and Sk for a block call. */
+static inline int64_t block_query_rows(const cpparity_attention_dims *dims,
+                                       const cpparity_attention_block *block) {
+    return block != NULL ? block->query_len : dims->seq_len;
+}
+
+static inline int64_t block_key_rows(const cpparity_attention_dims *dims,
+                                     const cpparity_attention_block *block) {
+    return block != NULL ? block->key_len : dims->seq_len;
+}
 
 /* The token of row `row` under index (NULL: the identity). */
 static inline CPPARITY_HOST_DEVICE int64_t block_token(const int64_t *index, int64_t row) {

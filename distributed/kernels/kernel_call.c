@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/interrupt.h"
+#include "distributed/kernels/block_rows.h"
 #include "distributed/kernels/kernel_registry.h"
 
 static void poison(float *values, int64_t count) {
@@ -112,8 +113,7 @@ static int call_forward(const cpparity_attention_kernel *kernel, float *out, flo
                         const cpparity_mask_description *mask, const cpparity_attention_dims *dims,
                         const cpparity_attention_block *block, float scale, char *message,
                         size_t size) {
-    const int64_t query_rows = block != NULL ? block->query_len : dims->seq_len;
-    const int64_t rows = dims->batch * query_rows * dims->heads;
+    const int64_t rows = dims->batch * block_query_rows(dims, block) * dims->heads;
     guarded_output outputs[2] = {{"out", out, rows * dims->head_dim, NULL},
                                  {"lse", lse, rows, NULL}};
     const char *call = block != NULL ? "forward_block" : "forward";
@@ -148,10 +148,9 @@ static int call_backward(const cpparity_attention_kernel *kernel, float *dq, flo
                          const float *out, const float *lse, const cpparity_mask_description *mask,
                          const cpparity_attention_dims *dims, const cpparity_attention_block *block,
                          float scale, char *message, size_t size) {
-    const int64_t query_rows = block != NULL ? block->query_len : dims->seq_len;
-    const int64_t key_rows = block != NULL ? block->key_len : dims->seq_len;
-    const int64_t query = dims->batch * query_rows * dims->heads * dims->head_dim;
-    const int64_t key = dims->batch * key_rows * dims->kv_heads * dims->head_dim;
+    const int64_t query =
+        dims->batch * block_query_rows(dims, block) * dims->heads * dims->head_dim;
+    const int64_t key = dims->batch * block_key_rows(dims, block) * dims->kv_heads * dims->head_dim;
     guarded_output outputs[3] = {
         {"dq", dq, query, NULL}, {"dk", dk, key, NULL}, {"dv", dv, key, NULL}};
     const char *call = block != NULL ? "backward_block" : "backward";

@@ -586,17 +586,6 @@ static int32_t tile_rows(int64_t head_dim) {
     return head_dim <= 64 ? 64 : head_dim <= 128 ? 32 : 16;
 }
 
-/* The rows of a call's query-shaped and key-shaped tensors: S, or a block's Sq and Sk. */
-static int64_t query_rows_of(const cpparity_attention_dims *d,
-                             const cpparity_attention_block *block) {
-    return block != NULL ? block->query_len : d->seq_len;
-}
-
-static int64_t key_rows_of(const cpparity_attention_dims *d,
-                           const cpparity_attention_block *block) {
-    return block != NULL ? block->key_len : d->seq_len;
-}
-
 /* The problem a launch hands its kernel, with tiles of query_rows × key_rows; block NULL for a
  * whole-sequence call (its index arrays are device memory, kernel.h). */
 static device_problem problem_of(const cpparity_mask_description *device_mask,
@@ -608,8 +597,8 @@ static device_problem problem_of(const cpparity_mask_description *device_mask,
     p.mask = *device_mask;
     p.batch = d->batch;
     p.seq_len = d->seq_len;
-    p.query_len = query_rows_of(d, block);
-    p.key_len = key_rows_of(d, block);
+    p.query_len = block_query_rows(d, block);
+    p.key_len = block_key_rows(d, block);
     p.query_index = block != NULL ? block->query_index : NULL;
     p.key_index = block != NULL ? block->key_index : NULL;
     p.heads = d->heads;
@@ -630,7 +619,7 @@ static device_problem problem_of(const cpparity_mask_description *device_mask,
  * no query still overwrites its dk and dv with zeros). */
 static bool nothing_to_compute(const cpparity_attention_dims *d,
                                const cpparity_attention_block *block) {
-    return d->batch == 0 || (query_rows_of(d, block) == 0 && key_rows_of(d, block) == 0);
+    return d->batch == 0 || (block_query_rows(d, block) == 0 && block_key_rows(d, block) == 0);
 }
 
 /* Everything kernel_cpu.c's check_dims checks, plus what these kernels need: Dh at most
@@ -691,9 +680,9 @@ static cpparity_status check_call(const cpparity_attention_dims *d,
                                   "the mask description lacks an array its layer reads");
     }
     const int64_t rows = tile_rows(d->head_dim);
-    const int64_t longest = query_rows_of(d, block) > key_rows_of(d, block)
-                                ? query_rows_of(d, block)
-                                : key_rows_of(d, block);
+    const int64_t longest = block_query_rows(d, block) > block_key_rows(d, block)
+                                ? block_query_rows(d, block)
+                                : block_key_rows(d, block);
     const int64_t blocks = d->batch * d->heads * ((longest + rows - 1) / rows);
     if (blocks > INT32_MAX || d->batch * longest * d->heads / THREADS + 1 > INT32_MAX) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
@@ -860,7 +849,7 @@ backward_on_device(call_scratch *scratch, void *dq, void *dk, void *dv, const vo
     if (status != CPPARITY_OK) {
         return status;
     }
-    const int64_t rows = d->batch * query_rows_of(d, block) * d->heads;
+    const int64_t rows = d->batch * block_query_rows(d, block) * d->heads;
     void *delta = NULL;
     CUDA_CHECK(cudaMallocAsync(&delta, (size_t)(rows + 1) * sizeof(float), stream), error,
                "allocating delta");

@@ -26,6 +26,7 @@ void kernel_device_staging_release(cpparity_attention_kernel *wrapper) {
 
 #include <cuda_runtime.h>
 
+#include "distributed/kernels/block_rows.h"
 #include "distributed/kernels/kernel_call.h" /* the guard regions' size and pattern */
 #include "distributed/kernels/kernel_support.h"
 
@@ -185,23 +186,14 @@ static void release_indexes(staged_indexes *staged) {
     }
 }
 
-/* The rows of query-shaped and key-shaped tensors of a call: S, or the block's Sq and Sk. */
-static void call_lengths(const cpparity_attention_dims *dims, const cpparity_attention_block *block,
-                         int64_t *query_len, int64_t *key_len) {
-    *query_len = block != NULL ? block->query_len : dims->seq_len;
-    *key_len = block != NULL ? block->key_len : dims->seq_len;
-}
-
 /* forward (block NULL) or forward_block on staged copies of the host buffers. */
 static int staged_forward_rows(const staging *s, void *out, float *lse, const void *q,
                                const void *k, const void *v, const cpparity_mask_description *mask,
                                const cpparity_attention_dims *dims,
                                const cpparity_attention_block *block, float scale, char *message,
                                size_t size) {
-    int64_t Sq = 0, Sk = 0;
-    call_lengths(dims, block, &Sq, &Sk);
-    const int64_t rows = dims->batch * Sq * dims->heads;
-    const int64_t key = dims->batch * Sk * dims->kv_heads * dims->head_dim;
+    const int64_t rows = dims->batch * block_query_rows(dims, block) * dims->heads;
+    const int64_t key = dims->batch * block_key_rows(dims, block) * dims->kv_heads * dims->head_dim;
     staged_tensor tensors[5] = {
         {"q", (float *)q, rows * dims->head_dim, false, NULL},
         {"k", (float *)k, key, false, NULL},
@@ -245,11 +237,9 @@ static int staged_backward_rows(const staging *s, void *dq, void *dk, void *dv, 
                                 const cpparity_attention_dims *dims,
                                 const cpparity_attention_block *block, float scale, char *message,
                                 size_t size) {
-    int64_t Sq = 0, Sk = 0;
-    call_lengths(dims, block, &Sq, &Sk);
-    const int64_t rows = dims->batch * Sq * dims->heads;
+    const int64_t rows = dims->batch * block_query_rows(dims, block) * dims->heads;
     const int64_t query = rows * dims->head_dim;
-    const int64_t key = dims->batch * Sk * dims->kv_heads * dims->head_dim;
+    const int64_t key = dims->batch * block_key_rows(dims, block) * dims->kv_heads * dims->head_dim;
     staged_tensor tensors[9] = {
         {"dout", (float *)dout, query, false, NULL}, {"q", (float *)q, query, false, NULL},
         {"k", (float *)k, key, false, NULL},         {"v", (float *)v, key, false, NULL},

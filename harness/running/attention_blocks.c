@@ -116,13 +116,7 @@ static void merge_block(block_scratch *s, const cpparity_attention_dims *d, int6
                     }
                     continue;
                 }
-                if (isinf(*lse) && *lse < 0) {
-                    *lse = block_lse;
-                    for (int64_t e = 0; e < Dh; e++) {
-                        out[e] = block_out[e];
-                    }
-                    continue;
-                }
+                /* (a row with no block merged yet, lse −∞ and out 0, takes the block's as is) */
                 const double high = *lse > block_lse ? *lse : (double)block_lse;
                 const double merged = high + log(exp(*lse - high) + exp((double)block_lse - high));
                 const double keep = exp(*lse - merged), add = exp((double)block_lse - merged);
