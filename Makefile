@@ -41,13 +41,18 @@ build: configure
 # The same sources with gcc at Release (-O3 finds what -O2 misses) and with clang at Debug,
 # warnings as errors, and their unit tests: no build type or compiler a user picks may break.
 # The clang build also has the loader's libFuzzer target (fuzz/README.md): its `fuzz` tests
-# replay the seeds and regressions and fuzz for 60 s.
-OTHER_BUILDS := gcc:Release clang:Debug
+# replay the seeds and regressions and fuzz for 60 s. The CUDA sources (when nvcc is found) are
+# built at Release here and at RelWithDebInfo by `make build`, not again at Debug: nvcc compiles
+# their host code with its own host compiler (g++), whatever the C compiler, so a clang build
+# would repeat the Release one at -O0 for half a minute.
+OTHER_BUILDS := gcc:Release:cuda clang:Debug:no-cuda
 other-builds: deps
 	@set -e; for build in $(OTHER_BUILDS); do \
-	  compiler=$${build%%:*}; type=$${build#*:}; dir=build-$$compiler-$$type; \
-	  echo "== $$compiler $$type build in $$dir"; \
+	  compiler=$${build%%:*}; rest=$${build#*:}; type=$${rest%%:*}; cuda=$${rest#*:}; \
+	  dir=build-$$compiler-$$type; \
+	  echo "== $$compiler $$type build in $$dir ($$cuda)"; \
 	  cmake -S . -B $$dir -DCMAKE_C_COMPILER=$$compiler -DCMAKE_BUILD_TYPE=$$type \
+	    -DCPPARITY_CUDA=$$([ $$cuda = cuda ] && echo ON || echo OFF) \
 	    -DCPPARITY_SANITIZED_TESTS=OFF -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null; \
 	  cmake --build $$dir -j $(JOBS); \
 	  (cd $$dir && ctest --output-on-failure -j $(JOBS) -L unit); \
@@ -97,7 +102,7 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
-	rm -rf $(BUILD_DIR) build-coverage $(foreach build,$(OTHER_BUILDS),build-$(subst :,-,$(build)))
+	rm -rf $(BUILD_DIR) build-coverage $(foreach build,$(OTHER_BUILDS),build-$(word 1,$(subst :, ,$(build)))-$(word 2,$(subst :, ,$(build))))
 
 # The float64 reference attention next to PyTorch's dense attention on the same shapes, masks and
 # thread count, and the ratios (docs/benchmarks.md): THREADS=N (default 1), BENCH_FLAGS for both.

@@ -1,15 +1,18 @@
 /*
  * test_fixtures.c — deterministic inputs: row layouts become the masks, positions and shifted
  * labels masks.md defines; weights are pure functions of (seed, name, index), never 0, with
- * norm weights near 1 but not 1.
+ * norm weights near 1 but not 1, and exactly the values of the documented formula; the cache of
+ * the last weights filled hands out the same bits and never the weights of another table or seed.
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/model_parameters.h"
 #include "fixtures/batch_fixture.h"
+#include "fixtures/parameter_cache.h"
 #include "fixtures/parameter_fixture.h"
 #include "fixtures/random.h"
 
@@ -150,4 +153,103 @@ Test(fixtures, counter_based_values__do_not_depend_on_the_order_they_are_drawn) 
     }
     cr_expect_eq(fixture_uniform(3, stream, 1000), late);
     cr_expect_neq(fixture_uniform(3, stream, 1000), fixture_uniform(3, fixture_stream("k"), 1000));
+}
+
+static cpparity_model_config small_config(int64_t layers) {
+    cpparity_model_config config = {0};
+    config.vocab_size = 50;
+    config.hidden_size = 16;
+    config.num_hidden_layers = layers;
+    config.num_attention_heads = 4;
+    config.num_key_value_heads = 2;
+    config.head_dim = 4;
+    config.intermediate_size = 24;
+    config.rms_norm_eps = 1e-6;
+    config.rope_theta = 10000.0;
+    return config;
+}
+
+static const cpparity_tensor_entry *entry_named(const cpparity_tensor_table *table,
+                                                const char *name) {
+    for (int64_t e = 0; e < table->count; e++) {
+        if (strcmp(table->entries[e].name, name) == 0) {
+            return &table->entries[e];
+        }
+    }
+    cr_assert_fail("no tensor %s", name);
+    return NULL;
+}
+
+Test(fixtures, weights__are_the_documented_formula_bit_for_bit) {
+    /* Worked out apart from this code (Python integers and floats: splitmix64 over FNV-1a of the
+     * name, Irwin-Hall of four uniforms times sqrt(0.75) over sqrt(fan_in); norms 1 + u/4), so a
+     * rewrite of the generator that changes any weight of any suite fails here. */
+    const cpparity_model_config config = small_config(2);
+    cpparity_tensor_table table = {0};
+    cr_assert_eq(cpparity_model_parameter_table(&config, &table, NULL), CPPARITY_OK);
+    cr_expect_eq(fixture_parameter_value(42, entry_named(&table, "model.embed_tokens.weight"), 7),
+                 0x1.05b2f7ec4f8b1p+1);
+    cr_expect_eq(fixture_parameter_value(
+                     42, entry_named(&table, "model.layers.1.self_attn.k_proj.weight"), 5),
+                 0x1.323de749edfc7p-2);
+    cr_expect_eq(fixture_parameter_value(
+                     42, entry_named(&table, "model.layers.0.input_layernorm.weight"), 3),
+                 0x1.224b669541e12p+0);
+    cpparity_tensor_table_free(&table);
+}
+
+/* Fills through the cache and directly; every element must be the same bits. */
+static void expect_cached_fill_exact(const cpparity_tensor_table *table, uint64_t seed) {
+    double *cached = malloc((size_t)table->total * sizeof(double));
+    double *direct = malloc((size_t)table->total * sizeof(double));
+    cr_assert(cached != NULL && direct != NULL);
+    fixture_fill_parameters_cached(cached, table, seed);
+    fixture_fill_parameters(direct, table, seed);
+    cr_expect_eq(memcmp(cached, direct, (size_t)table->total * sizeof(double)), 0,
+                 "the cache handed out other weights (seed %llu, %lld elements)",
+                 (unsigned long long)seed, (long long)table->total);
+    free(cached);
+    free(direct);
+}
+
+Test(fixtures, parameter_cache__same_bits_and_never_another_table_or_seed) {
+    cpparity_model_config config = small_config(2);
+    cpparity_tensor_table two = {0}, three = {0}, wider = {0};
+    cr_assert_eq(cpparity_model_parameter_table(&config, &two, NULL), CPPARITY_OK);
+    config.num_hidden_layers = 3;
+    cr_assert_eq(cpparity_model_parameter_table(&config, &three, NULL), CPPARITY_OK);
+    config.num_hidden_layers = 2;
+    config.intermediate_size = 32;
+    cr_assert_eq(cpparity_model_parameter_table(&config, &wider, NULL), CPPARITY_OK);
+    expect_cached_fill_exact(&two, 1);
+    expect_cached_fill_exact(&two, 1);   /* from the cache */
+    expect_cached_fill_exact(&two, 2);   /* another seed */
+    expect_cached_fill_exact(&three, 2); /* another table, same seed */
+    expect_cached_fill_exact(&wider, 2); /* same tensor names, other shapes */
+    expect_cached_fill_exact(&two, 2);
+    /* a table with the same shapes whose tensor is renamed: its own stream, its own weights */
+    cpparity_tensor_table renamed = {0};
+    config.intermediate_size = 24;
+    cr_assert_eq(cpparity_model_parameter_table(&config, &renamed, NULL), CPPARITY_OK);
+    snprintf(renamed.entries[1].name, sizeof renamed.entries[1].name, "renamed.weight");
+    expect_cached_fill_exact(&renamed, 2);
+    fixture_parameter_cache_clear();
+    expect_cached_fill_exact(&two, 2);
+    fixture_parameter_cache_clear();
+    cpparity_tensor_table_free(&two);
+    cpparity_tensor_table_free(&three);
+    cpparity_tensor_table_free(&wider);
+    cpparity_tensor_table_free(&renamed);
+}
+
+Test(fixtures, parameter_cache__tables_above_its_limit_are_filled_directly) {
+    cpparity_model_config config = small_config(1);
+    config.vocab_size = (PARAMETER_CACHE_MAX_BYTES / (int64_t)sizeof(double)) / 16 + 1;
+    cpparity_tensor_table table = {0};
+    cr_assert_eq(cpparity_model_parameter_table(&config, &table, NULL), CPPARITY_OK);
+    cr_assert_gt(table.total * (int64_t)sizeof(double), PARAMETER_CACHE_MAX_BYTES);
+    expect_cached_fill_exact(&table, 5);
+    expect_cached_fill_exact(&table, 6);
+    fixture_parameter_cache_clear();
+    cpparity_tensor_table_free(&table);
 }

@@ -4,7 +4,8 @@
     run.py EXPORT.h5 --cp N --attention ulysses|ring|deepspeed-ulysses --out DIR [--dtype f32|bf16]
            [--wrong NAME]
 
-Starts N processes (torch.multiprocessing, torch.distributed with gloo on 127.0.0.1). Each reads
+Starts N processes (torch.multiprocessing, forked from this one so that none imports torch again;
+torch.distributed with gloo on 127.0.0.1). Each reads
 the export (python/cpparity_dump.py), takes its shard of the padded inputs (contiguous for
 Ulysses, zigzag for ring attention), runs one forward and backward step and writes
 DIR/rank_<r>.h5 for `cpparity judge EXPORT.h5 DIR/rank_*.h5`: its logits, the global loss and
@@ -155,7 +156,12 @@ def parse_arguments(argv):
 def main(argv):
     args = parse_arguments(argv)
     os.makedirs(args.out, exist_ok=True)
-    mp.spawn(run_rank, args=(args, free_port()), nprocs=args.cp, join=True)
+    if args.attention == "deepspeed-ulysses":
+        import deepspeed_ulysses  # noqa: F401  imported once here; the forked ranks inherit it
+    # fork, not spawn: a spawned rank starts a new interpreter and imports torch (and DeepSpeed)
+    # again, seconds each; nothing here has started a thread or touched torch's thread pools yet
+    mp.start_processes(run_rank, args=(args, free_port()), nprocs=args.cp, join=True,
+                       start_method="fork")
     return 0
 
 

@@ -11,6 +11,7 @@
 #include "distributed/comm/comm_launch.h"
 #include "distributed/models/implementation_registry.h"
 #include "distributed/kernels/kernel_registry.h"
+#include "fixtures/parameter_cache.h"
 #include "harness/bench/bench_model.h"
 #include "harness/bench/bench_reference.h"
 #include "harness/cli/commands.h"
@@ -128,6 +129,7 @@ int main(int argc, char **argv) {
              argc > 1 ? argv[1] : "");
     interrupt_install(prefix);
     const int code = dispatch(argc, argv);
+    fixture_parameter_cache_clear();
     hdf5_library_end();
     return code;
 }

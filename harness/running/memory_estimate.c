@@ -16,6 +16,7 @@
 #include "distributed/comm/comm_launch.h"
 #include "distributed/kernels/kernel_registry.h"
 #include "distributed/kernels/kernel_support.h"
+#include "fixtures/parameter_cache.h"
 #include "harness/judging/naive_model.h"
 #include "reference/memory.h"
 
@@ -458,7 +459,8 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     /* the implementation, per rank: what run_item.c run_on_rank gives and reads back (the whole
      * batch, the float64 weights, the outputs of a slice of L tokens (ceil(S/cp), zigzag
      * 2·ceil(S/2cp)), the parameter tables of run_on_rank and run_item_execute), and the
-     * implementation's own share */
+     * implementation's own share; once per process, the copy of the weights and their table
+     * that fixtures/parameter_cache.h keeps when they are small enough */
     const int64_t per = layout == CPPARITY_LAYOUT_ZIGZAG ? 2 * cp : cp;
     const int64_t L = (z.S / per + (z.S % per != 0)) * (per / cp);
     const int64_t Sp = PRODUCT(&s, "the padded sequence", cp, L);
@@ -466,8 +468,11 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     item->rank_outputs = SUM(&s, PRODUCT(&s, "a rank's logits", 4, logits),
                              PRODUCT(&s, "a rank's gradients", 4, z.P));
     implementation_share(&s, c, cp, dtype, layout, algorithm, setting, item);
+    const int64_t weights = PRODUCT(&s, "the weights", 8, z.P);
+    item->parameter_cache =
+        weights <= PARAMETER_CACHE_MAX_BYTES ? SUM(&s, weights, parameter_table) : 0;
     item->implementation =
-        SUM(&s, batch, PRODUCT(&s, "the weights", 8, z.P), item->rank_outputs,
+        SUM(&s, batch, weights, item->rank_outputs,
             PRODUCT(&s, "the parameter tables", 2, parameter_table), item->implementation_own);
 
     /* the root: gather (run_item.c), comparison (judge_item.c), what the results keep */
@@ -562,6 +567,7 @@ typedef struct job_state {
     const memory_setting *setting;
     int64_t processes;
     int64_t *cached;      /* (processes) reference and baseline outputs kept so far */
+    int64_t *weights;     /* (processes) the parameter cache's largest copy so far */
     int64_t *results;     /* (processes) stored results (rank 0's process) */
     int64_t *round;       /* (processes) what this round's items hold */
     bool *reference_done; /* (cases) */
@@ -616,6 +622,10 @@ static void add_to_round(job_state *state, const cpparity_case *c, const run_pla
         *baseline_done = true;
     }
     *pending_cache = fresh;
+    for (int64_t k = 0; k < cp; k++) { /* every process of the group fills the weights */
+        int64_t *kept = &state->weights[process_of(state, g * cp + k)];
+        *kept = LARGEST(*kept, parts->parameter_cache);
+    }
     const int64_t root_process = process_of(state, home);
     const bool processes = state->setting->ranks_are_processes;
     const int64_t ranks = processes ? 1 : cp; /* the group's ranks in one process */
@@ -638,7 +648,8 @@ static void close_round(job_state *state, memory_total *totals) {
         const round_share *share = &state->shares[k];
         const int64_t p = share->process;
         const memory_item *parts = &state->parts[share->item];
-        const int64_t held = plus(state->cached[p], plus(state->results[p], state->round[p]));
+        const int64_t held = plus(plus(state->cached[p], state->weights[p]),
+                                  plus(state->results[p], state->round[p]));
         memory_total *total = &totals[share->item];
         if (held > total->bytes) {
             total->bytes = held;
@@ -673,6 +684,7 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
     *overflow_item = -1;
     job_state state = {.setting = setting, .processes = setting->ranks_are_processes ? N : 1};
     state.cached = calloc((size_t)state.processes, sizeof *state.cached);
+    state.weights = calloc((size_t)state.processes, sizeof *state.weights);
     state.results = calloc((size_t)state.processes, sizeof *state.results);
     state.round = calloc((size_t)state.processes, sizeof *state.round);
     state.reference_done = calloc((size_t)case_count + 1, sizeof *state.reference_done);
@@ -685,9 +697,9 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
     int64_t *offsets = calloc((size_t)N + 2, sizeof *offsets);
     int64_t *pending = calloc((size_t)N + 1, sizeof *pending);
     cpparity_status status = CPPARITY_OK;
-    if (!state.cached || !state.results || !state.round || !state.reference_done ||
-        !state.baseline_done || !state.shares || !state.parts || !phases || !order || !offsets ||
-        !pending) {
+    if (!state.cached || !state.weights || !state.results || !state.round ||
+        !state.reference_done || !state.baseline_done || !state.shares || !state.parts || !phases ||
+        !order || !offsets || !pending) {
         status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                     "out of memory (estimating the memory of the run)");
     }
@@ -778,7 +790,8 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
             }
         }
         for (int64_t p = 0; p < state.processes; p++) {
-            int64_t held = plus(state.cached[p], state.results[p]), largest = 0, which = -1;
+            int64_t held = plus(plus(state.cached[p], state.weights[p]), state.results[p]);
+            int64_t largest = 0, which = -1;
             for (int64_t k = 0; k < N; k++) {
                 if (process_of(&state, k) == p && rerun_case[k] >= 0) {
                     held = plus(held, rerun[k]);
@@ -794,6 +807,7 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         }
     }
     free(state.cached);
+    free(state.weights);
     free(state.results);
     free(state.round);
     free(state.reference_done);

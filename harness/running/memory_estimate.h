@@ -28,7 +28,9 @@
  *     (distributed/models/implementation.h; the cpu and cuda ones in
  * distributed/models/model_memory.h, the attention kernel's workspace included through
  * kernel_support.h) — plus what run_item.c run_on_rank gives and reads back: the whole batch, the
- * weights in float64 8P, the outputs 4·B·L·V + 4P and two parameter tables. An implementation
+ * weights in float64 8P, the outputs 4·B·L·V + 4P and two parameter tables; and once per
+ * process, from its first item on, the copy of the weights and their table that
+ * fixtures/parameter_cache.h keeps (8P, when that is at most 4 MiB). An implementation
  * without `estimate` counts only the latter: the refusal message then says its own share is
  * unknown, and so does `list`
  *     ("+" after the figure), since such an estimate is a lower bound.
@@ -99,6 +101,7 @@ typedef struct memory_item {
     int64_t implementation;     /* one rank running the implementation, with its inputs/outputs */
     int64_t implementation_own; /* of which the implementation's estimate (0 when unknown) */
     bool implementation_known;  /* the implementation declares an estimate (or none runs) */
+    int64_t parameter_cache;    /* the weights fixtures/parameter_cache.h keeps, once a process */
     int64_t rank_outputs;       /* of which a rank still holds while the root judges */
     int64_t judging;            /* the root: gathered outputs, comparison slices, records */
     int64_t stored;             /* values and records the results keep (--store) */

@@ -15,7 +15,7 @@
 #include "distributed/kernels/kernel_support.h"
 #include "distributed/kernels/mask_description.h"
 #include "fixtures/batch_fixture.h"
-#include "fixtures/parameter_fixture.h"
+#include "fixtures/parameter_cache.h"
 #include "harness/running/attention_item.h"
 #include "harness/judging/judge_item.h"
 #include "harness/judging/token_layout.h"
@@ -166,7 +166,7 @@ static cpparity_status run_on_rank(cpparity_comm *group, const run_target *targe
             status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                         "rank %d: out of memory (inputs and outputs)", group->rank);
         } else {
-            fixture_fill_parameters(weights, &parameters, seed);
+            fixture_fill_parameters_cached(weights, &parameters, seed);
         }
     }
     const double start = monotonic_seconds();
