@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""cp_layouts.py CPPARITY [RANKS] — the implementation's time per step and the work balance of
-each context-parallel algorithm and layout, measured in one run.
+"""cp_layouts.py CPPARITY [RANKS] [--suite YAML] [--device cuda] — the implementation's time per
+step and the work balance of each context-parallel algorithm and layout, measured in one run.
 
-Runs `CPPARITY run bench/cp-layouts.yaml --comm local --ranks RANKS` (default 4) into a temporary
-results file and prints, for each item: the implementation's seconds for one step (create, load,
+Runs `CPPARITY run bench/cp-layouts.yaml --comm local --ranks RANKS` (default 4; --suite another
+file of one case at cp 4, such as bench/cp-layouts-16k.yaml, S = 16384, which the device check
+runs with --device cuda) into a temporary results file and prints, for each item: the implementation's seconds for one step (create, load,
 forward and backward, the slowest rank), its ratio to contiguous Ulysses in the same run, and the
 work balance across ranks — the allowed (query, key) pairs each rank's attention computes, max /
 mean. Ulysses gives every rank all tokens of H/cp heads, so its balance is 1 whatever the layout;
@@ -22,7 +23,6 @@ import h5py
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = os.path.join(SOURCE, "bench", "cp-layouts.yaml")
-CASE = "causal-2048-cp4"
 
 
 def positions(layout, sequence, cp, rank):
@@ -51,16 +51,32 @@ def balance(algorithm, layout, sequence, cp):
     return max(work) / (sum(work) / len(work))
 
 
+def option(arguments, name, default):
+    """The value after --name in arguments (removed from them), else default."""
+    if name in arguments:
+        at = arguments.index(name)
+        if at + 1 >= len(arguments):
+            sys.exit(f"cp_layouts.py: {name} needs a value")
+        value = arguments[at + 1]
+        del arguments[at:at + 2]
+        return value
+    return default
+
+
 def main():
-    if len(sys.argv) < 2:
+    arguments = sys.argv[1:]
+    suite = option(arguments, "--suite", SUITE)
+    device = option(arguments, "--device", "cpu")
+    if not arguments:
         sys.exit(__doc__)
-    ranks = sys.argv[2] if len(sys.argv) > 2 else "4"
+    ranks = arguments[1] if len(arguments) > 1 else "4"
     with tempfile.TemporaryDirectory() as work:
         out = os.path.join(work, "cp-layouts.h5")
-        subprocess.run([sys.argv[1], "run", SUITE, "--comm", "local", "--ranks", ranks, "--out",
-                        out], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([arguments[0], "run", suite, "--device", device, "--comm", "local",
+                        "--ranks", ranks, "--out", out], check=True, stdout=subprocess.DEVNULL)
         with h5py.File(out, "r") as results:
-            items = results["cases"][CASE]["f32"]
+            case = next(iter(results["cases"]))  # the suite's one case
+            items = results["cases"][case]["f32"]
             rows = []
             for name in items:
                 attributes = items[name].attrs
@@ -69,7 +85,7 @@ def main():
                 rows.append((attributes["algorithm"].decode(),
                              attributes["token_layout"].decode(),
                              float(attributes["seconds"]), str(attributes["outcome"].decode())))
-            sequence = int(results["cases"][CASE].attrs["seq_len"])
+            sequence = int(results["cases"][case].attrs["seq_len"])
     plain = next(r[2] for r in rows if r[0] == "ulysses" and r[1] == "contiguous")
     print(f"{'algorithm':12s} {'layout':11s} {'seconds':>8s} {'vs ulysses':>10s} "
           f"{'pairs max/mean':>14s} outcome")

@@ -37,18 +37,24 @@
 #   gpu-ctests               device 90  ctest -L gpu: kernels, the cuda implementation against the
 #                                       cpu one at cp 1 and 2, the nccl communicator with one rank
 #   device-suite-local-8     device 60  cases/device.yaml --device cuda, cp 1, 2, 4, 8 on 8 local
-#                                       ranks sharing the GPU, f32 and bf16
+#                                       ranks sharing the GPU, f32 and bf16; one case also under
+#                                       the zigzag layout and ring attention
 #   ci-suite-local-4         device 60  cases/ci.yaml --device cuda --algorithm ulysses, cp 1, 2, 4
 #                                       on 4 local ranks, every layout (zigzag and round-robin
-#                                       through the kernel's block calls); the cuda implementation
-#                                       runs no ring or hybrid yet
+#                                       through the kernel's block calls)
+#   ring-suite-local-4       device 60  cases/ci.yaml --device cuda --algorithm ring: ring
+#                                       attention on every layout at cp 2 and 4 (no hybrid on the
+#                                       GPU yet)
 #   selftest-cuda            device 90  every fault planted in the cuda implementation caught by
-#                                       >= 2 cases, no false alarm
+#                                       >= 2 cases, no false alarm (Ulysses items)
+#   selftest-cuda-ring       device 60  the ring faults planted on the GPU (ring items)
 #   kernels-suite-cuda       device 40  cases/kernels.yaml (attention-level) with cuda-f32, its
 #                                       whole-sequence and block calls (ABI 3, staged)
 #   nccl-one-rank            device 30  cases/device.yaml --device cuda --comm nccl (cp 1 items)
 #   determinism              device 60  one case twice (--store all): every tensor bit-identical
 #   cp-step-times            device 10  implementation and reference seconds at cp 1 and 4
+#   cp-ring-vs-ulysses       device 90  bench/cp_layouts.py on the GPU: causal S = 16384 at cp 4,
+#                                       Ulysses and ring, contiguous and zigzag, seconds per step
 #   bench-attention          device 120 cuda-bf16 vs PyTorch (SDPA causal, flex_attention else,
 #                                       its compile included), TFLOP/s on allowed pairs and ratio
 set -uo pipefail
@@ -111,8 +117,9 @@ rows=(
   "build-gpu-kernel-cuda build 90" "gpu-kernel-cuda device 60"
   "build-cpparity build 240" "libraries-resolved build 5"
   "gpu-ctests device 90" "device-suite-local-8 device 60" "ci-suite-local-4 device 60"
-  "selftest-cuda device 90" "kernels-suite-cuda device 40" "nccl-one-rank device 30"
-  "determinism device 60" "cp-step-times device 10" "bench-attention device 120"
+  "ring-suite-local-4 device 60" "selftest-cuda device 90" "selftest-cuda-ring device 60"
+  "kernels-suite-cuda device 40" "nccl-one-rank device 30" "determinism device 60"
+  "cp-step-times device 10" "cp-ring-vs-ulysses device 90" "bench-attention device 120"
 )
 declare -A kind_of weight_of result_of
 pending=0
@@ -188,8 +195,8 @@ if [ -z "$nvcc" ]; then
     record "$name" FAIL 0 - "no nvcc (on PATH, at /usr/local/cuda/bin, or NVCC=)"
   done
   for name in gpu-mask-predicate gpu-kernel-cuda libraries-resolved gpu-ctests device-suite-local-8 \
-    ci-suite-local-4 selftest-cuda kernels-suite-cuda nccl-one-rank determinism cp-step-times \
-    bench-attention; do
+    ci-suite-local-4 ring-suite-local-4 selftest-cuda selftest-cuda-ring kernels-suite-cuda \
+    nccl-one-rank determinism cp-step-times cp-ring-vs-ulysses bench-attention; do
     skip "$name" "needs nvcc"
   done
 else
@@ -248,10 +255,20 @@ else
     check ci-suite-local-4 "$cpparity" run cases/ci.yaml --device cuda --algorithm ulysses \
       --comm local --ranks 4 \
       --reference-cache "$work/reference-cache" --out "$work/ci.h5"
+  after ring-suite-local-4 build-cpparity ||
+    check ring-suite-local-4 "$cpparity" run cases/ci.yaml --device cuda --algorithm ring \
+      --comm local --ranks 4 \
+      --reference-cache "$work/reference-cache" --out "$work/ring.h5"
   after selftest-cuda build-cpparity ||
     check selftest-cuda "$cpparity" selftest cases/ci.yaml --device cuda --algorithm ulysses \
       --comm local --ranks 4 \
       --reference-cache "$work/reference-cache" --out "$work/selftest.h5"
+  after selftest-cuda-ring build-cpparity ||
+    check selftest-cuda-ring "$cpparity" selftest cases/ci.yaml --device cuda --algorithm ring \
+      --comm local --ranks 4 --fault ring-merge-max --fault ring-merge-step-lse \
+      --fault ring-last-step --fault ring-causal-skip --fault ring-dkv-direction \
+      --fault zigzag-chunk-swap \
+      --reference-cache "$work/reference-cache" --out "$work/selftest-ring.h5"
   after kernels-suite-cuda build-cpparity ||
     check kernels-suite-cuda "$cpparity" run cases/kernels.yaml --device cuda --comm local \
       --allow-not-run --out "$work/kernels.h5"
@@ -295,14 +312,19 @@ PYTHON
     LD_LIBRARY_PATH=$machine_library_path python3 harness/bench/torch_attention.py \
       --ours "$out/bench-ours.jsonl" --seq-lens 4096,16384 --json "$out/bench-torch.jsonl"
   }
-  export -f twice step_times bench
+  ring_vs_ulysses() {
+    LD_LIBRARY_PATH=$machine_library_path python3 bench/cp_layouts.py "$cpparity" 4 \
+      --suite bench/cp-layouts-16k.yaml --device cuda
+  }
+  export -f twice step_times bench ring_vs_ulysses
   after determinism build-cpparity || check determinism twice
   after cp-step-times device-suite-local-8 || check cp-step-times step_times
+  after cp-ring-vs-ulysses build-cpparity || check cp-ring-vs-ulysses ring_vs_ulysses
   after bench-attention build-cpparity || check bench-attention bench
 fi
 
 # the step times and the benchmark belong in the summary too
-for name in cp-step-times bench-attention; do
+for name in cp-step-times cp-ring-vs-ulysses bench-attention; do
   if [ "${result_of[$name]:-}" = PASS ] || [ "${result_of[$name]:-}" = FAIL ]; then
     { echo; echo "## $name"; echo '```'
       sed -n "/^===== $name (limit/,/^===== $name:/p" "$log" | tail -40; echo '```'; } >> "$table"

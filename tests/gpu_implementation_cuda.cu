@@ -33,6 +33,7 @@ extern "C" {
 #include "distributed/models/implementation.h"
 #include "distributed/kernels/kernel_cpu.h"
 #include "distributed/kernels/kernel_registry.h"
+#include "distributed/kernels/kernel_support.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 
@@ -254,8 +255,12 @@ typedef struct run {
     cpparity_dtype dtype;
     const inputs *in;
     outputs *out;
-    cpparity_fault fault; /* planted (NONE normally) */
+    cpparity_fault fault;                /* planted (NONE normally) */
+    cpparity_algorithm_choice algorithm; /* Ulysses, or ring attention */
 } run;
+
+static const cpparity_algorithm_choice ULYSSES = {CPPARITY_ALGORITHM_ULYSSES, 0, 0};
+static const cpparity_algorithm_choice RING = {CPPARITY_ALGORITHM_RING, 0, 0};
 
 #define RANK_CHECK(condition, ...)                                                                 \
     do {                                                                                           \
@@ -270,15 +275,10 @@ static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_e
     const cpparity_implementation *implementation = r->implementation;
     const inputs *in = r->in;
     outputs *out = r->out;
-    const cpparity_implementation_setup setup = {&in->config,
-                                                 BATCH,
-                                                 SEQ_LEN,
-                                                 r->dtype,
-                                                 comm,
-                                                 r->kernel,
-                                                 r->fault,
-                                                 CPPARITY_LAYOUT_CONTIGUOUS,
-                                                 {CPPARITY_ALGORITHM_ULYSSES, 0, 0}};
+    const cpparity_implementation_setup setup = {
+        &in->config, BATCH,     SEQ_LEN,  r->dtype,
+        comm,        r->kernel, r->fault, CPPARITY_LAYOUT_CONTIGUOUS,
+        r->algorithm};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     RANK_CHECK(status == CPPARITY_OK, "create: %s", error->message);
@@ -326,7 +326,7 @@ static void outputs_free(outputs *out) {
 static bool run_ranks(const cpparity_implementation *implementation,
                       const cpparity_attention_kernel *kernel, cpparity_dtype dtype,
                       const inputs *in, int ranks, outputs *out, const char *label,
-                      cpparity_fault fault) {
+                      cpparity_fault fault, cpparity_algorithm_choice algorithm) {
     memset(out, 0, sizeof *out);
     out->ranks = ranks;
     out->logits_count = BATCH * ((SEQ_LEN + ranks - 1) / ranks) * in->config.vocab_size;
@@ -338,7 +338,7 @@ static bool run_ranks(const cpparity_implementation *implementation,
             return false;
         }
     }
-    run r = {implementation, kernel, dtype, in, out, fault};
+    run r = {implementation, kernel, dtype, in, out, fault, algorithm};
     cpparity_status statuses[MAX_RANKS];
     cpparity_error errors[MAX_RANKS], error;
     if (comm_local_run(ranks, TIMEOUT, rank_body, &r, statuses, errors, &error) != CPPARITY_OK) {
@@ -480,23 +480,27 @@ static void inputs_free(inputs *in) {
     free(in->weights);
 }
 
-/* One case, dtype, cp and kernel: cuda against cpu; with repeat, a second cuda run too. */
+/* One case, dtype, cp, kernel and algorithm: cuda against cpu; with repeat, a second cuda run
+ * too. Ring attention on the GPU runs ring.c's steps through device operations
+ * (model_cuda_ring.cu), on the CPU through host ones: the same steps, rows and merge order. */
 static bool check_one(const test_case *test, const inputs *in, cpparity_dtype dtype, int ranks,
-                      const cpparity_attention_kernel *kernel, bool repeat) {
+                      const cpparity_attention_kernel *kernel, cpparity_algorithm_choice algorithm,
+                      bool repeat) {
     char label[256];
-    snprintf(label, sizeof label, "%s %s cp %d kernel %s", test->name, cpparity_dtype_name(dtype),
-             ranks, kernel->name);
+    snprintf(label, sizeof label, "%s %s cp %d kernel %s %s", test->name,
+             cpparity_dtype_name(dtype), ranks, kernel->name,
+             algorithm.kind == CPPARITY_ALGORITHM_RING ? "ring" : "ulysses");
     outputs cpu, cuda, again;
     memset(&again, 0, sizeof again);
     bool passed = run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(), dtype, in,
-                            ranks, &cpu, label, CPPARITY_FAULT_NONE);
+                            ranks, &cpu, label, CPPARITY_FAULT_NONE, algorithm);
     passed = run_ranks(&cpparity_cuda_implementation, kernel, dtype, in, ranks, &cuda, label,
-                       CPPARITY_FAULT_NONE) &&
+                       CPPARITY_FAULT_NONE, algorithm) &&
              passed;
     passed = passed && compare_runs(&cuda, &cpu, in, dtype, label, true);
     if (passed && repeat) {
         passed = run_ranks(&cpparity_cuda_implementation, kernel, dtype, in, ranks, &again, label,
-                           CPPARITY_FAULT_NONE) &&
+                           CPPARITY_FAULT_NONE, algorithm) &&
                  identical_runs(&cuda, &again, in, label);
     }
     printf("%-70s %s\n", label, passed ? "ok" : "FAILED");
@@ -546,6 +550,21 @@ static bool check_refusals(void) {
             }
         }
     }
+    /* ring attention is accepted with a kernel that has block calls; hybrid is refused */
+    const cpparity_attention_kernel *block_kernel = kernel_registry_find("cuda-f32");
+    const cpparity_algorithm_choice hybrid = {CPPARITY_ALGORITHM_HYBRID, 1, 2};
+    if (block_kernel != NULL &&
+        cuda->check(&config, 2, CPPARITY_DTYPE_F32, RING, block_kernel, &error) != CPPARITY_OK) {
+        fprintf(stderr, "ring attention refused: %s\n", error.message);
+        passed = false;
+    }
+    if (block_kernel != NULL &&
+        (cuda->check(&config, 2, CPPARITY_DTYPE_F32, hybrid, block_kernel, &error) !=
+             CPPARITY_ERROR_INPUT ||
+         strstr(error.message, "hybrid attention is not built on the GPU") == NULL)) {
+        fprintf(stderr, "hybrid attention not refused as expected: '%s'\n", error.message);
+        passed = false;
+    }
     /* the built-in CPU kernel's faults: refused before any device work, naming the fault */
     cpparity_comm fake;
     memset(&fake, 0, sizeof fake);
@@ -592,30 +611,51 @@ static bool check_refusals(void) {
 
 /* Every fault the cuda implementation plants, at cp 2 on the multi-query case (kv replicated,
  * packed rows with padding, an odd length cp pads): the cuda run with the fault against the cpu
- * run with the same fault, within the float32 tolerance — both must deviate alike. Whether the
- * fault moved the cpu result at all on this case is printed ("no effect here" means this check
- * cannot tell whether the cuda side planted it; the self-test on the GPU covers those). */
-static bool check_faults(const inputs *in, const cpparity_attention_kernel *kernel) {
+ * run with the same fault, within the float32 tolerance — both must deviate alike. The ring's
+ * faults run under ring attention with ring_kernel (block calls; skipped, said so, without one),
+ * the others under Ulysses with kernel; a fault the cuda implementation does not run (hybrid) is
+ * named and skipped. Whether the fault moved the cpu result at all on this case is printed ("no
+ * effect here" means this check cannot tell whether the cuda side planted it; the self-test on
+ * the GPU covers those). */
+static bool check_faults(const inputs *in, const cpparity_attention_kernel *kernel,
+                         const cpparity_attention_kernel *ring_kernel) {
     int failed = 0, without_effect = 0;
-    outputs clean;
-    if (!run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(), CPPARITY_DTYPE_F32, in,
-                   MAX_RANKS, &clean, "faults: clean cpu run", CPPARITY_FAULT_NONE)) {
-        outputs_free(&clean);
-        return false;
+    outputs clean[2];
+    const cpparity_algorithm_choice algorithms[2] = {ULYSSES, RING};
+    for (int a = 0; a < 2; a++) {
+        if (!run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(), CPPARITY_DTYPE_F32,
+                       in, MAX_RANKS, &clean[a], "faults: clean cpu run", CPPARITY_FAULT_NONE,
+                       algorithms[a])) {
+            outputs_free(&clean[0]);
+            outputs_free(&clean[1]);
+            return false;
+        }
     }
     for (int f = 1; f < CPPARITY_FAULT_COUNT; f++) {
         const cpparity_fault fault = (cpparity_fault)f;
         if (cpparity_faults[fault].kernel) {
             continue;
         }
+        const bool ring = fault_needs_block_calls(fault);
+        const cpparity_attention_kernel *planted_with = ring ? ring_kernel : kernel;
+        if (implementation_supports_fault(&cpparity_cuda_implementation, fault) !=
+                IMPLEMENTATION_FAULT_SUPPORTED ||
+            planted_with == NULL) {
+            printf("%-70s %s\n", cpparity_fault_name(fault),
+                   planted_with == NULL ? "not planted (no CUDA kernel with block calls)"
+                                        : "not planted (the cuda implementation runs no hybrid)");
+            continue;
+        }
+        const cpparity_algorithm_choice algorithm = ring ? RING : ULYSSES;
+        const outputs *before = &clean[ring ? 1 : 0];
         char label[160];
-        snprintf(label, sizeof label, "fault %s cp %d kernel %s", cpparity_fault_name(fault),
-                 MAX_RANKS, kernel->name);
+        snprintf(label, sizeof label, "fault %s cp %d kernel %s%s", cpparity_fault_name(fault),
+                 MAX_RANKS, planted_with->name, ring ? " ring" : "");
         outputs cpu, cuda;
         bool passed = run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(),
-                                CPPARITY_DTYPE_F32, in, MAX_RANKS, &cpu, label, fault);
-        passed = run_ranks(&cpparity_cuda_implementation, kernel, CPPARITY_DTYPE_F32, in, MAX_RANKS,
-                           &cuda, label, fault) &&
+                                CPPARITY_DTYPE_F32, in, MAX_RANKS, &cpu, label, fault, algorithm);
+        passed = run_ranks(&cpparity_cuda_implementation, planted_with, CPPARITY_DTYPE_F32, in,
+                           MAX_RANKS, &cuda, label, fault, algorithm) &&
                  passed;
         /* grad-not-reduced and grad-reduce-order leave the ranks' gradients apart on purpose */
         const bool ranks_agree =
@@ -623,10 +663,10 @@ static bool check_faults(const inputs *in, const cpparity_attention_kernel *kern
         passed = passed && compare_runs(&cuda, &cpu, in, CPPARITY_DTYPE_F32, label, ranks_agree);
         bool moved = false;
         for (int r = 0; passed && r < MAX_RANKS; r++) {
-            moved = moved || cpu.loss[r] != clean.loss[r] ||
-                    memcmp(cpu.logits[r], clean.logits[r],
+            moved = moved || cpu.loss[r] != before->loss[r] ||
+                    memcmp(cpu.logits[r], before->logits[r],
                            (size_t)cpu.logits_count * sizeof(float)) != 0 ||
-                    memcmp(cpu.gradients[r], clean.gradients[r],
+                    memcmp(cpu.gradients[r], before->gradients[r],
                            (size_t)in->table.total * sizeof(float)) != 0;
         }
         without_effect += passed && !moved;
@@ -637,7 +677,8 @@ static bool check_faults(const inputs *in, const cpparity_attention_kernel *kern
     }
     printf("faults planted alike: %d failed, %d without effect on this case\n", failed,
            without_effect);
-    outputs_free(&clean);
+    outputs_free(&clean[0]);
+    outputs_free(&clean[1]);
     return failed == 0;
 }
 
@@ -728,17 +769,24 @@ int main(void) {
             failed += check_misuse(&in) ? 0 : 1;
         }
         if (strcmp(cases[c].name, "multi-query-kv-replicated") == 0) {
-            failed += check_faults(&in, &staged) ? 0 : 1;
+            failed += check_faults(&in, &staged, kernels[1]) ? 0 : 1;
         }
         for (int k = 0; k < kernel_count; k++) {
             for (int dtype = 0; dtype < CPPARITY_DTYPE_COUNT; dtype++) {
                 for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
                     /* two runs bit for bit: packed rows at cp 2, each dtype and kernel */
                     const bool repeat = c == 1 && ranks == MAX_RANKS;
-                    failed +=
-                        check_one(&cases[c], &in, (cpparity_dtype)dtype, ranks, kernels[k], repeat)
-                            ? 0
-                            : 1;
+                    failed += check_one(&cases[c], &in, (cpparity_dtype)dtype, ranks, kernels[k],
+                                        ULYSSES, repeat)
+                                  ? 0
+                                  : 1;
+                    /* ring attention at cp 2 with a kernel that has block calls (cuda-f32) */
+                    if (ranks == MAX_RANKS && kernel_has_block_calls(kernels[k])) {
+                        failed += check_one(&cases[c], &in, (cpparity_dtype)dtype, ranks,
+                                            kernels[k], RING, repeat)
+                                      ? 0
+                                      : 1;
+                    }
                 }
             }
         }

@@ -99,17 +99,23 @@ Test(fixtures, row_not_adding_up__is_an_input_error) {
     cr_expect(strstr(error.message, "6 tokens") != NULL, "%s", error.message);
 }
 
-Test(fixtures, weights__nonzero_pure_and_norms_near_but_not_one) {
+/* A model of small sizes with `layers` layers. */
+static cpparity_model_config small_config(int64_t layers) {
     cpparity_model_config config = {0};
     config.vocab_size = 50;
     config.hidden_size = 16;
-    config.num_hidden_layers = 2;
+    config.num_hidden_layers = layers;
     config.num_attention_heads = 4;
     config.num_key_value_heads = 2;
     config.head_dim = 4;
     config.intermediate_size = 24;
     config.rms_norm_eps = 1e-6;
     config.rope_theta = 10000.0;
+    return config;
+}
+
+Test(fixtures, weights__nonzero_pure_and_norms_near_but_not_one) {
+    const cpparity_model_config config = small_config(2);
     cpparity_tensor_table table = {0};
     cr_assert_eq(cpparity_model_parameter_table(&config, &table, NULL), CPPARITY_OK);
     double *values = malloc((size_t)table.total * sizeof(double));
@@ -153,20 +159,6 @@ Test(fixtures, counter_based_values__do_not_depend_on_the_order_they_are_drawn) 
     }
     cr_expect_eq(fixture_uniform(3, stream, 1000), late);
     cr_expect_neq(fixture_uniform(3, stream, 1000), fixture_uniform(3, fixture_stream("k"), 1000));
-}
-
-static cpparity_model_config small_config(int64_t layers) {
-    cpparity_model_config config = {0};
-    config.vocab_size = 50;
-    config.hidden_size = 16;
-    config.num_hidden_layers = layers;
-    config.num_attention_heads = 4;
-    config.num_key_value_heads = 2;
-    config.head_dim = 4;
-    config.intermediate_size = 24;
-    config.rms_norm_eps = 1e-6;
-    config.rope_theta = 10000.0;
-    return config;
 }
 
 static const cpparity_tensor_entry *entry_named(const cpparity_tensor_table *table,

@@ -8,6 +8,8 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -447,12 +449,139 @@ static int counting_forward_block(void *context, void *out, float *lse, const vo
                                  error, capacity);
 }
 
+/* --- "far" memory: what a device is to ring.c ------------------------------------------------
+ * Tensors handed to ring.c at addresses FAR past where they are: any direct read or write by
+ * ring.c faults (a non-canonical or unmapped address), and only the operations below, which
+ * move each address back before calling the host's, reach the data. The CUDA model relies on
+ * exactly that: ring.c touches its tensors only through ring_operations. */
+#define FAR ((uintptr_t)1 << 46)
+
+static void *far_of(const void *near) {
+    return near == NULL ? NULL : (void *)((uintptr_t)near + FAR);
+}
+
+static void *near_of(const void *far) {
+    return far == NULL ? NULL : (void *)((uintptr_t)far - FAR);
+}
+
+static _Atomic int64_t far_operations_called; /* any operation, any rank */
+
+static void far_called(void) {
+    atomic_fetch_add_explicit(&far_operations_called, 1, memory_order_relaxed);
+}
+
+static void *far_allocate(void *context, size_t bytes) {
+    far_called();
+    return far_of(ring_host_operations.allocate(context, bytes));
+}
+
+static void far_release(void *context, void *memory) {
+    far_called();
+    ring_host_operations.release(context, near_of(memory));
+}
+
+static cpparity_status far_copy(void *context, float *to, const float *from, int64_t count,
+                                cpparity_error *error) {
+    far_called();
+    return ring_host_operations.copy(context, near_of(to), near_of(from), count, error);
+}
+
+static cpparity_status far_fill(void *context, float *to, float value, int64_t count,
+                                cpparity_error *error) {
+    far_called();
+    return ring_host_operations.fill(context, near_of(to), value, count, error);
+}
+
+static cpparity_status far_gather_rows(void *context, float *to, const float *from, int64_t batch,
+                                       int64_t L, int64_t width, const int64_t *rows, int64_t count,
+                                       cpparity_error *error) {
+    far_called();
+    return ring_host_operations.gather_rows(context, near_of(to), near_of(from), batch, L, width,
+                                            rows, count, error);
+}
+
+static cpparity_status far_scatter_add_rows(void *context, float *to, const float *from,
+                                            int64_t batch, int64_t L, int64_t width,
+                                            const int64_t *rows, int64_t count,
+                                            cpparity_error *error) {
+    far_called();
+    return ring_host_operations.scatter_add_rows(context, near_of(to), near_of(from), batch, L,
+                                                 width, rows, count, error);
+}
+
+static cpparity_status far_gather_lse(void *context, float *to, const float *from, int64_t planes,
+                                      int64_t L, const int64_t *rows, int64_t count,
+                                      cpparity_error *error) {
+    far_called();
+    return ring_host_operations.gather_lse(context, near_of(to), near_of(from), planes, L, rows,
+                                           count, error);
+}
+
+static cpparity_status far_merge_rows(void *context, float *out, float *lse, const float *part_out,
+                                      const float *part_lse, int64_t batch, int64_t L,
+                                      int64_t heads, int64_t head_dim, const int64_t *rows,
+                                      int64_t count, cpparity_fault fault, cpparity_error *error) {
+    far_called();
+    return ring_host_operations.merge_rows(context, near_of(out), near_of(lse), near_of(part_out),
+                                           near_of(part_lse), batch, L, heads, head_dim, rows,
+                                           count, fault, error);
+}
+
+static cpparity_status far_shift(void *context, cpparity_comm *comm, const float *send,
+                                 float *receive, int64_t count, int offset, cpparity_error *error) {
+    far_called();
+    return ring_host_operations.shift(context, comm, near_of(send), near_of(receive), count, offset,
+                                      error);
+}
+
+static int far_forward_block(void *context, const cpparity_attention_kernel *kernel, float *out,
+                             float *lse, const float *q, const float *k, const float *v,
+                             const cpparity_mask_description *mask,
+                             const cpparity_attention_dims *dims,
+                             const cpparity_attention_block *block, float scale, char *message,
+                             size_t size) {
+    far_called();
+    return ring_host_operations.forward_block(context, kernel, near_of(out), near_of(lse),
+                                              near_of(q), near_of(k), near_of(v), mask, dims, block,
+                                              scale, message, size);
+}
+
+static int far_backward_block(void *context, const cpparity_attention_kernel *kernel, float *dq,
+                              float *dk, float *dv, const float *dout, const float *q,
+                              const float *k, const float *v, const float *out, const float *lse,
+                              const cpparity_mask_description *mask,
+                              const cpparity_attention_dims *dims,
+                              const cpparity_attention_block *block, float scale, char *message,
+                              size_t size) {
+    far_called();
+    return ring_host_operations.backward_block(context, kernel, near_of(dq), near_of(dk),
+                                               near_of(dv), near_of(dout), near_of(q), near_of(k),
+                                               near_of(v), near_of(out), near_of(lse), mask, dims,
+                                               block, scale, message, size);
+}
+
+static const ring_operations far_operations = {
+    .context = NULL,
+    .allocate = far_allocate,
+    .release = far_release,
+    .copy = far_copy,
+    .fill = far_fill,
+    .gather_rows = far_gather_rows,
+    .scatter_add_rows = far_scatter_add_rows,
+    .gather_lse = far_gather_lse,
+    .merge_rows = far_merge_rows,
+    .shift = far_shift,
+    .forward_block = far_forward_block,
+    .backward_block = far_backward_block,
+};
+
 /* One ring run on local ranks: shared inputs, every rank's rows of the outputs. */
 typedef struct ring_run {
     const problem *p;
     cpparity_layout layout;
     cpparity_fault fault;
     const cpparity_attention_kernel *kernel;
+    bool far;                  /* tensors at far addresses, moved through far_operations */
     float *out, *dq, *dk, *dv; /* [B, Sp, ...] by global position, written by their owner */
     int64_t calls[8];          /* forward block calls of each rank */
 } ring_run;
@@ -483,15 +612,20 @@ static cpparity_status ring_body(cpparity_comm *comm, void *argument, cpparity_e
     take_rows(dout, p->dout, B, S, H * Dh, index, L);
     take_rows(k, p->k, B, S, Hkv * Dh, index, L);
     take_rows(v, p->v, B, S, Hkv * Dh, index, L);
-    const ring_setup ring = {comm, L, tokens, run->kernel, B, H, Hkv, Dh, run->fault};
+    const ring_setup ring = {comm, L,   tokens, run->kernel, B,
+                             H,    Hkv, Dh,     run->fault,  run->far ? &far_operations : NULL};
+    /* far: ring.c gets every tensor at an address it cannot touch directly */
+#define GIVEN(x) (run->far ? (float *)far_of(x) : (x))
     block_calls = 0;
-    cpparity_status status =
-        ring_attention_forward(&ring, out, lse, q, k, v, &p->mask, p->scale, error);
+    cpparity_status status = ring_attention_forward(&ring, GIVEN(out), GIVEN(lse), GIVEN(q),
+                                                    GIVEN(k), GIVEN(v), &p->mask, p->scale, error);
     run->calls[comm->rank] = block_calls;
     if (status == CPPARITY_OK) {
-        status = ring_attention_backward(&ring, dq, dk, dv, dout, q, k, v, out, lse, &p->mask,
-                                         p->scale, error);
+        status = ring_attention_backward(&ring, GIVEN(dq), GIVEN(dk), GIVEN(dv), GIVEN(dout),
+                                         GIVEN(q), GIVEN(k), GIVEN(v), GIVEN(out), GIVEN(lse),
+                                         &p->mask, p->scale, error);
     }
+#undef GIVEN
     for (int64_t b = 0; status == CPPARITY_OK && b < B; b++) {
         for (int64_t t = 0; t < L; t++) { /* this rank's rows, at their positions */
             const int64_t at = b * S + index[t];
@@ -513,9 +647,17 @@ static cpparity_status ring_body(cpparity_comm *comm, void *argument, cpparity_e
     return status;
 }
 
-/* Runs ring attention on cp local ranks; returns the largest difference of out, dq, dk and dv
- * from the whole-sequence call. */
-static double run_ring(ring_run *run, int cp) {
+static void ring_run_free(ring_run *run) {
+    free(run->out);
+    free(run->dq);
+    free(run->dk);
+    free(run->dv);
+    run->out = run->dq = run->dk = run->dv = NULL;
+}
+
+/* Runs ring attention on cp local ranks, keeping the outputs (ring_run_free); returns the
+ * largest difference of out, dq, dk and dv from the whole-sequence call. */
+static double run_ring_keep(ring_run *run, int cp) {
     const problem *p = run->p;
     run->out = calloc((size_t)p->query_elements, sizeof(float));
     run->dq = calloc((size_t)p->query_elements, sizeof(float));
@@ -541,10 +683,13 @@ static double run_ring(ring_run *run, int cp) {
             largest = difference > largest ? difference : largest;
         }
     }
-    free(run->out);
-    free(run->dq);
-    free(run->dk);
-    free(run->dv);
+    return largest;
+}
+
+/* run_ring_keep, the outputs freed. */
+static double run_ring(ring_run *run, int cp) {
+    const double largest = run_ring_keep(run, cp);
+    ring_run_free(run);
     return largest;
 }
 
@@ -609,6 +754,46 @@ Test(ring_attention, each_planted_ring_fault__moves_the_results) {
         const double difference = run_ring(&run, 4);
         cr_expect_gt(difference, 1e-2, "fault %s: off by %g only", cpparity_fault_name(faults[f]),
                      difference);
+    }
+    problem_free(&p);
+}
+
+Test(ring_attention, tensors_moved_only_through_the_operations__give_the_same_bits) {
+    /* ring.c given far addresses (far_operations) must compute exactly what it computes on host
+     * memory: every layout, causal skips, cp 1 to 4, forward and backward */
+    problem p;
+    problem_init(&p, block_layers[1], 23);
+    for (size_t k = 0; k < 3; k++) {
+        for (int cp = 1; cp <= 4; cp++) {
+            ring_run near = {.p = &p,
+                             .layout = all_layouts[k],
+                             .fault = CPPARITY_FAULT_NONE,
+                             .kernel = cpparity_cpu_f32_kernel()};
+            ring_run far = near;
+            far.far = true;
+            const double near_difference = run_ring_keep(&near, cp);
+            far_operations_called = 0;
+            const double far_difference = run_ring_keep(&far, cp);
+            cr_expect_gt(far_operations_called, 0, "layout %d cp %d: no operation called",
+                         (int)all_layouts[k], cp);
+            cr_expect_eq(far_difference, near_difference, "layout %d cp %d", (int)all_layouts[k],
+                         cp);
+            const struct {
+                const float *a, *b;
+                int64_t count;
+                const char *name;
+            } outputs[] = {{near.out, far.out, p.query_elements, "out"},
+                           {near.dq, far.dq, p.query_elements, "dq"},
+                           {near.dk, far.dk, p.key_elements, "dk"},
+                           {near.dv, far.dv, p.key_elements, "dv"}};
+            for (size_t o = 0; o < 4; o++) {
+                cr_expect_eq(
+                    memcmp(outputs[o].a, outputs[o].b, (size_t)outputs[o].count * sizeof(float)), 0,
+                    "layout %d cp %d: %s differs", (int)all_layouts[k], cp, outputs[o].name);
+            }
+            ring_run_free(&near);
+            ring_run_free(&far);
+        }
     }
     problem_free(&p);
 }

@@ -128,20 +128,56 @@ static void select_rows(step_rows *rows, const cpparity_mask_description *mask, 
     }
 }
 
-/* Copies rows `rows` (count of them) of [B, L, width] into [B, count, width]. */
-static void gather_rows(float *to, const float *from, int64_t batch, int64_t L, int64_t width,
-                        const int64_t *rows, int64_t count) {
+/* --- the operations on host memory ------------------------------------------------------- */
+
+static void *host_allocate(void *context, size_t bytes) {
+    (void)context;
+    return malloc(bytes > 0 ? bytes : 1);
+}
+
+static void host_release(void *context, void *memory) {
+    (void)context;
+    free(memory);
+}
+
+static cpparity_status host_copy(void *context, float *to, const float *from, int64_t count,
+                                 cpparity_error *error) {
+    (void)context;
+    (void)error;
+    memcpy(to, from, (size_t)count * sizeof(float));
+    return CPPARITY_OK;
+}
+
+static cpparity_status host_fill(void *context, float *to, float value, int64_t count,
+                                 cpparity_error *error) {
+    (void)context;
+    (void)error;
+    for (int64_t i = 0; i < count; i++) {
+        to[i] = value;
+    }
+    return CPPARITY_OK;
+}
+
+static cpparity_status host_gather_rows(void *context, float *to, const float *from, int64_t batch,
+                                        int64_t L, int64_t width, const int64_t *rows,
+                                        int64_t count, cpparity_error *error) {
+    (void)context;
+    (void)error;
     for (int64_t b = 0; b < batch; b++) {
         for (int64_t i = 0; i < count; i++) {
             memcpy(to + (b * count + i) * width, from + (b * L + rows[i]) * width,
                    (size_t)width * sizeof(float));
         }
     }
+    return CPPARITY_OK;
 }
 
-/* Adds [B, count, width] into rows `rows` of [B, L, width]. */
-static void scatter_add_rows(float *to, const float *from, int64_t batch, int64_t L, int64_t width,
-                             const int64_t *rows, int64_t count) {
+static cpparity_status host_scatter_add_rows(void *context, float *to, const float *from,
+                                             int64_t batch, int64_t L, int64_t width,
+                                             const int64_t *rows, int64_t count,
+                                             cpparity_error *error) {
+    (void)context;
+    (void)error;
     for (int64_t b = 0; b < batch; b++) {
         for (int64_t i = 0; i < count; i++) {
             float *row = to + (b * L + rows[i]) * width;
@@ -151,10 +187,96 @@ static void scatter_add_rows(float *to, const float *from, int64_t batch, int64_
             }
         }
     }
+    return CPPARITY_OK;
 }
 
-/* Buffers of one call, freed together. */
+static cpparity_status host_gather_lse(void *context, float *to, const float *from, int64_t planes,
+                                       int64_t L, const int64_t *rows, int64_t count,
+                                       cpparity_error *error) {
+    (void)context;
+    (void)error;
+    for (int64_t p = 0; p < planes; p++) {
+        for (int64_t i = 0; i < count; i++) {
+            to[p * count + i] = from[p * L + rows[i]];
+        }
+    }
+    return CPPARITY_OK;
+}
+
+static cpparity_status host_merge_rows(void *context, float *out, float *lse, const float *part_out,
+                                       const float *part_lse, int64_t batch, int64_t L,
+                                       int64_t heads, int64_t head_dim, const int64_t *rows,
+                                       int64_t count, cpparity_fault fault, cpparity_error *error) {
+    (void)context;
+    (void)error;
+    for (int64_t b = 0; b < batch; b++) {
+        for (int64_t h = 0; h < heads; h++) {
+            for (int64_t i = 0; i < count; i++) {
+                const int64_t row = rows[i];
+                ring_merge_row(out + ((b * L + row) * heads + h) * head_dim,
+                               &lse[(b * heads + h) * L + row],
+                               part_out + ((b * count + i) * heads + h) * head_dim,
+                               part_lse[(b * heads + h) * count + i], head_dim, fault);
+            }
+        }
+    }
+    return CPPARITY_OK;
+}
+
+static cpparity_status host_shift(void *context, cpparity_comm *comm, const float *send,
+                                  float *receive, int64_t count, int offset,
+                                  cpparity_error *error) {
+    (void)context;
+    return cpparity_shift(comm, send, receive, count, CPPARITY_FLOAT32, offset, NULL, error);
+}
+
+static int host_forward_block(void *context, const cpparity_attention_kernel *kernel, float *out,
+                              float *lse, const float *q, const float *k, const float *v,
+                              const cpparity_mask_description *mask,
+                              const cpparity_attention_dims *dims,
+                              const cpparity_attention_block *block, float scale, char *message,
+                              size_t size) {
+    (void)context;
+    return kernel_call_forward_block(kernel, out, lse, q, k, v, mask, dims, block, scale, message,
+                                     size);
+}
+
+static int host_backward_block(void *context, const cpparity_attention_kernel *kernel, float *dq,
+                               float *dk, float *dv, const float *dout, const float *q,
+                               const float *k, const float *v, const float *out, const float *lse,
+                               const cpparity_mask_description *mask,
+                               const cpparity_attention_dims *dims,
+                               const cpparity_attention_block *block, float scale, char *message,
+                               size_t size) {
+    (void)context;
+    return kernel_call_backward_block(kernel, dq, dk, dv, dout, q, k, v, out, lse, mask, dims,
+                                      block, scale, message, size);
+}
+
+const ring_operations ring_host_operations = {
+    .context = NULL,
+    .allocate = host_allocate,
+    .release = host_release,
+    .copy = host_copy,
+    .fill = host_fill,
+    .gather_rows = host_gather_rows,
+    .scatter_add_rows = host_scatter_add_rows,
+    .gather_lse = host_gather_lse,
+    .merge_rows = host_merge_rows,
+    .shift = host_shift,
+    .forward_block = host_forward_block,
+    .backward_block = host_backward_block,
+};
+
+/* --- the ring ----------------------------------------------------------------------------- */
+
+static const ring_operations *operations_of(const ring_setup *ring) {
+    return ring->operations != NULL ? ring->operations : &ring_host_operations;
+}
+
+/* Buffers of one call, freed together (in the operations' memory, the rows on the host). */
 typedef struct ring_buffers {
+    const ring_operations *ops;
     float *held, *incoming;  /* the travelling block (k, v; backward: dk, dv too) */
     float *q, *k, *v;        /* the rows of a step: [B, n, H, Dh], [B, n, Hkv, Dh] ×2 */
     float *out, *dout, *lse; /* [B, n, H, Dh] ×2, [B, H, n] */
@@ -163,18 +285,21 @@ typedef struct ring_buffers {
 } ring_buffers;
 
 static void ring_buffers_free(ring_buffers *buffers) {
-    free(buffers->held);
-    free(buffers->incoming);
-    free(buffers->q);
-    free(buffers->k);
-    free(buffers->v);
-    free(buffers->out);
-    free(buffers->dout);
-    free(buffers->lse);
-    free(buffers->dq);
-    free(buffers->dk);
-    free(buffers->dv);
+    const ring_operations *ops = buffers->ops;
+    float *const made[] = {buffers->held, buffers->incoming, buffers->q,    buffers->k,
+                           buffers->v,    buffers->out,      buffers->dout, buffers->lse,
+                           buffers->dq,   buffers->dk,       buffers->dv};
+    for (size_t i = 0; ops != NULL && i < sizeof made / sizeof made[0]; i++) {
+        if (made[i] != NULL) {
+            ops->release(ops->context, made[i]);
+        }
+    }
     step_rows_free(&buffers->rows);
+}
+
+/* count floats in the operations' memory. */
+static float *allocate_floats(const ring_operations *ops, int64_t count) {
+    return ops->allocate(ops->context, (size_t)count * sizeof(float));
 }
 
 /* Allocates for one call; travelling holds `travelling` floats. */
@@ -182,24 +307,25 @@ static cpparity_status ring_buffers_allocate(ring_buffers *buffers, const ring_s
                                              int64_t travelling, bool backward,
                                              cpparity_error *error) {
     memset(buffers, 0, sizeof *buffers);
+    const ring_operations *ops = operations_of(ring);
+    buffers->ops = ops;
     const int64_t B = ring->batch, L = ring->rows, Dh = ring->head_dim;
-    const size_t query = (size_t)(B * L * ring->heads * Dh),
-                 key = (size_t)(B * L * ring->kv_heads * Dh);
+    const int64_t query = B * L * ring->heads * Dh, key = B * L * ring->kv_heads * Dh;
     bool made = step_rows_allocate(&buffers->rows, L);
-    buffers->held = malloc((size_t)travelling * sizeof(float));
-    buffers->incoming = malloc((size_t)travelling * sizeof(float));
-    buffers->q = malloc(query * sizeof(float));
-    buffers->k = malloc(key * sizeof(float));
-    buffers->v = malloc(key * sizeof(float));
-    buffers->out = malloc(query * sizeof(float));
-    buffers->lse = malloc((size_t)(B * ring->heads * L) * sizeof(float));
+    buffers->held = allocate_floats(ops, travelling);
+    buffers->incoming = allocate_floats(ops, travelling);
+    buffers->q = allocate_floats(ops, query);
+    buffers->k = allocate_floats(ops, key);
+    buffers->v = allocate_floats(ops, key);
+    buffers->out = allocate_floats(ops, query);
+    buffers->lse = allocate_floats(ops, B * ring->heads * L);
     made = made && buffers->held && buffers->incoming && buffers->q && buffers->k && buffers->v &&
            buffers->out && buffers->lse;
     if (backward) {
-        buffers->dout = malloc(query * sizeof(float));
-        buffers->dq = malloc(query * sizeof(float));
-        buffers->dk = malloc(key * sizeof(float));
-        buffers->dv = malloc(key * sizeof(float));
+        buffers->dout = allocate_floats(ops, query);
+        buffers->dq = allocate_floats(ops, query);
+        buffers->dk = allocate_floats(ops, key);
+        buffers->dv = allocate_floats(ops, key);
         made = made && buffers->dout && buffers->dq && buffers->dk && buffers->dv;
     }
     if (!made) {
@@ -219,8 +345,9 @@ static int64_t step_source(const ring_setup *ring, int64_t step) {
 /* Passes the held block (count floats) one rank on; swaps held and incoming. */
 static cpparity_status pass_on(const ring_setup *ring, ring_buffers *buffers, int64_t count,
                                cpparity_error *error) {
-    cpparity_status status = cpparity_shift(ring->comm, buffers->held, buffers->incoming, count,
-                                            CPPARITY_FLOAT32, 1, NULL, error);
+    const ring_operations *ops = buffers->ops;
+    cpparity_status status =
+        ops->shift(ops->context, ring->comm, buffers->held, buffers->incoming, count, 1, error);
     float *swap = buffers->held;
     buffers->held = buffers->incoming;
     buffers->incoming = swap;
@@ -240,10 +367,22 @@ static bool step_meets(const ring_setup *ring, const cpparity_mask_description *
 }
 
 /* Puts this member's k and v (key_count floats each) at the front of the travelling block. */
-static void load_block(ring_buffers *buffers, const float *k, const float *v, int64_t key_count) {
-    memcpy(buffers->held, k, (size_t)key_count * sizeof(float));
-    memcpy(buffers->held + key_count, v, (size_t)key_count * sizeof(float));
+static cpparity_status load_block(ring_buffers *buffers, const float *k, const float *v,
+                                  int64_t key_count, cpparity_error *error) {
+    const ring_operations *ops = buffers->ops;
+    cpparity_status status = ops->copy(ops->context, buffers->held, k, key_count, error);
+    return status == CPPARITY_OK
+               ? ops->copy(ops->context, buffers->held + key_count, v, key_count, error)
+               : status;
 }
+
+/* Runs the next operation only while everything before it succeeded. */
+#define THEN(call)                                                                                 \
+    do {                                                                                           \
+        if (failed == CPPARITY_OK) {                                                               \
+            failed = (call);                                                                       \
+        }                                                                                          \
+    } while (0)
 
 cpparity_status ring_attention_forward(const ring_setup *ring, float *out, float *lse,
                                        const float *q, const float *k, const float *v,
@@ -257,43 +396,38 @@ cpparity_status ring_attention_forward(const ring_setup *ring, float *out, float
     if (status != CPPARITY_OK) {
         return status;
     }
-    load_block(&buffers, k, v, key_count);
-    memset(out, 0, (size_t)(B * L * H * Dh) * sizeof(float));
-    for (int64_t i = 0; i < B * H * L; i++) {
-        lse[i] = -INFINITY;
-    }
+    const ring_operations *ops = buffers.ops;
+    void *context = ops->context;
+    /* a failure here or in a step: the ring still turns to the end, so no rank waits alone */
+    cpparity_status failed = load_block(&buffers, k, v, key_count, error);
+    THEN(ops->fill(context, out, 0.0f, B * L * H * Dh, error));
+    THEN(ops->fill(context, lse, -INFINITY, B * H * L, error));
     const cpparity_attention_dims dims = {B, mask->seq_len, H, Hkv, Dh};
-    cpparity_status failed = CPPARITY_OK; /* a kernel failure: the ring still turns to the end */
     step_rows *rows = &buffers.rows;
     for (int64_t step = 0; step < cp && status == CPPARITY_OK; step++) {
         const int64_t source = step_source(ring, step);
         if (step_meets(ring, mask, step, failed, rows)) {
             const int64_t nq = rows->query_count, nk = rows->key_count;
-            gather_rows(buffers.q, q, B, L, H * Dh, rows->query_rows, nq);
-            gather_rows(buffers.k, buffers.held, B, L, Hkv * Dh, rows->key_rows, nk);
-            gather_rows(buffers.v, buffers.held + key_count, B, L, Hkv * Dh, rows->key_rows, nk);
+            THEN(
+                ops->gather_rows(context, buffers.q, q, B, L, H * Dh, rows->query_rows, nq, error));
+            THEN(ops->gather_rows(context, buffers.k, buffers.held, B, L, Hkv * Dh, rows->key_rows,
+                                  nk, error));
+            THEN(ops->gather_rows(context, buffers.v, buffers.held + key_count, B, L, Hkv * Dh,
+                                  rows->key_rows, nk, error));
             const cpparity_attention_block block = {nq, nk, rows->query_tokens, rows->key_tokens};
             char message[512] = "";
-            if (kernel_call_forward_block(ring->kernel, buffers.out, buffers.lse, buffers.q,
-                                          buffers.k, buffers.v, mask, &dims, &block, scale, message,
-                                          sizeof message) != 0) {
+            if (failed == CPPARITY_OK &&
+                ops->forward_block(context, ring->kernel, buffers.out, buffers.lse, buffers.q,
+                                   buffers.k, buffers.v, mask, &dims, &block, scale, message,
+                                   sizeof message) != 0) {
                 failed = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                             "rank %d ring step %lld (block of rank %lld): kernel "
                                             "%s forward_block failed: %s",
                                             ring->comm->rank, (long long)step, (long long)source,
                                             ring->kernel->name, message);
             }
-            for (int64_t b = 0; failed == CPPARITY_OK && b < B; b++) {
-                for (int64_t h = 0; h < H; h++) {
-                    for (int64_t i = 0; i < nq; i++) {
-                        const int64_t row = rows->query_rows[i];
-                        ring_merge_row(out + ((b * L + row) * H + h) * Dh,
-                                       &lse[(b * H + h) * L + row],
-                                       buffers.out + ((b * nq + i) * H + h) * Dh,
-                                       buffers.lse[(b * H + h) * nq + i], Dh, ring->fault);
-                    }
-                }
-            }
+            THEN(ops->merge_rows(context, out, lse, buffers.out, buffers.lse, B, L, H, Dh,
+                                 rows->query_rows, nq, ring->fault, error));
         }
         if (step + 1 < cp) {
             status = pass_on(ring, &buffers, 2 * key_count, error);
@@ -301,16 +435,6 @@ cpparity_status ring_attention_forward(const ring_setup *ring, float *out, float
     }
     ring_buffers_free(&buffers);
     return status != CPPARITY_OK ? status : failed;
-}
-
-/* Copies [B, L, H, Dh]'s rows' lse entries [B, H, L] into [B, H, n]. */
-static void gather_lse(float *to, const float *from, int64_t batch, int64_t heads, int64_t L,
-                       const int64_t *rows, int64_t count) {
-    for (int64_t bh = 0; bh < batch * heads; bh++) {
-        for (int64_t i = 0; i < count; i++) {
-            to[bh * count + i] = from[bh * L + rows[i]];
-        }
-    }
 }
 
 cpparity_status ring_attention_backward(const ring_setup *ring, float *dq, float *dk, float *dv,
@@ -326,41 +450,48 @@ cpparity_status ring_attention_backward(const ring_setup *ring, float *dq, float
     if (status != CPPARITY_OK) {
         return status;
     }
+    const ring_operations *ops = buffers.ops;
+    void *context = ops->context;
     /* the travelling block: k, v, and the dk, dv accumulated for them so far */
-    load_block(&buffers, k, v, key_count);
-    memset(buffers.held + 2 * key_count, 0, (size_t)(2 * key_count) * sizeof(float));
-    memset(dq, 0, (size_t)(B * L * H * Dh) * sizeof(float));
+    cpparity_status failed = load_block(&buffers, k, v, key_count, error);
+    THEN(ops->fill(context, buffers.held + 2 * key_count, 0.0f, 2 * key_count, error));
+    THEN(ops->fill(context, dq, 0.0f, B * L * H * Dh, error));
     const cpparity_attention_dims dims = {B, mask->seq_len, H, Hkv, Dh};
-    cpparity_status failed = CPPARITY_OK;
     step_rows *rows = &buffers.rows;
     for (int64_t step = 0; step < cp && status == CPPARITY_OK; step++) {
         const int64_t source = step_source(ring, step);
         if (step_meets(ring, mask, step, failed, rows)) {
             const int64_t nq = rows->query_count, nk = rows->key_count;
-            gather_rows(buffers.q, q, B, L, H * Dh, rows->query_rows, nq);
-            gather_rows(buffers.dout, dout, B, L, H * Dh, rows->query_rows, nq);
-            gather_rows(buffers.out, out, B, L, H * Dh, rows->query_rows, nq);
-            gather_lse(buffers.lse, lse, B, H, L, rows->query_rows, nq);
-            gather_rows(buffers.k, buffers.held, B, L, Hkv * Dh, rows->key_rows, nk);
-            gather_rows(buffers.v, buffers.held + key_count, B, L, Hkv * Dh, rows->key_rows, nk);
+            THEN(
+                ops->gather_rows(context, buffers.q, q, B, L, H * Dh, rows->query_rows, nq, error));
+            THEN(ops->gather_rows(context, buffers.dout, dout, B, L, H * Dh, rows->query_rows, nq,
+                                  error));
+            THEN(ops->gather_rows(context, buffers.out, out, B, L, H * Dh, rows->query_rows, nq,
+                                  error));
+            THEN(ops->gather_lse(context, buffers.lse, lse, B * H, L, rows->query_rows, nq, error));
+            THEN(ops->gather_rows(context, buffers.k, buffers.held, B, L, Hkv * Dh, rows->key_rows,
+                                  nk, error));
+            THEN(ops->gather_rows(context, buffers.v, buffers.held + key_count, B, L, Hkv * Dh,
+                                  rows->key_rows, nk, error));
             const cpparity_attention_block block = {nq, nk, rows->query_tokens, rows->key_tokens};
             char message[512] = "";
-            if (kernel_call_backward_block(ring->kernel, buffers.dq, buffers.dk, buffers.dv,
-                                           buffers.dout, buffers.q, buffers.k, buffers.v,
-                                           buffers.out, buffers.lse, mask, &dims, &block, scale,
-                                           message, sizeof message) != 0) {
+            if (failed == CPPARITY_OK &&
+                ops->backward_block(context, ring->kernel, buffers.dq, buffers.dk, buffers.dv,
+                                    buffers.dout, buffers.q, buffers.k, buffers.v, buffers.out,
+                                    buffers.lse, mask, &dims, &block, scale, message,
+                                    sizeof message) != 0) {
                 failed = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                             "rank %d ring step %lld (block of rank %lld): kernel "
                                             "%s backward_block failed: %s",
                                             ring->comm->rank, (long long)step, (long long)source,
                                             ring->kernel->name, message);
-            } else {
-                scatter_add_rows(dq, buffers.dq, B, L, H * Dh, rows->query_rows, nq);
-                scatter_add_rows(buffers.held + 2 * key_count, buffers.dk, B, L, Hkv * Dh,
-                                 rows->key_rows, nk);
-                scatter_add_rows(buffers.held + 3 * key_count, buffers.dv, B, L, Hkv * Dh,
-                                 rows->key_rows, nk);
             }
+            THEN(ops->scatter_add_rows(context, dq, buffers.dq, B, L, H * Dh, rows->query_rows, nq,
+                                       error));
+            THEN(ops->scatter_add_rows(context, buffers.held + 2 * key_count, buffers.dk, B, L,
+                                       Hkv * Dh, rows->key_rows, nk, error));
+            THEN(ops->scatter_add_rows(context, buffers.held + 3 * key_count, buffers.dv, B, L,
+                                       Hkv * Dh, rows->key_rows, nk, error));
         }
         if (step + 1 < cp) {
             status = pass_on(ring, &buffers, 4 * key_count, error);
@@ -370,13 +501,13 @@ cpparity_status ring_attention_backward(const ring_setup *ring, float *dq, float
     const float *home = buffers.held + 2 * key_count;
     if (status == CPPARITY_OK && cp > 1) {
         const int offset = ring->fault == CPPARITY_FAULT_RING_DKV_DIRECTION ? -1 : 1;
-        status = cpparity_shift(ring->comm, buffers.held + 2 * key_count, buffers.incoming,
-                                2 * key_count, CPPARITY_FLOAT32, offset, NULL, error);
+        status = ops->shift(context, ring->comm, buffers.held + 2 * key_count, buffers.incoming,
+                            2 * key_count, offset, error);
         home = buffers.incoming;
     }
     if (status == CPPARITY_OK) {
-        memcpy(dk, home, (size_t)key_count * sizeof(float));
-        memcpy(dv, home + key_count, (size_t)key_count * sizeof(float));
+        THEN(ops->copy(context, dk, home, key_count, error));
+        THEN(ops->copy(context, dv, home + key_count, key_count, error));
     }
     ring_buffers_free(&buffers);
     return status != CPPARITY_OK ? status : failed;

@@ -17,6 +17,11 @@
  * one more step forward round the ring, home to the rank that owns the block. Results are the
  * same bits run after run.
  *
+ * Where the tensors live is the caller's: the ring moves and combines them only through
+ * ring_operations (host memory when none are given: the CPU model; the CUDA model's keep them in
+ * device memory on its stream), so the steps, the rows that meet, the order of the merges and
+ * sums and the shifts are this file's alone, on every device.
+ *
  * The self-test's ring faults (common/fault.h) are planted here: ring-last-step (the last step
  * skipped), ring-causal-skip (a pair of runs skipped when the first key reaches the first query
  * rather than past the last: the diagonal block of a zigzag or contiguous shard), ring-dkv-
@@ -25,12 +30,64 @@
 #ifndef CPPARITY_DISTRIBUTED_RING_H
 #define CPPARITY_DISTRIBUTED_RING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
 #include "common/fault.h"
 #include "distributed/comm/comm.h"
 #include "distributed/kernels/kernel.h"
+
+/* How the ring's tensors are allocated, moved and combined, for memory other than the host's.
+ * Every index array an operation is given (rows, a block's tokens) is host memory; an operation
+ * on device memory copies what it needs. Each returns CPPARITY_OK or fills error; the kernel
+ * calls return kernel.h's codes (0 done, else message filled). */
+typedef struct ring_operations {
+    void *context;                                  /* passed to every operation */
+    void *(*allocate)(void *context, size_t bytes); /* NULL when out of memory */
+    void (*release)(void *context, void *memory);   /* NULL is ignored */
+    cpparity_status (*copy)(void *context, float *to, const float *from, int64_t count,
+                            cpparity_error *error);
+    cpparity_status (*fill)(void *context, float *to, float value, int64_t count,
+                            cpparity_error *error);
+    /* to [B, count, width] = rows `rows` of from [B, L, width] */
+    cpparity_status (*gather_rows)(void *context, float *to, const float *from, int64_t batch,
+                                   int64_t L, int64_t width, const int64_t *rows, int64_t count,
+                                   cpparity_error *error);
+    /* rows `rows` of to [B, L, width] += from [B, count, width] (rows distinct) */
+    cpparity_status (*scatter_add_rows)(void *context, float *to, const float *from, int64_t batch,
+                                        int64_t L, int64_t width, const int64_t *rows,
+                                        int64_t count, cpparity_error *error);
+    /* to [P, count] = columns `rows` of from [P, L] (P = B·H: the lse) */
+    cpparity_status (*gather_lse)(void *context, float *to, const float *from, int64_t planes,
+                                  int64_t L, const int64_t *rows, int64_t count,
+                                  cpparity_error *error);
+    /* ring_merge_row of every (b, h, i < count): step output part_out [B, count, H, Dh] and
+     * part_lse [B, H, count] into rows `rows` of out [B, L, H, Dh] and lse [B, H, L] */
+    cpparity_status (*merge_rows)(void *context, float *out, float *lse, const float *part_out,
+                                  const float *part_lse, int64_t batch, int64_t L, int64_t heads,
+                                  int64_t head_dim, const int64_t *rows, int64_t count,
+                                  cpparity_fault fault, cpparity_error *error);
+    /* cpparity_shift of count floats */
+    cpparity_status (*shift)(void *context, cpparity_comm *comm, const float *send, float *receive,
+                             int64_t count, int offset, cpparity_error *error);
+    /* the kernel's forward_block and backward_block (kernel.h), block's tokens in host memory */
+    int (*forward_block)(void *context, const cpparity_attention_kernel *kernel, float *out,
+                         float *lse, const float *q, const float *k, const float *v,
+                         const cpparity_mask_description *mask, const cpparity_attention_dims *dims,
+                         const cpparity_attention_block *block, float scale, char *message,
+                         size_t size);
+    int (*backward_block)(void *context, const cpparity_attention_kernel *kernel, float *dq,
+                          float *dk, float *dv, const float *dout, const float *q, const float *k,
+                          const float *v, const float *out, const float *lse,
+                          const cpparity_mask_description *mask,
+                          const cpparity_attention_dims *dims,
+                          const cpparity_attention_block *block, float scale, char *message,
+                          size_t size);
+} ring_operations;
+
+/* The operations on host memory (the CPU kernels through kernel_call.h). */
+extern const ring_operations ring_host_operations;
 
 /* What every ring call of one layer shares. Everything is borrowed. The ring's members are the
  * ranks of comm in rank order; member s holds `rows` rows, the global tokens
@@ -43,6 +100,7 @@ typedef struct ring_setup {
     const cpparity_attention_kernel *kernel;  /* with block calls (kernel_has_block_calls) */
     int64_t batch, heads, kv_heads, head_dim; /* B, and the H, Hkv, Dh of these tensors */
     cpparity_fault fault;                     /* planted fault, NONE normally */
+    const ring_operations *operations;        /* NULL: host memory (ring_host_operations) */
 } ring_setup;
 
 /* out [B, L, H, Dh] and lse [B, H, L] of this member's queries q [B, L, H, Dh] over every key,

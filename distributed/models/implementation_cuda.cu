@@ -6,7 +6,8 @@
  * nothing else. Attention runs through a CUDA float32 kernel, on bfloat16-rounded q, k, v for bf16,
  * as on the CPU. Ulysses under every layout: contiguous through whole-sequence kernel calls, zigzag
  * and round-robin through the kernel's block calls on the gathered sequence in rank order
- * (model_cuda.h); no ring or hybrid yet. It plants the self-test's faults of the model, shard,
+ * (model_cuda.h); ring attention through ring.c's steps on device operations
+ * (model_cuda_ring.cu); no hybrid yet. It plants the self-test's faults of the model, shard,
  * all-to-all, loss and
  * reduction as the CPU implementation does (model_cuda_faults.cu); those inside the built-in CPU
  * kernel do not apply to a CUDA kernel and are refused. C linkage, so that the registry (C) finds
@@ -70,10 +71,10 @@ static bool cuda_available(char *why, size_t size) {
 static cpparity_status cuda_check(const cpparity_model_config *config, int64_t cp,
                                   cpparity_dtype dtype, cpparity_algorithm_choice algorithm,
                                   const cpparity_attention_kernel *kernel, cpparity_error *error) {
-    if (algorithm.kind != CPPARITY_ALGORITHM_ULYSSES) {
+    if (algorithm.kind == CPPARITY_ALGORITHM_HYBRID) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: the cuda implementation runs Ulysses only (ring and "
-                                  "hybrid attention are not built on the GPU yet)");
+                                  "refused: the cuda implementation runs Ulysses and ring "
+                                  "attention (hybrid attention is not built on the GPU yet)");
     }
     if ((int)dtype < 0 || (int)dtype >= CPPARITY_DTYPE_COUNT ||
         !cpparity_cuda_implementation.dtypes[dtype]) {
@@ -109,8 +110,8 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
     if (implementation_supports_fault(&cpparity_cuda_implementation, setup->fault) !=
         IMPLEMENTATION_FAULT_SUPPORTED) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: fault %s lives in ring or hybrid attention, which "
-                                  "the cuda implementation does not run",
+                                  "refused: fault %s lives in hybrid attention, which the cuda "
+                                  "implementation does not run",
                                   cpparity_faults[setup->fault].name);
     }
     if (cpparity_faults[setup->fault].kernel) { /* before any device work */
@@ -125,8 +126,9 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
                                   "rank %d: out of memory (cuda implementation)",
                                   setup->comm->rank);
     }
-    status = cuda_model_init(&made->model, setup->config, setup->batch, setup->seq_len,
-                             setup->dtype, setup->layout, setup->comm, setup->kernel, error);
+    status =
+        cuda_model_init(&made->model, setup->config, setup->batch, setup->seq_len, setup->dtype,
+                        setup->layout, setup->algorithm, setup->comm, setup->kernel, error);
     if (status != CPPARITY_OK) {
         free(made);
         return status;
@@ -295,11 +297,11 @@ static void cuda_destroy(void *instance) {
 const cpparity_implementation cpparity_cuda_implementation = {
     "cuda-model",
     "cuda",
-    "float32 or bf16-stored model on a CUDA device (cuBLAS), Ulysses context parallelism",
-    {true, true},         /* f32, bf16 */
-    {true, true, true},   /* layouts: contiguous, zigzag, round-robin (the latter two through the
-                             kernel's block calls: model_cuda.h) */
-    {true, false, false}, /* algorithms: Ulysses only (ring, hybrid not built on the GPU yet) */
+    "float32 or bf16-stored model on a CUDA device (cuBLAS), Ulysses or ring context parallelism",
+    {true, true},        /* f32, bf16 */
+    {true, true, true},  /* layouts: contiguous, zigzag, round-robin (the latter two through the
+                            kernel's block calls: model_cuda.h) */
+    {true, true, false}, /* algorithms: Ulysses and ring (model_cuda_ring.cu); no hybrid yet */
     "cuda-f32",
     cuda_available,
     cuda_check,

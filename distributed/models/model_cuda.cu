@@ -15,10 +15,16 @@ extern "C" {
 #include "distributed/device/cuda_check.h"
 #include "distributed/kernels/kernel_support.h"
 
+/* Rows of the "sequence" tensors: the whole padded sequence after the all-to-all (Ulysses), the
+ * rank's own rows (ring), as in the CPU model. */
+static int64_t sequence_rows(const cuda_model *model) {
+    return model->ring ? model->shard.local_len : model->shard.padded_seq_len;
+}
+
 /* The saved activations' table and offsets: the CPU model's layout (activation_layout.h). */
 static cpparity_status build_activations(cuda_model *model, cpparity_error *error) {
     const activation_layout_sizes sizes = {model->batch, model->shard.local_len,
-                                           model->shard.padded_seq_len, model->local_heads,
+                                           sequence_rows(model), model->local_heads,
                                            model->local_kv_heads};
     return activation_layout_build(&model->activation_table, model->layer, &model->final_input,
                                    &model->final_rstd, &model->final_normed, &model->logits,
@@ -34,7 +40,7 @@ static cpparity_status build_activations(cuda_model *model, cpparity_error *erro
 static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
     const int64_t B = model->batch, L = model->shard.local_len, N = B * L;
-    const int64_t S = model->shard.padded_seq_len, cp = model->shard.cp;
+    const int64_t S = sequence_rows(model), cp = model->shard.cp;
     const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, V = c->vocab_size;
     const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;
@@ -86,6 +92,9 @@ static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
     ALLOCATE(d->sequence_k, B * S * Hkvl * Dh);
     ALLOCATE(d->sequence_v, B * S * Hkvl * Dh);
     ALLOCATE(d->logits, N * V);
+    if (model->ring) {
+        ALLOCATE(model->ring_index, 3 * L);
+    }
     CUDA_CHECK(cudaMemsetAsync(model->parameters, 0, (size_t)P * sizeof(float), stream), error,
                "zeroing the parameters");
     CUDA_CHECK(cudaMemsetAsync(model->gradients, 0, (size_t)P * sizeof(float), stream), error,
@@ -94,8 +103,9 @@ static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
         model->device_staging_bytes = (cp + 1) * N * (int64_t)sizeof(int64_t) + 512;
         CUDA_CHECK(cudaMalloc(&model->device_staging, (size_t)model->device_staging_bytes), error,
                    "allocating device staging");
-    } else { /* the largest device collective: an all-to-all's send and receive, or gradients */
-        const int64_t exchange = 2 * N * widest * Dh;
+    } else { /* the largest device collective: an all-to-all's send and receive, the ring's
+                backward block (k, v, dk, dv) sent and received, or gradients */
+        const int64_t exchange = model->ring ? 8 * N * Hkv * Dh : 2 * N * widest * Dh;
         model->host_staging_count = exchange > P ? exchange : P;
         CUDA_CHECK(
             cudaMallocHost(&model->host_staging, (size_t)model->host_staging_count * sizeof(float)),
@@ -111,6 +121,9 @@ static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
 }
 
 cpparity_status cuda_model_upload_sequence_tokens(cuda_model *model, cpparity_error *error) {
+    if (model->ring) {
+        return cuda_model_ring_tokens(model, error); /* no all-to-all: the ring's own rows */
+    }
     if (model->shard.kind == CPPARITY_LAYOUT_CONTIGUOUS) {
         return CPPARITY_OK; /* row i of the sequence is token i */
     }
@@ -173,13 +186,18 @@ int cuda_model_kernel_backward(cuda_model *model, float *dq, float *dk, float *d
 
 cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
                                 int64_t batch, int64_t seq_len, cpparity_dtype dtype,
-                                cpparity_layout layout, cpparity_comm *comm,
-                                const cpparity_attention_kernel *kernel, cpparity_error *error) {
+                                cpparity_layout layout, cpparity_algorithm_choice algorithm,
+                                cpparity_comm *comm, const cpparity_attention_kernel *kernel,
+                                cpparity_error *error) {
     memset(model, 0, sizeof *model);
     cpparity_status status = cpparity_model_config_validate(config, error);
+    if (status == CPPARITY_OK && algorithm.kind == CPPARITY_ALGORITHM_HYBRID) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "refused: the cuda model runs Ulysses and ring attention; "
+                                    "hybrid attention is not built on the GPU");
+    }
     if (status == CPPARITY_OK) {
-        const cpparity_algorithm_choice ulysses = {CPPARITY_ALGORITHM_ULYSSES, 0, 0};
-        status = f32_model_check_parallelism(config, comm->size, ulysses, NULL, error);
+        status = f32_model_check_parallelism(config, comm->size, algorithm, kernel, error);
     }
     if (status == CPPARITY_OK && layout != CPPARITY_LAYOUT_CONTIGUOUS &&
         !kernel_has_block_calls(kernel)) {
@@ -198,9 +216,15 @@ cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *
     model->device_comm = comm->kind != NULL && strcmp(comm->kind, "nccl") == 0;
     model->kernel = kernel;
     model->shard = shard_layout_make(seq_len, comm->size, comm->rank, layout);
-    model->local_heads = config->num_attention_heads / comm->size;
-    model->kv_replicated = config->num_key_value_heads % comm->size != 0;
-    model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    model->ring = algorithm.kind == CPPARITY_ALGORITHM_RING;
+    if (model->ring) { /* every rank keeps every head */
+        model->local_heads = config->num_attention_heads;
+        model->local_kv_heads = config->num_key_value_heads;
+    } else {
+        model->local_heads = config->num_attention_heads / comm->size;
+        model->kv_replicated = config->num_key_value_heads % comm->size != 0;
+        model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    }
     status = cpparity_model_parameter_table(config, &model->parameter_table, error);
     if (status == CPPARITY_OK) {
         status = cpparity_model_parameters_locate(config, &model->parameter_table,
@@ -577,6 +601,65 @@ static cpparity_status device_staging_split(cuda_model *model, int64_t first, in
     return CPPARITY_OK;
 }
 
+/* The shift device to device between local ranks on one GPU: rank r copies rank r − offset's
+ * send into its receive, once every rank's send is ready, and all wait until every rank has read.
+ */
+static cpparity_status shift_shared(cuda_model *model, const float *send, float *receive,
+                                    int64_t count, int offset, cpparity_error *error) {
+    const int64_t cp = model->shard.cp, rank = model->shard.rank;
+    int64_t *peers = model->peer_pointers;
+    cpparity_status status = swap_pointers(model, send, peers, error);
+    const int64_t source = ((rank - offset) % cp + cp) % cp;
+    if (status == CPPARITY_OK) {
+        const cudaError_t code =
+            cudaMemcpyAsync(receive, (const float *)(intptr_t)peers[source],
+                            (size_t)count * sizeof(float), cudaMemcpyDeviceToDevice, model->stream);
+        if (code != cudaSuccess) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "CUDA: rank %d: copying rank %lld's block of a ring shift "
+                                        "failed: %s (%s:%d)",
+                                        model->comm->rank, (long long)source,
+                                        cudaGetErrorString(code), __FILE__, __LINE__);
+        }
+    }
+    /* every rank reaches this point, also after a failed copy: no rank waits alone */
+    const cpparity_status waited = wait_for_readers(model, error);
+    return status != CPPARITY_OK ? status : waited;
+}
+
+cpparity_status cuda_model_shift_device(cuda_model *model, const float *send, float *receive,
+                                        int64_t count, int offset, cpparity_error *error) {
+    if (model->device_comm) {
+        return cpparity_shift(model->comm, send, receive, count, CPPARITY_FLOAT32, offset,
+                              (void *)model->stream, error);
+    }
+    const cpparity_status known = find_shared_device(model, error);
+    if (known != CPPARITY_OK) {
+        return known;
+    }
+    if (model->shared_device) {
+        return shift_shared(model, send, receive, count, offset, error);
+    }
+    if (2 * count > model->host_staging_count) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: ring shift of %lld floats past the staging buffer",
+                                  model->comm->rank, (long long)count);
+    }
+    float *host_send = model->host_staging, *host_receive = model->host_staging + count;
+    const size_t bytes = (size_t)count * sizeof(float);
+    CUDA_CHECK(cudaMemcpyAsync(host_send, send, bytes, cudaMemcpyDeviceToHost, model->stream),
+               error, "staging a ring shift on the host");
+    CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "staging a ring shift on the host");
+    const cpparity_status status = cpparity_shift(model->comm, host_send, host_receive, count,
+                                                  CPPARITY_FLOAT32, offset, NULL, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(receive, host_receive, bytes, cudaMemcpyHostToDevice, model->stream),
+               error, "copying a ring shift's block to the device");
+    return CPPARITY_OK;
+}
+
 cpparity_status cuda_model_all_reduce_host(cuda_model *model, void *values, int64_t count,
                                            cpparity_element_type type, cpparity_error *error) {
     if (!model->device_comm) {
@@ -662,7 +745,7 @@ void cuda_model_free(cuda_model *model) {
         model->grad.sequence_q, model->grad.sequence_k,
         model->grad.sequence_v, model->grad.logits,
         model->device_staging,  model->ordered,
-        model->reduce_scratch,
+        model->reduce_scratch,  model->ring_index,
     };
     for (size_t i = 0; i < sizeof device / sizeof *device; i++) {
         if (device[i] != NULL) {
@@ -679,6 +762,7 @@ void cuda_model_free(cuda_model *model) {
         (void)cudaStreamDestroy(model->stream);
     }
     free(model->host_groups);
+    free(model->ring_tokens);
     free(model->host_rope_positions);
     free(model->peer_pointers);
     free(model->reported_logits);

@@ -14,6 +14,12 @@
  * on the rounded values. The mask is rebuilt on the host (mask_description.h) from the gathered
  * attention_mask and position_ids; the kernel gets that compact description.
  *
+ * Ring attention (the `ring` algorithm, model_cuda_ring.cu): each rank keeps its own q, k, v with
+ * every head; ring.c runs the steps on them through device operations (gathers, the log-sum-exp
+ * merge, scatter-adds, the kernel's block calls, the device shift below), so the CPU and the GPU
+ * share the choice of steps, rows and order. Hybrid (Ulysses inside groups, ring across them) is
+ * not built on the GPU.
+ *
  * Streams and handles: each instance owns one cudaStream_t and one cuBLAS handle bound to it;
  * all its work is enqueued there, so ranks sharing a device (local communicator threads) never
  * share a stream, a handle or a buffer. cuBLAS is opened when the first instance is made
@@ -53,6 +59,7 @@ extern "C" {
 #include "distributed/kernels/kernel.h"
 #include "distributed/models/layer_attention.h"
 #include "distributed/kernels/mask_description.h"
+#include "distributed/cp/ring.h"
 #include "distributed/cp/shard.h"
 }
 
@@ -79,7 +86,8 @@ typedef struct cuda_model {
     cpparity_dtype dtype;                    /* float32, or bfloat16 at the storage points */
     int64_t batch;                           /* B */
     shard_layout shard;                      /* S, padded S, L, cp, rank, layout */
-    int64_t local_heads, local_kv_heads;     /* H / cp; Hkv / cp or 1 (replicated) */
+    bool ring;                               /* the ring algorithm; else Ulysses */
+    int64_t local_heads, local_kv_heads;     /* H / cp; Hkv / cp or 1 (replicated); ring: H, Hkv */
     bool kv_replicated;                      /* cp is a multiple of Hkv */
     cpparity_comm *comm;                     /* the CP group (borrowed) */
     bool device_comm;                        /* comm->kind is "nccl": device pointers */
@@ -103,6 +111,7 @@ typedef struct cuda_model {
     int64_t *sequence_tokens;    /* [cp·L] the token of each row of the sequence after the
                                     all-to-all (rank i's rows at [i·L, (i+1)·L)), for the kernel's
                                     block calls; NULL for the contiguous layout (row = token) */
+    int64_t *ring_index;         /* ring: [3·L] a step's rows and a block's tokens (ring_ops) */
     cuda_token_groups groups;    /* the slice's tokens by vocabulary row (device arrays) */
     float *exchange;             /* 2·N·max(H, cp)·Dh: all-to-all send | receive */
     float *repeated;             /* [N, cp, Dh] kv heads repeated to cp */
@@ -116,10 +125,12 @@ typedef struct cuda_model {
     float *host_staging;        /* host communicators: pinned, device collectives staged here */
     int64_t host_staging_count; /* floats */
     int64_t *host_groups;       /* [4N + 1]: building the token groups */
-    float loss;                 /* global loss, identical on every rank */
-    float loss_sum_local;       /* Σ token losses over this rank's labels */
-    int64_t labels_local;       /* labeled tokens on this rank */
-    int64_t labels_global;      /* labeled tokens in the whole batch */
+    int64_t *ring_tokens;       /* ring: [cp·L] the global token of every member's rows */
+    ring_operations ring_operations; /* ring: ring.h's operations on this model's device */
+    float loss;                      /* global loss, identical on every rank */
+    float loss_sum_local;            /* Σ token losses over this rank's labels */
+    int64_t labels_local;            /* labeled tokens on this rank */
+    int64_t labels_global;           /* labeled tokens in the whole batch */
     /* local ranks all on this device (model_cuda.cu): collectives device to device */
     bool shared_device_known, shared_device;
     int64_t *peer_pointers;       /* host [cp]: the ranks' buffers of a collective */
@@ -134,16 +145,27 @@ typedef struct cuda_model {
 
 /* Allocates the model (stream, cuBLAS handle, device memory) for batches of B rows of seq_len
  * tokens sharded over comm by layout (shard.h), storing in dtype, attention through kernel (CUDA,
- * float32). A layout other than contiguous calls the kernel's block calls (kernel.h ABI 3) on the
- * sequence in rank order, each row named by its token: the kernel must have them.
+ * float32) under algorithm (Ulysses or ring; hybrid is refused). A layout other than contiguous,
+ * and ring attention, call the kernel's block calls (kernel.h ABI 3), each row named by its
+ * token: the kernel must have them.
  * Parameters are zero until cuda_model_load_parameters. Frees what it made on failure. */
 cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
                                 int64_t batch, int64_t seq_len, cpparity_dtype dtype,
-                                cpparity_layout layout, cpparity_comm *comm,
-                                const cpparity_attention_kernel *kernel, cpparity_error *error);
+                                cpparity_layout layout, cpparity_algorithm_choice algorithm,
+                                cpparity_comm *comm, const cpparity_attention_kernel *kernel,
+                                cpparity_error *error);
 
-/* Writes sequence_tokens from the shard (again after the zigzag-chunk-swap fault changed it). */
+/* Writes the tokens of the rows the kernel sees from the shard (again after the
+ * zigzag-chunk-swap fault changed it): sequence_tokens for Ulysses, ring_tokens for the ring. */
 cpparity_status cuda_model_upload_sequence_tokens(cuda_model *model, cpparity_error *error);
+
+/* Ring attention of layer l (model_cuda_ring.cu): forward from the layer's q, k, v into its
+ * sequence_out (rounded at the storage point), sequence_lse and attention; backward from
+ * grad.attention into grad.q, grad.k, grad.v. */
+cpparity_status cuda_model_ring_forward(cuda_model *model, int64_t l, cpparity_error *error);
+cpparity_status cuda_model_ring_backward(cuda_model *model, int64_t l, cpparity_error *error);
+/* ring_tokens from the shard as dealt, and the device operations bound to this model. */
+cpparity_status cuda_model_ring_tokens(cuda_model *model, cpparity_error *error);
 
 /* The kernel's forward and backward on the gathered sequence: a whole-sequence call, or for a
  * layout other than contiguous a block call naming each row's token (sequence_tokens). */
@@ -211,6 +233,11 @@ cpparity_status cuda_model_all_reduce_host(cuda_model *model, void *values, int6
 cpparity_status cuda_model_all_gather_host(cuda_model *model, const void *send, void *receive,
                                            int64_t count_per_rank, cpparity_element_type type,
                                            cpparity_error *error);
+/* The ring shift (comm.h cpparity_shift) of count device floats: rank r's send into rank
+ * r + offset's receive (NCCL, device to device between local ranks on one GPU, or staged through
+ * the host). */
+cpparity_status cuda_model_shift_device(cuda_model *model, const float *send, float *receive,
+                                        int64_t count, int offset, cpparity_error *error);
 
 /* The mask description of layer l over model->mask (host arrays), and the kernel's scale, with
  * the model's planted fault (layer_attention.h). */

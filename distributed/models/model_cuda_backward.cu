@@ -1,6 +1,7 @@
 /* model_cuda_backward.cu — backward of the CUDA model (see model_cuda.h): model_f32_backward.c's
  * steps in the same order on device buffers — the layers in reverse, the all-to-alls reversed
- * around the kernel's backward, then one all-reduce of every parameter gradient. */
+ * around the kernel's backward (or the ring's backward, model_cuda_ring.cu), then one all-reduce
+ * of every parameter gradient. */
 #include "distributed/models/model_cuda.h"
 
 #include <math.h>
@@ -125,11 +126,15 @@ static cpparity_status attention_half_backward(cuda_model *model, int64_t l,
     cpparity_status status =
         cuda_model_linear_backward(model, d->attention, g + p->o_proj, d->residual,
                                    act + a->attention, w + p->o_proj, N, H * Dh, D, false, error);
-    STEP(cuda_model_heads_to_sequence(model, d->sequence_out, d->attention, H, error));
-    STEP(attention_backward(model, l, error));
-    STEP(cuda_model_sequence_to_heads(model, d->q, d->sequence_q, H, error));
-    STEP(kv_to_heads(model, d->k, d->sequence_k, error));
-    STEP(kv_to_heads(model, d->v, d->sequence_v, error));
+    if (model->ring) { /* d.attention to d.q, d.k, d.v on the rank's own rows */
+        STEP(cuda_model_ring_backward(model, l, error));
+    } else {
+        STEP(cuda_model_heads_to_sequence(model, d->sequence_out, d->attention, H, error));
+        STEP(attention_backward(model, l, error));
+        STEP(cuda_model_sequence_to_heads(model, d->q, d->sequence_q, H, error));
+        STEP(kv_to_heads(model, d->k, d->sequence_k, error));
+        STEP(kv_to_heads(model, d->v, d->sequence_v, error));
+    }
     if (status != CPPARITY_OK) {
         return status;
     }

@@ -189,11 +189,16 @@ static cpparity_status attention_half(cuda_model *model, int64_t l, cpparity_err
                error, "rotary on k");
     STEP(cuda_model_store(model, act + a->q, N * H * Dh, error));
     STEP(cuda_model_store(model, act + a->k, N * Hkv * Dh, error));
-    STEP(cuda_model_heads_to_sequence(model, act + a->sequence_q, act + a->q, H, error));
-    STEP(kv_to_sequence(model, act + a->sequence_k, act + a->k, error));
-    STEP(kv_to_sequence(model, act + a->sequence_v, act + a->v, error));
-    STEP(attention_forward(model, l, error));
-    STEP(cuda_model_sequence_to_heads(model, act + a->attention, act + a->sequence_out, H, error));
+    if (model->ring) { /* on the rank's own q, k, v with every head */
+        STEP(cuda_model_ring_forward(model, l, error));
+    } else {
+        STEP(cuda_model_heads_to_sequence(model, act + a->sequence_q, act + a->q, H, error));
+        STEP(kv_to_sequence(model, act + a->sequence_k, act + a->k, error));
+        STEP(kv_to_sequence(model, act + a->sequence_v, act + a->v, error));
+        STEP(attention_forward(model, l, error));
+        STEP(cuda_model_sequence_to_heads(model, act + a->attention, act + a->sequence_out, H,
+                                          error));
+    }
     STEP(cuda_model_linear_forward(model, model->projection, act + a->attention, w + p->o_proj, N,
                                    H * Dh, D, error));
     STEP(cuda_model_store(model, model->projection, N * D, error));

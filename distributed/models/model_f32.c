@@ -249,9 +249,11 @@ cpparity_mask_description f32_model_layer_mask(const f32_model *model, int64_t l
 }
 
 ring_setup f32_model_ring(const f32_model *model) {
-    const ring_setup ring = {model->ring_comm,      model->ring_rows,       model->ring_tokens,
-                             model->kernel,         model->batch,           model->local_heads,
-                             model->local_kv_heads, model->config.head_dim, model->fault};
+    const ring_setup ring = {model->ring_comm,      model->ring_rows,
+                             model->ring_tokens,    model->kernel,
+                             model->batch,          model->local_heads,
+                             model->local_kv_heads, model->config.head_dim,
+                             model->fault,          NULL /* host memory */};
     return ring;
 }
 
