@@ -109,6 +109,18 @@ static cpparity_status upload_index(cuda_model *model, int slot, const int64_t *
     return CPPARITY_OK;
 }
 
+/* A step's rows on the device (slot 0 of ring_index), for the kernel an operation launches. */
+static cpparity_status rows_on_device(cuda_model *model, const int64_t *rows, int64_t count,
+                                      const int64_t **device_rows, cpparity_error *error) {
+    return upload_index(model, SLOT_ROWS, rows, count, device_rows, error);
+}
+
+/* Whether the kernel just launched on the stream started; what names it. */
+static cpparity_status launched(const char *what, cpparity_error *error) {
+    CUDA_CHECK(cudaGetLastError(), error, what);
+    return CPPARITY_OK;
+}
+
 /* --- ring.h's operations on the model's device memory -------------------------------------- */
 
 static void *device_allocate(void *context, size_t bytes) {
@@ -135,8 +147,7 @@ static cpparity_status device_fill(void *context, float *to, float value, int64_
                                    cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
     fill_kernel<<<blocks_for(count), (int)RING_THREADS, 0, model->stream>>>(to, value, count);
-    CUDA_CHECK(cudaGetLastError(), error, "filling a ring buffer");
-    return CPPARITY_OK;
+    return launched("filling a ring buffer", error);
 }
 
 static cpparity_status device_gather_rows(void *context, float *to, const float *from,
@@ -144,15 +155,14 @@ static cpparity_status device_gather_rows(void *context, float *to, const float 
                                           const int64_t *rows, int64_t count,
                                           cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
-    const int64_t *device_rows = NULL;
-    const cpparity_status status = upload_index(model, SLOT_ROWS, rows, count, &device_rows, error);
+    const int64_t *on_device = NULL;
+    const cpparity_status status = rows_on_device(model, rows, count, &on_device, error);
     if (status != CPPARITY_OK) {
         return status;
     }
     gather_rows_kernel<<<blocks_for(batch * count * width), (int)RING_THREADS, 0, model->stream>>>(
-        to, from, batch, L, width, device_rows, count);
-    CUDA_CHECK(cudaGetLastError(), error, "gathering a ring step's rows");
-    return CPPARITY_OK;
+        to, from, batch, L, width, on_device, count);
+    return launched("gathering a ring step's rows", error);
 }
 
 static cpparity_status device_scatter_add_rows(void *context, float *to, const float *from,
@@ -160,30 +170,28 @@ static cpparity_status device_scatter_add_rows(void *context, float *to, const f
                                                const int64_t *rows, int64_t count,
                                                cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
-    const int64_t *device_rows = NULL;
-    const cpparity_status status = upload_index(model, SLOT_ROWS, rows, count, &device_rows, error);
+    const int64_t *on_device = NULL;
+    const cpparity_status status = rows_on_device(model, rows, count, &on_device, error);
     if (status != CPPARITY_OK) {
         return status;
     }
     scatter_add_rows_kernel<<<blocks_for(batch * count * width), (int)RING_THREADS, 0,
-                              model->stream>>>(to, from, batch, L, width, device_rows, count);
-    CUDA_CHECK(cudaGetLastError(), error, "adding a ring step's gradients into their rows");
-    return CPPARITY_OK;
+                              model->stream>>>(to, from, batch, L, width, on_device, count);
+    return launched("adding a ring step's gradients into their rows", error);
 }
 
 static cpparity_status device_gather_lse(void *context, float *to, const float *from,
                                          int64_t planes, int64_t L, const int64_t *rows,
                                          int64_t count, cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
-    const int64_t *device_rows = NULL;
-    const cpparity_status status = upload_index(model, SLOT_ROWS, rows, count, &device_rows, error);
+    const int64_t *on_device = NULL;
+    const cpparity_status status = rows_on_device(model, rows, count, &on_device, error);
     if (status != CPPARITY_OK) {
         return status;
     }
     gather_lse_kernel<<<blocks_for(planes * count), (int)RING_THREADS, 0, model->stream>>>(
-        to, from, planes, L, device_rows, count);
-    CUDA_CHECK(cudaGetLastError(), error, "gathering a ring step's log-sum-exp");
-    return CPPARITY_OK;
+        to, from, planes, L, on_device, count);
+    return launched("gathering a ring step's log-sum-exp", error);
 }
 
 static cpparity_status device_merge_rows(void *context, float *out, float *lse,
@@ -192,15 +200,14 @@ static cpparity_status device_merge_rows(void *context, float *out, float *lse,
                                          const int64_t *rows, int64_t count, cpparity_fault fault,
                                          cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
-    const int64_t *device_rows = NULL;
-    const cpparity_status status = upload_index(model, SLOT_ROWS, rows, count, &device_rows, error);
+    const int64_t *on_device = NULL;
+    const cpparity_status status = rows_on_device(model, rows, count, &on_device, error);
     if (status != CPPARITY_OK) {
         return status;
     }
     merge_rows_kernel<<<blocks_for(batch * heads * count), (int)RING_THREADS, 0, model->stream>>>(
-        out, lse, part_out, part_lse, batch, L, heads, head_dim, device_rows, count, fault);
-    CUDA_CHECK(cudaGetLastError(), error, "merging a ring step's output (log-sum-exp)");
-    return CPPARITY_OK;
+        out, lse, part_out, part_lse, batch, L, heads, head_dim, on_device, count, fault);
+    return launched("merging a ring step's output (log-sum-exp)", error);
 }
 
 static cpparity_status device_shift(void *context, cpparity_comm *comm, const float *send,
