@@ -109,12 +109,6 @@ static cpparity_status upload_index(cuda_model *model, int slot, const int64_t *
     return CPPARITY_OK;
 }
 
-/* A step's rows on the device (slot 0 of ring_index), for the kernel an operation launches. */
-static cpparity_status rows_on_device(cuda_model *model, const int64_t *rows, int64_t count,
-                                      const int64_t **device_rows, cpparity_error *error) {
-    return upload_index(model, SLOT_ROWS, rows, count, device_rows, error);
-}
-
 /* Whether the kernel just launched on the stream started; what names it. */
 static cpparity_status launched(const char *what, cpparity_error *error) {
     CUDA_CHECK(cudaGetLastError(), error, what);
@@ -156,7 +150,7 @@ static cpparity_status device_gather_rows(void *context, float *to, const float 
                                           cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
     const int64_t *on_device = NULL;
-    const cpparity_status status = rows_on_device(model, rows, count, &on_device, error);
+    const cpparity_status status = upload_index(model, SLOT_ROWS, rows, count, &on_device, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -171,7 +165,7 @@ static cpparity_status device_scatter_add_rows(void *context, float *to, const f
                                                cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
     const int64_t *on_device = NULL;
-    const cpparity_status status = rows_on_device(model, rows, count, &on_device, error);
+    const cpparity_status status = upload_index(model, SLOT_ROWS, rows, count, &on_device, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -185,7 +179,7 @@ static cpparity_status device_gather_lse(void *context, float *to, const float *
                                          int64_t count, cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
     const int64_t *on_device = NULL;
-    const cpparity_status status = rows_on_device(model, rows, count, &on_device, error);
+    const cpparity_status status = upload_index(model, SLOT_ROWS, rows, count, &on_device, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -201,7 +195,7 @@ static cpparity_status device_merge_rows(void *context, float *out, float *lse,
                                          cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
     const int64_t *on_device = NULL;
-    const cpparity_status status = rows_on_device(model, rows, count, &on_device, error);
+    const cpparity_status status = upload_index(model, SLOT_ROWS, rows, count, &on_device, error);
     if (status != CPPARITY_OK) {
         return status;
     }

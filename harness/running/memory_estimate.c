@@ -470,7 +470,7 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     implementation_share(&s, c, cp, dtype, layout, algorithm, setting, item);
     const int64_t weights = PRODUCT(&s, "the weights", 8, z.P);
     item->parameter_cache =
-        weights <= PARAMETER_CACHE_MAX_BYTES ? SUM(&s, weights, parameter_table) : 0;
+        fixture_parameter_cache_keeps(z.P) ? SUM(&s, weights, parameter_table) : 0;
     item->implementation =
         SUM(&s, batch, weights, item->rank_outputs,
             PRODUCT(&s, "the parameter tables", 2, parameter_table), item->implementation_own);
