@@ -35,19 +35,23 @@
 #   libraries-resolved       build   5  every library cpparity needs is found; which come from
 #                                       the machine rather than the bundle
 #   gpu-ctests               device 90  ctest -L gpu: kernels, the cuda implementation against the
-#                                       cpu one at cp 1 and 2, the nccl communicator with one rank
+#                                       cpu one at cp 1 and 2 (ring too) and hybrid 2x2 at cp 4,
+#                                       the nccl communicator with one rank
 #   device-suite-local-8     device 60  cases/device.yaml --device cuda, cp 1, 2, 4, 8 on 8 local
 #                                       ranks sharing the GPU, f32 and bf16; one case also under
-#                                       the zigzag layout and ring attention
+#                                       the zigzag layout, ring attention and hybrids
 #   ci-suite-local-4         device 60  cases/ci.yaml --device cuda --algorithm ulysses, cp 1, 2, 4
 #                                       on 4 local ranks, every layout (zigzag and round-robin
 #                                       through the kernel's block calls)
 #   ring-suite-local-4       device 60  cases/ci.yaml --device cuda --algorithm ring: ring
-#                                       attention on every layout at cp 2 and 4 (no hybrid on the
-#                                       GPU yet)
+#                                       attention on every layout at cp 2 and 4
+#   hybrid-suite-local-4     device 40  cases/ci.yaml --device cuda --algorithm hybrid: hybrid 2x2
+#                                       (Ulysses pairs split from 4 local ranks, ring across)
 #   selftest-cuda            device 90  every fault planted in the cuda implementation caught by
 #                                       >= 2 cases, no false alarm (Ulysses items)
 #   selftest-cuda-ring       device 60  the ring faults planted on the GPU (ring items)
+#   selftest-cuda-hybrid     device 40  hybrid-group-across-ring, the ring's and the all-to-all's
+#                                       faults planted on the GPU (hybrid items)
 #   kernels-suite-cuda       device 40  cases/kernels.yaml (attention-level) with cuda-f32, its
 #                                       whole-sequence and block calls (ABI 3, staged)
 #   nccl-one-rank            device 30  cases/device.yaml --device cuda --comm nccl (cp 1 items)
@@ -117,7 +121,8 @@ rows=(
   "build-gpu-kernel-cuda build 90" "gpu-kernel-cuda device 60"
   "build-cpparity build 240" "libraries-resolved build 5"
   "gpu-ctests device 90" "device-suite-local-8 device 60" "ci-suite-local-4 device 60"
-  "ring-suite-local-4 device 60" "selftest-cuda device 90" "selftest-cuda-ring device 60"
+  "ring-suite-local-4 device 60" "hybrid-suite-local-4 device 40" "selftest-cuda device 90"
+  "selftest-cuda-ring device 60" "selftest-cuda-hybrid device 40"
   "kernels-suite-cuda device 40" "nccl-one-rank device 30" "determinism device 60"
   "cp-step-times device 10" "cp-ring-vs-ulysses device 90" "bench-attention device 120"
 )
@@ -195,7 +200,8 @@ if [ -z "$nvcc" ]; then
     record "$name" FAIL 0 - "no nvcc (on PATH, at /usr/local/cuda/bin, or NVCC=)"
   done
   for name in gpu-mask-predicate gpu-kernel-cuda libraries-resolved gpu-ctests device-suite-local-8 \
-    ci-suite-local-4 ring-suite-local-4 selftest-cuda selftest-cuda-ring kernels-suite-cuda \
+    ci-suite-local-4 ring-suite-local-4 hybrid-suite-local-4 selftest-cuda selftest-cuda-ring \
+    selftest-cuda-hybrid kernels-suite-cuda \
     nccl-one-rank determinism cp-step-times cp-ring-vs-ulysses bench-attention; do
     skip "$name" "needs nvcc"
   done
@@ -259,6 +265,10 @@ else
     check ring-suite-local-4 "$cpparity" run cases/ci.yaml --device cuda --algorithm ring \
       --comm local --ranks 4 \
       --reference-cache "$work/reference-cache" --out "$work/ring.h5"
+  after hybrid-suite-local-4 build-cpparity ||
+    check hybrid-suite-local-4 "$cpparity" run cases/ci.yaml --device cuda --algorithm hybrid \
+      --comm local --ranks 4 \
+      --reference-cache "$work/reference-cache" --out "$work/hybrid.h5"
   after selftest-cuda build-cpparity ||
     check selftest-cuda "$cpparity" selftest cases/ci.yaml --device cuda --algorithm ulysses \
       --comm local --ranks 4 \
@@ -269,6 +279,13 @@ else
       --fault ring-last-step --fault ring-causal-skip --fault ring-dkv-direction \
       --fault zigzag-chunk-swap \
       --reference-cache "$work/reference-cache" --out "$work/selftest-ring.h5"
+  # ring-dkv-direction is left out: around hybrid 2x2's ring of two, both directions are one
+  after selftest-cuda-hybrid build-cpparity ||
+    check selftest-cuda-hybrid "$cpparity" selftest cases/ci.yaml --device cuda \
+      --algorithm hybrid --comm local --ranks 4 --fault hybrid-group-across-ring \
+      --fault ring-merge-max --fault ring-merge-step-lse --fault ring-last-step \
+      --fault ring-causal-skip --fault a2a-head-order --fault gqa-kv-mapping \
+      --reference-cache "$work/reference-cache" --out "$work/selftest-hybrid.h5"
   after kernels-suite-cuda build-cpparity ||
     check kernels-suite-cuda "$cpparity" run cases/kernels.yaml --device cuda --comm local \
       --allow-not-run --out "$work/kernels.h5"

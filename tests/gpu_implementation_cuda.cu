@@ -3,9 +3,11 @@
  * against the cpu one, both through the implementation interface the harness uses, on the same
  * inputs and weights: full, sliding, chunked (row and document grids), packed rows with padding,
  * grouped-query and multi-query attention, tied embeddings; float32 and bf16 storage; cp 1 and
- * cp 2 (two local-communicator ranks as threads sharing the device, each with its own stream).
- * Loss, each rank's logits and every gradient are compared; cp 2 gradients must be bit-identical
- * across ranks; two runs must give identical bits.
+ * cp 2 (two local-communicator ranks as threads sharing the device, each with its own stream);
+ * with a kernel that has block calls, ring attention at cp 2 and hybrid 2x2 at cp 4 (contiguous
+ * and zigzag: Ulysses pairs split from the four ranks, the ring across them; the kv heads fewer
+ * than cp). Loss, each rank's logits and every gradient are compared; gradients must be
+ * bit-identical across ranks; two runs must give identical bits.
  *
  * The attention kernel of the cuda runs is "cpu-f32-staged", this test's CUDA-device wrapper of
  * the built-in CPU kernel (device buffers copied to the host and back): the model code is
@@ -34,13 +36,15 @@ extern "C" {
 #include "distributed/kernels/kernel_cpu.h"
 #include "distributed/kernels/kernel_registry.h"
 #include "distributed/kernels/kernel_support.h"
+#include "distributed/cp/shard.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 
 extern const cpparity_implementation cpparity_cuda_implementation;
 }
 
-enum { SKIPPED = 77, MAX_RANKS = 2, BATCH = 2, SEQ_LEN = 11 /* odd: cp 2 pads automatically */ };
+/* MAX_RANKS: the hybrid's 2x2; Ulysses and ring run at cp 1 and 2 */
+enum { SKIPPED = 77, MAX_RANKS = 4, BATCH = 2, SEQ_LEN = 11 /* odd: cp 2 and 4 pad */ };
 #define SEED 20261207u
 #define TIMEOUT 120.0 /* seconds per collective: never reached by a passing run */
 
@@ -256,11 +260,26 @@ typedef struct run {
     const inputs *in;
     outputs *out;
     cpparity_fault fault;                /* planted (NONE normally) */
-    cpparity_algorithm_choice algorithm; /* Ulysses, or ring attention */
+    cpparity_algorithm_choice algorithm; /* Ulysses, ring or hybrid */
+    cpparity_layout layout;              /* who holds what (shard.h) */
 } run;
 
 static const cpparity_algorithm_choice ULYSSES = {CPPARITY_ALGORITHM_ULYSSES, 0, 0};
 static const cpparity_algorithm_choice RING = {CPPARITY_ALGORITHM_RING, 0, 0};
+static const cpparity_algorithm_choice HYBRID = {CPPARITY_ALGORITHM_HYBRID, 2, 2}; /* cp 4 */
+
+/* The ranks an algorithm runs on here: a hybrid at U·R, the others at cp. */
+static int ranks_of(cpparity_algorithm_choice algorithm, int cp) {
+    return algorithm.kind == CPPARITY_ALGORITHM_HYBRID
+               ? (int)(algorithm.ulysses_degree * algorithm.ring_degree)
+               : cp;
+}
+
+static const char *algorithm_label(cpparity_algorithm_choice algorithm) {
+    return algorithm.kind == CPPARITY_ALGORITHM_RING     ? "ring"
+           : algorithm.kind == CPPARITY_ALGORITHM_HYBRID ? "hybrid:2x2"
+                                                         : "ulysses";
+}
 
 #define RANK_CHECK(condition, ...)                                                                 \
     do {                                                                                           \
@@ -276,9 +295,7 @@ static cpparity_status rank_body(cpparity_comm *comm, void *argument, cpparity_e
     const inputs *in = r->in;
     outputs *out = r->out;
     const cpparity_implementation_setup setup = {
-        &in->config, BATCH,     SEQ_LEN,  r->dtype,
-        comm,        r->kernel, r->fault, CPPARITY_LAYOUT_CONTIGUOUS,
-        r->algorithm};
+        &in->config, BATCH, SEQ_LEN, r->dtype, comm, r->kernel, r->fault, r->layout, r->algorithm};
     void *instance = NULL;
     cpparity_status status = implementation->create(&setup, &instance, error);
     RANK_CHECK(status == CPPARITY_OK, "create: %s", error->message);
@@ -326,10 +343,12 @@ static void outputs_free(outputs *out) {
 static bool run_ranks(const cpparity_implementation *implementation,
                       const cpparity_attention_kernel *kernel, cpparity_dtype dtype,
                       const inputs *in, int ranks, outputs *out, const char *label,
-                      cpparity_fault fault, cpparity_algorithm_choice algorithm) {
+                      cpparity_fault fault, cpparity_algorithm_choice algorithm,
+                      cpparity_layout layout) {
     memset(out, 0, sizeof *out);
     out->ranks = ranks;
-    out->logits_count = BATCH * ((SEQ_LEN + ranks - 1) / ranks) * in->config.vocab_size;
+    const shard_layout shard = shard_layout_make(SEQ_LEN, ranks, 0, layout);
+    out->logits_count = BATCH * shard.local_len * in->config.vocab_size;
     for (int r = 0; r < ranks; r++) {
         out->logits[r] = (float *)calloc((size_t)out->logits_count, sizeof(float));
         out->gradients[r] = (float *)calloc((size_t)in->table.total, sizeof(float));
@@ -338,7 +357,7 @@ static bool run_ranks(const cpparity_implementation *implementation,
             return false;
         }
     }
-    run r = {implementation, kernel, dtype, in, out, fault, algorithm};
+    run r = {implementation, kernel, dtype, in, out, fault, algorithm, layout};
     cpparity_status statuses[MAX_RANKS];
     cpparity_error errors[MAX_RANKS], error;
     if (comm_local_run(ranks, TIMEOUT, rank_body, &r, statuses, errors, &error) != CPPARITY_OK) {
@@ -480,27 +499,28 @@ static void inputs_free(inputs *in) {
     free(in->weights);
 }
 
-/* One case, dtype, cp, kernel and algorithm: cuda against cpu; with repeat, a second cuda run
- * too. Ring attention on the GPU runs ring.c's steps through device operations
- * (model_cuda_ring.cu), on the CPU through host ones: the same steps, rows and merge order. */
+/* One case, dtype, cp, kernel, algorithm and layout: cuda against cpu; with repeat, a second
+ * cuda run too. Ring attention on the GPU runs ring.c's steps through device operations
+ * (model_cuda_ring.cu), on the CPU through host ones: the same steps, rows and merge order; a
+ * hybrid adds the Ulysses groups' all-to-alls (device to device between the local ranks). */
 static bool check_one(const test_case *test, const inputs *in, cpparity_dtype dtype, int ranks,
                       const cpparity_attention_kernel *kernel, cpparity_algorithm_choice algorithm,
-                      bool repeat) {
+                      cpparity_layout layout, bool repeat) {
     char label[256];
-    snprintf(label, sizeof label, "%s %s cp %d kernel %s %s", test->name,
-             cpparity_dtype_name(dtype), ranks, kernel->name,
-             algorithm.kind == CPPARITY_ALGORITHM_RING ? "ring" : "ulysses");
+    snprintf(label, sizeof label, "%s %s cp %d kernel %s %s %s", test->name,
+             cpparity_dtype_name(dtype), ranks, kernel->name, algorithm_label(algorithm),
+             cpparity_layout_name(layout));
     outputs cpu, cuda, again;
     memset(&again, 0, sizeof again);
     bool passed = run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(), dtype, in,
-                            ranks, &cpu, label, CPPARITY_FAULT_NONE, algorithm);
+                            ranks, &cpu, label, CPPARITY_FAULT_NONE, algorithm, layout);
     passed = run_ranks(&cpparity_cuda_implementation, kernel, dtype, in, ranks, &cuda, label,
-                       CPPARITY_FAULT_NONE, algorithm) &&
+                       CPPARITY_FAULT_NONE, algorithm, layout) &&
              passed;
     passed = passed && compare_runs(&cuda, &cpu, in, dtype, label, true);
     if (passed && repeat) {
         passed = run_ranks(&cpparity_cuda_implementation, kernel, dtype, in, ranks, &again, label,
-                           CPPARITY_FAULT_NONE, algorithm) &&
+                           CPPARITY_FAULT_NONE, algorithm, layout) &&
                  identical_runs(&cuda, &again, in, label);
     }
     printf("%-70s %s\n", label, passed ? "ok" : "FAILED");
@@ -550,20 +570,42 @@ static bool check_refusals(void) {
             }
         }
     }
-    /* ring attention is accepted with a kernel that has block calls; hybrid is refused */
+    /* ring at cp 2 and hybrid 2x2 at cp 4 are accepted with a kernel that has block calls;
+     * without block calls, or with U·R other than cp, or U not dividing the heads, refused */
     const cpparity_attention_kernel *block_kernel = kernel_registry_find("cuda-f32");
-    const cpparity_algorithm_choice hybrid = {CPPARITY_ALGORITHM_HYBRID, 1, 2};
-    if (block_kernel != NULL &&
-        cuda->check(&config, 2, CPPARITY_DTYPE_F32, RING, block_kernel, &error) != CPPARITY_OK) {
-        fprintf(stderr, "ring attention refused: %s\n", error.message);
+    if (block_kernel == NULL || !cuda->algorithms[CPPARITY_ALGORITHM_HYBRID]) {
+        fprintf(stderr, "no cuda-f32 kernel, or the cuda implementation declares no hybrid\n");
         passed = false;
     }
-    if (block_kernel != NULL &&
-        (cuda->check(&config, 2, CPPARITY_DTYPE_F32, hybrid, block_kernel, &error) !=
-             CPPARITY_ERROR_INPUT ||
-         strstr(error.message, "hybrid attention is not built on the GPU") == NULL)) {
-        fprintf(stderr, "hybrid attention not refused as expected: '%s'\n", error.message);
-        passed = false;
+    const struct {
+        int64_t cp;
+        cpparity_algorithm_choice algorithm;
+        const cpparity_attention_kernel *kernel;
+        const char *expected; /* NULL: accepted */
+    } algorithm_checks[] = {
+        {2, RING, block_kernel, NULL},
+        {4, HYBRID, block_kernel, NULL},
+        {2, RING, &staged, "refused: ring attention needs block calls"},
+        {4, HYBRID, &staged, "refused: ring attention needs block calls"},
+        {2, HYBRID, block_kernel, "refused: hybrid 2x2 needs cp = 4, not 2"},
+        {6, {CPPARITY_ALGORITHM_HYBRID, 3, 2}, block_kernel, "refused: num_attention_heads"},
+    };
+    for (size_t i = 0;
+         block_kernel != NULL && i < sizeof algorithm_checks / sizeof *algorithm_checks; i++) {
+        error.message[0] = '\0';
+        const cpparity_status status =
+            cuda->check(&config, algorithm_checks[i].cp, CPPARITY_DTYPE_F32,
+                        algorithm_checks[i].algorithm, algorithm_checks[i].kernel, &error);
+        const bool ok = algorithm_checks[i].expected == NULL
+                            ? status == CPPARITY_OK
+                            : status == CPPARITY_ERROR_INPUT &&
+                                  strstr(error.message, algorithm_checks[i].expected) != NULL;
+        if (!ok) {
+            fprintf(stderr, "algorithm check %zu (%s at cp %lld): status %d, message '%s'\n", i,
+                    algorithm_label(algorithm_checks[i].algorithm),
+                    (long long)algorithm_checks[i].cp, (int)status, error.message);
+            passed = false;
+        }
     }
     /* the built-in CPU kernel's faults: refused before any device work, naming the fault */
     cpparity_comm fake;
@@ -609,25 +651,28 @@ static bool check_refusals(void) {
 /* --- planted faults, on the device ------------------------------------------------------------
  */
 
-/* Every fault the cuda implementation plants, at cp 2 on the multi-query case (kv replicated,
- * packed rows with padding, an odd length cp pads): the cuda run with the fault against the cpu
- * run with the same fault, within the float32 tolerance — both must deviate alike. The ring's
- * faults run under ring attention with ring_kernel (block calls; skipped, said so, without one),
- * the others under Ulysses with kernel; a fault the cuda implementation does not run (hybrid) is
- * named and skipped. Whether the fault moved the cpu result at all on this case is printed ("no
- * effect here" means this check cannot tell whether the cuda side planted it; the self-test on
- * the GPU covers those). */
+/* Every fault the cuda implementation plants, on the multi-query case (kv replicated, packed
+ * rows with padding, an odd length cp pads): the cuda run with the fault against the cpu run with
+ * the same fault, within the float32 tolerance — both must deviate alike. Ulysses's faults run at
+ * cp 2 with kernel; the ring's at cp 2 under ring attention and hybrid-group-across-ring under
+ * hybrid 2x2 at cp 4, both with ring_kernel (block calls; skipped, said so, without one); a fault
+ * the cuda implementation does not run is named and skipped. Whether the fault moved the cpu
+ * result at all on this case is printed ("no effect here" means this check cannot tell whether
+ * the cuda side planted it; the self-test on the GPU covers those). */
 static bool check_faults(const inputs *in, const cpparity_attention_kernel *kernel,
                          const cpparity_attention_kernel *ring_kernel) {
     int failed = 0, without_effect = 0;
-    outputs clean[2];
-    const cpparity_algorithm_choice algorithms[2] = {ULYSSES, RING};
-    for (int a = 0; a < 2; a++) {
+    enum { CLEAN_RUNS = 3 };
+    outputs clean[CLEAN_RUNS];
+    memset(clean, 0, sizeof clean);
+    const cpparity_algorithm_choice algorithms[CLEAN_RUNS] = {ULYSSES, RING, HYBRID};
+    for (int a = 0; a < CLEAN_RUNS; a++) {
         if (!run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(), CPPARITY_DTYPE_F32,
-                       in, MAX_RANKS, &clean[a], "faults: clean cpu run", CPPARITY_FAULT_NONE,
-                       algorithms[a])) {
-            outputs_free(&clean[0]);
-            outputs_free(&clean[1]);
+                       in, ranks_of(algorithms[a], 2), &clean[a], "faults: clean cpu run",
+                       CPPARITY_FAULT_NONE, algorithms[a], CPPARITY_LAYOUT_CONTIGUOUS)) {
+            for (int b = 0; b < CLEAN_RUNS; b++) {
+                outputs_free(&clean[b]);
+            }
             return false;
         }
     }
@@ -643,26 +688,30 @@ static bool check_faults(const inputs *in, const cpparity_attention_kernel *kern
             planted_with == NULL) {
             printf("%-70s %s\n", cpparity_fault_name(fault),
                    planted_with == NULL ? "not planted (no CUDA kernel with block calls)"
-                                        : "not planted (the cuda implementation runs no hybrid)");
+                                        : "not planted (the cuda implementation refuses it)");
             continue;
         }
-        const cpparity_algorithm_choice algorithm = ring ? RING : ULYSSES;
-        const outputs *before = &clean[ring ? 1 : 0];
+        const bool hybrid = fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING;
+        const int which = hybrid ? 2 : ring ? 1 : 0;
+        const cpparity_algorithm_choice algorithm = algorithms[which];
+        const int ranks = ranks_of(algorithm, 2);
+        const outputs *before = &clean[which];
         char label[160];
-        snprintf(label, sizeof label, "fault %s cp %d kernel %s%s", cpparity_fault_name(fault),
-                 MAX_RANKS, planted_with->name, ring ? " ring" : "");
+        snprintf(label, sizeof label, "fault %s cp %d kernel %s %s", cpparity_fault_name(fault),
+                 ranks, planted_with->name, algorithm_label(algorithm));
         outputs cpu, cuda;
-        bool passed = run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(),
-                                CPPARITY_DTYPE_F32, in, MAX_RANKS, &cpu, label, fault, algorithm);
+        bool passed =
+            run_ranks(&cpparity_cpu_implementation, cpparity_cpu_f32_kernel(), CPPARITY_DTYPE_F32,
+                      in, ranks, &cpu, label, fault, algorithm, CPPARITY_LAYOUT_CONTIGUOUS);
         passed = run_ranks(&cpparity_cuda_implementation, planted_with, CPPARITY_DTYPE_F32, in,
-                           MAX_RANKS, &cuda, label, fault, algorithm) &&
+                           ranks, &cuda, label, fault, algorithm, CPPARITY_LAYOUT_CONTIGUOUS) &&
                  passed;
         /* grad-not-reduced and grad-reduce-order leave the ranks' gradients apart on purpose */
         const bool ranks_agree =
             fault != CPPARITY_FAULT_GRAD_NOT_REDUCED && fault != CPPARITY_FAULT_GRAD_REDUCE_ORDER;
         passed = passed && compare_runs(&cuda, &cpu, in, CPPARITY_DTYPE_F32, label, ranks_agree);
         bool moved = false;
-        for (int r = 0; passed && r < MAX_RANKS; r++) {
+        for (int r = 0; passed && r < ranks; r++) {
             moved = moved || cpu.loss[r] != before->loss[r] ||
                     memcmp(cpu.logits[r], before->logits[r],
                            (size_t)cpu.logits_count * sizeof(float)) != 0 ||
@@ -677,8 +726,9 @@ static bool check_faults(const inputs *in, const cpparity_attention_kernel *kern
     }
     printf("faults planted alike: %d failed, %d without effect on this case\n", failed,
            without_effect);
-    outputs_free(&clean[0]);
-    outputs_free(&clean[1]);
+    for (int b = 0; b < CLEAN_RUNS; b++) {
+        outputs_free(&clean[b]);
+    }
     return failed == 0;
 }
 
@@ -732,9 +782,10 @@ done:
 static bool check_misuse(const inputs *in) {
     cpparity_status statuses[MAX_RANKS];
     cpparity_error errors[MAX_RANKS], error;
-    bool passed = comm_local_run(MAX_RANKS, TIMEOUT, misuse_body, (void *)in, statuses, errors,
+    const int ranks = 2;
+    bool passed = comm_local_run(ranks, TIMEOUT, misuse_body, (void *)in, statuses, errors,
                                  &error) == CPPARITY_OK;
-    for (int rank = 0; passed && rank < MAX_RANKS; rank++) {
+    for (int rank = 0; passed && rank < ranks; rank++) {
         if (statuses[rank] != CPPARITY_OK) {
             fprintf(stderr, "misuse: rank %d: %s\n", rank, errors[rank].message);
             passed = false;
@@ -772,21 +823,32 @@ int main(void) {
             failed += check_faults(&in, &staged, kernels[1]) ? 0 : 1;
         }
         for (int k = 0; k < kernel_count; k++) {
+            const bool blocks = kernel_has_block_calls(kernels[k]);
             for (int dtype = 0; dtype < CPPARITY_DTYPE_COUNT; dtype++) {
-                for (int ranks = 1; ranks <= MAX_RANKS; ranks++) {
+                const cpparity_dtype type = (cpparity_dtype)dtype;
+                for (int ranks = 1; ranks <= 2; ranks++) {
                     /* two runs bit for bit: packed rows at cp 2, each dtype and kernel */
-                    const bool repeat = c == 1 && ranks == MAX_RANKS;
-                    failed += check_one(&cases[c], &in, (cpparity_dtype)dtype, ranks, kernels[k],
-                                        ULYSSES, repeat)
+                    const bool repeat = c == 1 && ranks == 2;
+                    failed += check_one(&cases[c], &in, type, ranks, kernels[k], ULYSSES,
+                                        CPPARITY_LAYOUT_CONTIGUOUS, repeat)
                                   ? 0
                                   : 1;
                     /* ring attention at cp 2 with a kernel that has block calls (cuda-f32) */
-                    if (ranks == MAX_RANKS && kernel_has_block_calls(kernels[k])) {
-                        failed += check_one(&cases[c], &in, (cpparity_dtype)dtype, ranks,
-                                            kernels[k], RING, repeat)
+                    if (ranks == 2 && blocks) {
+                        failed += check_one(&cases[c], &in, type, ranks, kernels[k], RING,
+                                            CPPARITY_LAYOUT_CONTIGUOUS, repeat)
                                       ? 0
                                       : 1;
                     }
+                }
+                /* hybrid 2x2 at cp 4, contiguous and zigzag: Ulysses pairs, the ring across */
+                const cpparity_layout layouts[2] = {CPPARITY_LAYOUT_CONTIGUOUS,
+                                                    CPPARITY_LAYOUT_ZIGZAG};
+                for (int l = 0; blocks && l < 2; l++) {
+                    failed += check_one(&cases[c], &in, type, ranks_of(HYBRID, 2), kernels[k],
+                                        HYBRID, layouts[l], c == 1)
+                                  ? 0
+                                  : 1;
                 }
             }
         }

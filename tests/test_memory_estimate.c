@@ -19,6 +19,7 @@
 #include "common/batch.h"
 #include "distributed/comm/comm_local.h"
 #include "distributed/models/implementation.h"
+#include "distributed/models/model_memory.h"
 #include "distributed/kernels/kernel_cpu.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_cache.h"
@@ -438,6 +439,71 @@ Test(memory_limit, given_or_default__says_where_it_came_from) {
 }
 
 /* --- each part against what the code allocates ---------------------------------------------- */
+
+/* --- the cuda implementation's pinned staging -------------------------------------------------
+ * Its host memory cannot be counted here (no GPU, and the CUDA runtime's own is not counted), so
+ * its one large host buffer is checked against the sizes model_cuda.cu's allocate() gives it: a
+ * host communicator adds exactly 4 bytes × the largest host collective, which a communicator on
+ * the device (nccl) does not stage. */
+
+/* The cuda estimate of one rank for algorithm at cp ranks, staged or on the device. */
+static int64_t cuda_estimate(const cpparity_model_config *config, int64_t batch, int64_t seq_len,
+                             int64_t cp, cpparity_algorithm_choice algorithm, bool on_device) {
+    const cpparity_implementation_estimate setup = {.config = config,
+                                                    .batch = batch,
+                                                    .seq_len = seq_len,
+                                                    .cp = cp,
+                                                    .dtype = CPPARITY_DTYPE_F32,
+                                                    .layout = CPPARITY_LAYOUT_CONTIGUOUS,
+                                                    .algorithm = algorithm,
+                                                    .comm_on_device = on_device};
+    int64_t bytes = 0;
+    cpparity_error error;
+    cr_assert_eq(model_memory_cuda(&setup, &bytes, &error), CPPARITY_OK, "%s", error.message);
+    return bytes;
+}
+
+Test(memory_estimate, cuda_staging__holds_the_largest_host_collective_of_each_algorithm) {
+    /* H = Hkv = 8 heads of 16 over a width of 8: the attention tensors dwarf the ~5k parameters,
+     * so the staging is an attention collective, and the ring's block (k, v, dk, dv with every kv
+     * head) outgrows the Ulysses all-to-all */
+    cpparity_model_config config;
+    memset(&config, 0, sizeof config);
+    cpparity_model_config_set_defaults(&config);
+    config.vocab_size = 16;
+    config.hidden_size = 8;
+    config.intermediate_size = 8;
+    config.num_hidden_layers = 1;
+    config.num_attention_heads = 8;
+    config.num_key_value_heads = 8;
+    config.head_dim = 16;
+    cpparity_error error;
+    cr_assert_eq(cpparity_model_config_validate(&config, &error), CPPARITY_OK, "%s", error.message);
+    const int64_t B = 2, S = 1024, H = 8, Hkv = 8, Dh = 16;
+    const struct {
+        int64_t cp;
+        cpparity_algorithm_choice algorithm;
+        int64_t floats; /* model_cuda.cu's host_staging_count */
+    } expected[] = {
+        /* Ulysses: an all-to-all's send and receive, 2·Nl·max(H, cp)·Dh with Nl = B·S/2 */
+        {2, ULYSSES, 2 * (B * S / 2) * H * Dh},
+        /* ring: k, v, dk, dv of the rank's L = S/2 rows, sent and received: 8·B·L·Hkv·Dh */
+        {2, (cpparity_algorithm_choice){CPPARITY_ALGORITHM_RING, 0, 0}, 8 * B * (S / 2) * Hkv * Dh},
+        /* hybrid 2x2: the ring's members hold U·L = 2·S/4 rows and Hkv/U heads, larger than the
+         * pair's all-to-all 2·(B·S/4)·H·Dh */
+        {4, (cpparity_algorithm_choice){CPPARITY_ALGORITHM_HYBRID, 2, 2},
+         8 * B * (2 * S / 4) * (Hkv / 2) * Dh},
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof *expected; i++) {
+        const int64_t staged =
+            cuda_estimate(&config, B, S, expected[i].cp, expected[i].algorithm, false);
+        const int64_t on_device =
+            cuda_estimate(&config, B, S, expected[i].cp, expected[i].algorithm, true);
+        cr_expect_eq(staged - on_device, 4 * expected[i].floats,
+                     "case %zu: the staging adds %lld bytes, model_cuda.cu allocates %lld", i,
+                     (long long)(staged - on_device), (long long)(4 * expected[i].floats));
+    }
+}
 
 Test(memory_estimate, reference_baseline_and_rerun__are_what_they_allocate) {
     require_counting();

@@ -7,9 +7,10 @@
  * as on the CPU. Ulysses under every layout: contiguous through whole-sequence kernel calls, zigzag
  * and round-robin through the kernel's block calls on the gathered sequence in rank order
  * (model_cuda.h); ring attention through ring.c's steps on device operations
- * (model_cuda_ring.cu); no hybrid yet. It plants the self-test's faults of the model, shard,
- * all-to-all, loss and
- * reduction as the CPU implementation does (model_cuda_faults.cu); those inside the built-in CPU
+ * (model_cuda_ring.cu); hybrid U×R as both, the all-to-alls on Ulysses groups split from the CP
+ * group and the ring across them. It plants the self-test's faults of the model, shard,
+ * all-to-all, ring, loss and reduction as the CPU implementation does (model_cuda_faults.cu,
+ * ring.c, and the hybrid's groups at init); those inside the built-in CPU
  * kernel do not apply to a CUDA kernel and are refused. C linkage, so that the registry (C) finds
  * cpparity_cuda_implementation.
  */
@@ -71,11 +72,6 @@ static bool cuda_available(char *why, size_t size) {
 static cpparity_status cuda_check(const cpparity_model_config *config, int64_t cp,
                                   cpparity_dtype dtype, cpparity_algorithm_choice algorithm,
                                   const cpparity_attention_kernel *kernel, cpparity_error *error) {
-    if (algorithm.kind == CPPARITY_ALGORITHM_HYBRID) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: the cuda implementation runs Ulysses and ring "
-                                  "attention (hybrid attention is not built on the GPU yet)");
-    }
     if ((int)dtype < 0 || (int)dtype >= CPPARITY_DTYPE_COUNT ||
         !cpparity_cuda_implementation.dtypes[dtype]) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
@@ -110,7 +106,7 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
     if (implementation_supports_fault(&cpparity_cuda_implementation, setup->fault) !=
         IMPLEMENTATION_FAULT_SUPPORTED) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "refused: fault %s lives in hybrid attention, which the cuda "
+                                  "refused: fault %s lives in an algorithm the cuda "
                                   "implementation does not run",
                                   cpparity_faults[setup->fault].name);
     }
@@ -126,9 +122,10 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
                                   "rank %d: out of memory (cuda implementation)",
                                   setup->comm->rank);
     }
+    const cuda_model_shape shape = {setup->batch,  setup->seq_len,   setup->dtype,
+                                    setup->layout, setup->algorithm, setup->fault};
     status =
-        cuda_model_init(&made->model, setup->config, setup->batch, setup->seq_len, setup->dtype,
-                        setup->layout, setup->algorithm, setup->comm, setup->kernel, error);
+        cuda_model_init(&made->model, setup->config, &shape, setup->comm, setup->kernel, error);
     if (status != CPPARITY_OK) {
         free(made);
         return status;
@@ -297,11 +294,12 @@ static void cuda_destroy(void *instance) {
 const cpparity_implementation cpparity_cuda_implementation = {
     "cuda-model",
     "cuda",
-    "float32 or bf16-stored model on a CUDA device (cuBLAS), Ulysses or ring context parallelism",
-    {true, true},        /* f32, bf16 */
-    {true, true, true},  /* layouts: contiguous, zigzag, round-robin (the latter two through the
-                            kernel's block calls: model_cuda.h) */
-    {true, true, false}, /* algorithms: Ulysses and ring (model_cuda_ring.cu); no hybrid yet */
+    "float32 or bf16-stored model on a CUDA device (cuBLAS), Ulysses, ring or hybrid context "
+    "parallelism",
+    {true, true},       /* f32, bf16 */
+    {true, true, true}, /* layouts: contiguous, zigzag, round-robin (the latter two through the
+                           kernel's block calls: model_cuda.h) */
+    {true, true, true}, /* algorithms: Ulysses, ring (model_cuda_ring.cu) and hybrid */
     "cuda-f32",
     cuda_available,
     cuda_check,

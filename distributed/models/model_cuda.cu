@@ -15,10 +15,10 @@ extern "C" {
 #include "distributed/device/cuda_check.h"
 #include "distributed/kernels/kernel_support.h"
 
-/* Rows of the "sequence" tensors: the whole padded sequence after the all-to-all (Ulysses), the
- * rank's own rows (ring), as in the CPU model. */
+/* Rows of the "sequence" tensors: the whole padded sequence after the all-to-all (Ulysses), a
+ * ring member's rows (ring: the rank's own; hybrid: its Ulysses group's), as in the CPU model. */
 static int64_t sequence_rows(const cuda_model *model) {
-    return model->ring ? model->shard.local_len : model->shard.padded_seq_len;
+    return model->ring ? model->ring_rows : model->shard.padded_seq_len;
 }
 
 /* The saved activations' table and offsets: the CPU model's layout (activation_layout.h). */
@@ -93,7 +93,7 @@ static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
     ALLOCATE(d->sequence_v, B * S * Hkvl * Dh);
     ALLOCATE(d->logits, N * V);
     if (model->ring) {
-        ALLOCATE(model->ring_index, 3 * L);
+        ALLOCATE(model->ring_index, 3 * model->ring_rows);
     }
     CUDA_CHECK(cudaMemsetAsync(model->parameters, 0, (size_t)P * sizeof(float), stream), error,
                "zeroing the parameters");
@@ -104,9 +104,12 @@ static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
         CUDA_CHECK(cudaMalloc(&model->device_staging, (size_t)model->device_staging_bytes), error,
                    "allocating device staging");
     } else { /* the largest device collective: an all-to-all's send and receive, the ring's
-                backward block (k, v, dk, dv) sent and received, or gradients */
-        const int64_t exchange = model->ring ? 8 * N * Hkv * Dh : 2 * N * widest * Dh;
-        model->host_staging_count = exchange > P ? exchange : P;
+                backward block (k, v, dk, dv of a member's rows) sent and received, or gradients */
+        const int64_t exchange =
+            model->algorithm.kind != CPPARITY_ALGORITHM_RING ? 2 * N * widest * Dh : 0;
+        const int64_t block = model->ring ? 8 * B * model->ring_rows * Hkvl * Dh : 0;
+        const int64_t largest = exchange > block ? exchange : block;
+        model->host_staging_count = largest > P ? largest : P;
         CUDA_CHECK(
             cudaMallocHost(&model->host_staging, (size_t)model->host_staging_count * sizeof(float)),
             error, "allocating pinned host staging");
@@ -184,20 +187,55 @@ int cuda_model_kernel_backward(cuda_model *model, float *dq, float *dk, float *d
                                   &block, scale, (void *)model->stream, message, size);
 }
 
-cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
-                                int64_t batch, int64_t seq_len, cpparity_dtype dtype,
-                                cpparity_layout layout, cpparity_algorithm_choice algorithm,
-                                cpparity_comm *comm, const cpparity_attention_kernel *kernel,
-                                cpparity_error *error) {
-    memset(model, 0, sizeof *model);
-    cpparity_status status = cpparity_model_config_validate(config, error);
-    if (status == CPPARITY_OK && algorithm.kind == CPPARITY_ALGORITHM_HYBRID) {
-        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                    "refused: the cuda model runs Ulysses and ring attention; "
-                                    "hybrid attention is not built on the GPU");
+/* The groups of the model's algorithm and its head counts (model_f32.c's set_up_algorithm).
+ * Hybrid U×R: rank r is in Ulysses group r / U (consecutive ranks) at place r mod U; the ring
+ * joins the ranks of one place across the R groups (hybrid-group-across-ring forms the groups
+ * across the ring dimension instead, r mod R, while the token bookkeeping still assumes
+ * consecutive groups). Every rank of comm calls it. */
+static cpparity_status set_up_groups(cuda_model *model, cpparity_comm *comm, cpparity_fault fault,
+                                     cpparity_error *error) {
+    const cpparity_model_config *config = &model->config;
+    const cpparity_algorithm_choice *algorithm = &model->algorithm;
+    const int64_t cp = comm->size, rank = comm->rank;
+    model->world.comm = comm;
+    model->ulysses_group = &model->world;
+    model->ring_group = &model->world;
+    model->ring = algorithm->kind != CPPARITY_ALGORITHM_ULYSSES;
+    model->ulysses_degree = algorithm->kind == CPPARITY_ALGORITHM_RING ? 1 : cp;
+    if (algorithm->kind == CPPARITY_ALGORITHM_HYBRID) {
+        const int64_t U = algorithm->ulysses_degree, R = algorithm->ring_degree;
+        const bool across = fault == CPPARITY_FAULT_HYBRID_GROUP_ACROSS_RING;
+        cpparity_status status = cpparity_comm_split(comm, (int)(across ? rank % R : rank / U),
+                                                     (int)rank, &model->split[0].comm, error);
+        model->split[0].owned = model->split[0].comm != NULL;
+        if (status == CPPARITY_OK) {
+            status = cpparity_comm_split(comm, (int)(across ? rank / R : rank % U), (int)rank,
+                                         &model->split[1].comm, error);
+            model->split[1].owned = model->split[1].comm != NULL;
+        }
+        if (status != CPPARITY_OK) {
+            return status;
+        }
+        model->ulysses_group = &model->split[0];
+        model->ring_group = &model->split[1];
+        model->ulysses_degree = U;
     }
+    const int64_t degree = model->ulysses_degree; /* ring: 1, every rank keeps every head */
+    model->local_heads = config->num_attention_heads / degree;
+    model->kv_replicated = config->num_key_value_heads % degree != 0;
+    model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / degree;
+    model->ring_rows = degree * model->shard.local_len;
+    return CPPARITY_OK;
+}
+
+cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
+                                const cuda_model_shape *shape, cpparity_comm *comm,
+                                const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    memset(model, 0, sizeof *model);
+    const cpparity_layout layout = shape->layout;
+    cpparity_status status = cpparity_model_config_validate(config, error);
     if (status == CPPARITY_OK) {
-        status = f32_model_check_parallelism(config, comm->size, algorithm, kernel, error);
+        status = f32_model_check_parallelism(config, comm->size, shape->algorithm, kernel, error);
     }
     if (status == CPPARITY_OK && layout != CPPARITY_LAYOUT_CONTIGUOUS &&
         !kernel_has_block_calls(kernel)) {
@@ -210,22 +248,17 @@ cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *
         return status;
     }
     model->config = *config;
-    model->dtype = dtype;
-    model->batch = batch;
+    model->dtype = shape->dtype;
+    model->batch = shape->batch;
+    model->algorithm = shape->algorithm;
     model->comm = comm;
     model->device_comm = comm->kind != NULL && strcmp(comm->kind, "nccl") == 0;
     model->kernel = kernel;
-    model->shard = shard_layout_make(seq_len, comm->size, comm->rank, layout);
-    model->ring = algorithm.kind == CPPARITY_ALGORITHM_RING;
-    if (model->ring) { /* every rank keeps every head */
-        model->local_heads = config->num_attention_heads;
-        model->local_kv_heads = config->num_key_value_heads;
-    } else {
-        model->local_heads = config->num_attention_heads / comm->size;
-        model->kv_replicated = config->num_key_value_heads % comm->size != 0;
-        model->local_kv_heads = model->kv_replicated ? 1 : config->num_key_value_heads / comm->size;
+    model->shard = shard_layout_make(shape->seq_len, comm->size, comm->rank, layout);
+    status = set_up_groups(model, comm, shape->fault, error);
+    if (status == CPPARITY_OK) {
+        status = cpparity_model_parameter_table(config, &model->parameter_table, error);
     }
-    status = cpparity_model_parameter_table(config, &model->parameter_table, error);
     if (status == CPPARITY_OK) {
         status = cpparity_model_parameters_locate(config, &model->parameter_table,
                                                   &model->parameter, error);
@@ -362,51 +395,56 @@ cpparity_status cuda_model_linear_backward(cuda_model *model, float *din, float 
 
 /* Whether every rank of the group is a thread of this process on this rank's device: asked at
  * the first device collective, which every rank reaches at the same point of the step. */
-static cpparity_status find_shared_device(cuda_model *model, cpparity_error *error) {
-    if (model->shared_device_known) {
+static cpparity_status find_shared_device(cuda_model *model, cuda_group *group,
+                                          cpparity_error *error) {
+    if (group->shared_device_known) {
         return CPPARITY_OK;
     }
-    model->shared_device_known = true;
-    model->shared_device = false;
-    if (model->comm->kind == NULL || strcmp(model->comm->kind, "local") != 0) {
+    group->shared_device_known = true;
+    group->shared_device = false;
+    cpparity_comm *comm = group->comm;
+    if (comm->kind == NULL || strcmp(comm->kind, "local") != 0) {
         return CPPARITY_OK;
     }
-    const int64_t cp = model->shard.cp;
-    model->peer_pointers = (int64_t *)calloc((size_t)cp, sizeof(int64_t));
+    const int64_t size = comm->size;
+    group->peer_pointers = (int64_t *)calloc((size_t)size, sizeof(int64_t));
     /* a rank out of memory says device -1: every rank then stages through the host */
-    const int64_t mine = model->peer_pointers != NULL ? model->device : -1;
-    /* Σ d and Σ d² over the ranks: cp·Σd² = (Σd)² exactly when every d is the same (Cauchy–
+    const int64_t mine = group->peer_pointers != NULL ? model->device : -1;
+    /* Σ d and Σ d² over the ranks: n·Σd² = (Σd)² exactly when every d is the same (Cauchy–
      * Schwarz), a test every rank evaluates alike on the same sums */
     int64_t sums[2] = {mine, mine * mine};
     const cpparity_status status =
-        cpparity_all_reduce_sum(model->comm, sums, sums, 2, CPPARITY_INT64, NULL, error);
-    model->shared_device =
-        status == CPPARITY_OK && cp * sums[1] == sums[0] * sums[0] && sums[0] >= 0;
+        cpparity_all_reduce_sum(comm, sums, sums, 2, CPPARITY_INT64, NULL, error);
+    group->shared_device =
+        status == CPPARITY_OK && size * sums[1] == sums[0] * sums[0] && sums[0] >= 0;
     return status;
 }
 
-/* Every rank's pointer into peers (cp entries), once this rank's stream has finished the data. */
-static cpparity_status swap_pointers(cuda_model *model, const float *mine, int64_t *peers,
+/* Every rank's pointer into the group's peer_pointers, once this rank's stream has finished the
+ * data. */
+static cpparity_status swap_pointers(cuda_model *model, cuda_group *group, const float *mine,
                                      cpparity_error *error) {
     CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "finishing a collective's data");
     const int64_t pointer = (int64_t)(intptr_t)mine;
-    return cpparity_all_gather(model->comm, &pointer, peers, 1, CPPARITY_INT64, NULL, error);
+    return cpparity_all_gather(group->comm, &pointer, group->peer_pointers, 1, CPPARITY_INT64, NULL,
+                               error);
 }
 
 /* Waits until every rank's stream has finished reading the others' buffers. */
-static cpparity_status wait_for_readers(cuda_model *model, cpparity_error *error) {
+static cpparity_status wait_for_readers(cuda_model *model, cuda_group *group,
+                                        cpparity_error *error) {
     CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "reading the other ranks' buffers");
     int64_t token = 0;
-    return cpparity_all_reduce_sum(model->comm, &token, &token, 1, CPPARITY_INT64, NULL, error);
+    return cpparity_all_reduce_sum(group->comm, &token, &token, 1, CPPARITY_INT64, NULL, error);
 }
 
 /* The all-to-all device to device: block i of receive is block `rank` of rank i's send. */
-static cpparity_status all_to_all_shared(cuda_model *model, const float *send, float *receive,
-                                         int64_t count, cpparity_error *error) {
-    const int64_t cp = model->shard.cp, rank = model->shard.rank;
-    int64_t *peers = model->peer_pointers;
-    cpparity_status status = swap_pointers(model, send, peers, error);
-    for (int64_t i = 0; status == CPPARITY_OK && i < cp; i++) {
+static cpparity_status all_to_all_shared(cuda_model *model, cuda_group *group, const float *send,
+                                         float *receive, int64_t count, cpparity_error *error) {
+    const int64_t size = group->comm->size, rank = group->comm->rank;
+    const int64_t *peers = group->peer_pointers;
+    cpparity_status status = swap_pointers(model, group, send, error);
+    for (int64_t i = 0; status == CPPARITY_OK && i < size; i++) {
         const float *peer = (const float *)(intptr_t)peers[i];
         const cudaError_t code =
             cudaMemcpyAsync(receive + i * count, peer + rank * count, (size_t)count * sizeof(float),
@@ -420,15 +458,15 @@ static cpparity_status all_to_all_shared(cuda_model *model, const float *send, f
         }
     }
     /* every rank reaches this point, also after a failed copy: no rank waits alone */
-    const cpparity_status waited = wait_for_readers(model, error);
+    const cpparity_status waited = wait_for_readers(model, group, error);
     return status != CPPARITY_OK ? status : waited;
 }
 
 /* The all-reduce device to device: every rank sums every rank's values in rank order (the same
  * bits everywhere) into its scratch, then, once all have read, takes the sum. */
-static cpparity_status all_reduce_shared(cuda_model *model, float *values, int64_t count,
-                                         cpparity_error *error) {
-    const int64_t cp = model->shard.cp;
+static cpparity_status all_reduce_shared(cuda_model *model, cuda_group *group, float *values,
+                                         int64_t count, cpparity_error *error) {
+    const int64_t size = group->comm->size;
     cpparity_status status = CPPARITY_OK;
     if (count > model->reduce_scratch_count) { /* made at the first use, as large as asked */
         if (model->reduce_scratch != NULL) {
@@ -445,9 +483,9 @@ static cpparity_status all_reduce_shared(cuda_model *model, float *values, int64
             model->reduce_scratch_count = count;
         }
     }
-    int64_t *peers = model->peer_pointers;
+    const int64_t *peers = group->peer_pointers;
     /* a rank that failed above still swaps and waits: no rank waits alone */
-    const cpparity_status swapped = swap_pointers(model, values, peers, error);
+    const cpparity_status swapped = swap_pointers(model, group, values, error);
     status = status != CPPARITY_OK ? status : swapped;
     float *sum = model->reduce_scratch;
     cudaError_t code = cudaSuccess;
@@ -456,7 +494,7 @@ static cpparity_status all_reduce_shared(cuda_model *model, float *values, int64
             cudaMemcpyAsync(sum, (const float *)(intptr_t)peers[0], (size_t)count * sizeof(float),
                             cudaMemcpyDeviceToDevice, model->stream);
     }
-    for (int64_t r = 1; status == CPPARITY_OK && code == cudaSuccess && r < cp; r++) {
+    for (int64_t r = 1; status == CPPARITY_OK && code == cudaSuccess && r < size; r++) {
         code = cuda_add(sum, sum, (const float *)(intptr_t)peers[r], count, model->stream);
     }
     if (status == CPPARITY_OK && code != cudaSuccess) {
@@ -466,7 +504,7 @@ static cpparity_status all_reduce_shared(cuda_model *model, float *values, int64
                                "failed: %s (%s:%d)",
                                model->comm->rank, cudaGetErrorString(code), __FILE__, __LINE__);
     }
-    const cpparity_status waited = wait_for_readers(model, error);
+    const cpparity_status waited = wait_for_readers(model, group, error);
     if (status != CPPARITY_OK || waited != CPPARITY_OK) {
         return status != CPPARITY_OK ? status : waited;
     }
@@ -476,32 +514,33 @@ static cpparity_status all_reduce_shared(cuda_model *model, float *values, int64
     return CPPARITY_OK;
 }
 
-/* An all-to-all of device buffers (count floats per rank). */
+/* An all-to-all of device buffers (count floats per rank) over the Ulysses group. */
 static cpparity_status all_to_all_device(cuda_model *model, const float *send, float *receive,
                                          int64_t count, cpparity_error *error) {
+    cuda_group *group = model->ulysses_group;
     if (model->device_comm) {
-        return cpparity_all_to_all(model->comm, send, receive, count, CPPARITY_FLOAT32,
+        return cpparity_all_to_all(group->comm, send, receive, count, CPPARITY_FLOAT32,
                                    (void *)model->stream, error);
     }
-    const cpparity_status known = find_shared_device(model, error);
+    const cpparity_status known = find_shared_device(model, group, error);
     if (known != CPPARITY_OK) {
         return known;
     }
-    if (model->shared_device) {
-        return all_to_all_shared(model, send, receive, count, error);
+    if (group->shared_device) {
+        return all_to_all_shared(model, group, send, receive, count, error);
     }
-    const int64_t cp = model->shard.cp;
-    if (2 * cp * count > model->host_staging_count) {
+    const int64_t size = group->comm->size;
+    if (2 * size * count > model->host_staging_count) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "rank %d: all-to-all of %lld floats past the staging buffer",
-                                  model->comm->rank, (long long)(cp * count));
+                                  model->comm->rank, (long long)(size * count));
     }
-    float *host_send = model->host_staging, *host_receive = model->host_staging + cp * count;
-    const size_t bytes = (size_t)(cp * count) * sizeof(float);
+    float *host_send = model->host_staging, *host_receive = model->host_staging + size * count;
+    const size_t bytes = (size_t)(size * count) * sizeof(float);
     CUDA_CHECK(cudaMemcpyAsync(host_send, send, bytes, cudaMemcpyDeviceToHost, model->stream),
                error, "staging an all-to-all on the host");
     CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "staging an all-to-all on the host");
-    const cpparity_status status = cpparity_all_to_all(model->comm, host_send, host_receive, count,
+    const cpparity_status status = cpparity_all_to_all(group->comm, host_send, host_receive, count,
                                                        CPPARITY_FLOAT32, NULL, error);
     if (status != CPPARITY_OK) {
         return status;
@@ -513,9 +552,9 @@ static cpparity_status all_to_all_device(cuda_model *model, const float *send, f
 
 cpparity_status cuda_model_heads_to_sequence(cuda_model *model, float *out, const float *in,
                                              int64_t heads, cpparity_error *error) {
-    const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
-    const int64_t Dh = model->config.head_dim, block = B * L * (heads / cp) * Dh;
-    float *send = model->exchange, *receive = model->exchange + cp * block;
+    const int64_t B = model->batch, L = model->shard.local_len, U = model->ulysses_degree;
+    const int64_t Dh = model->config.head_dim, block = B * L * (heads / U) * Dh;
+    float *send = model->exchange, *receive = model->exchange + U * block;
     if (model->fault == CPPARITY_FAULT_A2A_HEAD_ORDER) {
         const cpparity_status ordered =
             cuda_model_fault_order_heads(model, model->ordered, in, heads, error);
@@ -524,29 +563,29 @@ cpparity_status cuda_model_heads_to_sequence(cuda_model *model, float *out, cons
         }
         in = model->ordered;
     }
-    CUDA_CHECK(cuda_pack_heads_to_sequence(send, in, B, L, heads, Dh, cp, model->stream), error,
+    CUDA_CHECK(cuda_pack_heads_to_sequence(send, in, B, L, heads, Dh, U, model->stream), error,
                "packing heads for the all-to-all");
     const cpparity_status status = all_to_all_device(model, send, receive, block, error);
     if (status != CPPARITY_OK) {
         return status;
     }
-    CUDA_CHECK(cuda_unpack_heads_to_sequence(out, receive, B, L, heads, Dh, cp, model->stream),
+    CUDA_CHECK(cuda_unpack_heads_to_sequence(out, receive, B, L, heads, Dh, U, model->stream),
                error, "unpacking the sequence after the all-to-all");
     return CPPARITY_OK;
 }
 
 cpparity_status cuda_model_sequence_to_heads(cuda_model *model, float *out, const float *in,
                                              int64_t heads, cpparity_error *error) {
-    const int64_t B = model->batch, L = model->shard.local_len, cp = model->shard.cp;
-    const int64_t Dh = model->config.head_dim, block = B * L * (heads / cp) * Dh;
-    float *send = model->exchange, *receive = model->exchange + cp * block;
-    CUDA_CHECK(cuda_pack_sequence_to_heads(send, in, B, L, heads, Dh, cp, model->stream), error,
+    const int64_t B = model->batch, L = model->shard.local_len, U = model->ulysses_degree;
+    const int64_t Dh = model->config.head_dim, block = B * L * (heads / U) * Dh;
+    float *send = model->exchange, *receive = model->exchange + U * block;
+    CUDA_CHECK(cuda_pack_sequence_to_heads(send, in, B, L, heads, Dh, U, model->stream), error,
                "packing the sequence for the all-to-all");
     const cpparity_status status = all_to_all_device(model, send, receive, block, error);
     if (status != CPPARITY_OK) {
         return status;
     }
-    CUDA_CHECK(cuda_unpack_sequence_to_heads(out, receive, B, L, heads, Dh, cp, model->stream),
+    CUDA_CHECK(cuda_unpack_sequence_to_heads(out, receive, B, L, heads, Dh, U, model->stream),
                error, "unpacking heads after the all-to-all");
     return CPPARITY_OK;
 }
@@ -557,12 +596,12 @@ cpparity_status cuda_model_all_reduce_device(cuda_model *model, float *values, i
         return cpparity_all_reduce_sum(model->comm, values, values, count, CPPARITY_FLOAT32,
                                        (void *)model->stream, error);
     }
-    const cpparity_status known = find_shared_device(model, error);
+    const cpparity_status known = find_shared_device(model, &model->world, error);
     if (known != CPPARITY_OK) {
         return known;
     }
-    if (model->shared_device) {
-        return all_reduce_shared(model, values, count, error);
+    if (model->world.shared_device) {
+        return all_reduce_shared(model, &model->world, values, count, error);
     }
     if (count > model->host_staging_count) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
@@ -604,12 +643,13 @@ static cpparity_status device_staging_split(cuda_model *model, int64_t first, in
 /* The shift device to device between local ranks on one GPU: rank r copies rank r − offset's
  * send into its receive, once every rank's send is ready, and all wait until every rank has read.
  */
-static cpparity_status shift_shared(cuda_model *model, const float *send, float *receive,
-                                    int64_t count, int offset, cpparity_error *error) {
-    const int64_t cp = model->shard.cp, rank = model->shard.rank;
-    int64_t *peers = model->peer_pointers;
-    cpparity_status status = swap_pointers(model, send, peers, error);
-    const int64_t source = ((rank - offset) % cp + cp) % cp;
+static cpparity_status shift_shared(cuda_model *model, cuda_group *group, const float *send,
+                                    float *receive, int64_t count, int offset,
+                                    cpparity_error *error) {
+    const int64_t size = group->comm->size, rank = group->comm->rank;
+    const int64_t *peers = group->peer_pointers;
+    cpparity_status status = swap_pointers(model, group, send, error);
+    const int64_t source = ((rank - offset) % size + size) % size;
     if (status == CPPARITY_OK) {
         const cudaError_t code =
             cudaMemcpyAsync(receive, (const float *)(intptr_t)peers[source],
@@ -623,22 +663,23 @@ static cpparity_status shift_shared(cuda_model *model, const float *send, float 
         }
     }
     /* every rank reaches this point, also after a failed copy: no rank waits alone */
-    const cpparity_status waited = wait_for_readers(model, error);
+    const cpparity_status waited = wait_for_readers(model, group, error);
     return status != CPPARITY_OK ? status : waited;
 }
 
 cpparity_status cuda_model_shift_device(cuda_model *model, const float *send, float *receive,
                                         int64_t count, int offset, cpparity_error *error) {
+    cuda_group *group = model->ring_group;
     if (model->device_comm) {
-        return cpparity_shift(model->comm, send, receive, count, CPPARITY_FLOAT32, offset,
+        return cpparity_shift(group->comm, send, receive, count, CPPARITY_FLOAT32, offset,
                               (void *)model->stream, error);
     }
-    const cpparity_status known = find_shared_device(model, error);
+    const cpparity_status known = find_shared_device(model, group, error);
     if (known != CPPARITY_OK) {
         return known;
     }
-    if (model->shared_device) {
-        return shift_shared(model, send, receive, count, offset, error);
+    if (group->shared_device) {
+        return shift_shared(model, group, send, receive, count, offset, error);
     }
     if (2 * count > model->host_staging_count) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
@@ -650,7 +691,7 @@ cpparity_status cuda_model_shift_device(cuda_model *model, const float *send, fl
     CUDA_CHECK(cudaMemcpyAsync(host_send, send, bytes, cudaMemcpyDeviceToHost, model->stream),
                error, "staging a ring shift on the host");
     CUDA_CHECK(cudaStreamSynchronize(model->stream), error, "staging a ring shift on the host");
-    const cpparity_status status = cpparity_shift(model->comm, host_send, host_receive, count,
+    const cpparity_status status = cpparity_shift(group->comm, host_send, host_receive, count,
                                                   CPPARITY_FLOAT32, offset, NULL, error);
     if (status != CPPARITY_OK) {
         return status;
@@ -764,7 +805,13 @@ void cuda_model_free(cuda_model *model) {
     free(model->host_groups);
     free(model->ring_tokens);
     free(model->host_rope_positions);
-    free(model->peer_pointers);
+    free(model->world.peer_pointers);
+    for (int g = 0; g < 2; g++) { /* a hybrid's groups, split at init */
+        free(model->split[g].peer_pointers);
+        if (model->split[g].owned) {
+            cpparity_comm_free(model->split[g].comm);
+        }
+    }
     free(model->reported_logits);
     mask_storage_free(&model->mask);
     cpparity_tensor_table_free(&model->parameter_table);

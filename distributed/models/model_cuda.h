@@ -17,8 +17,11 @@
  * Ring attention (the `ring` algorithm, model_cuda_ring.cu): each rank keeps its own q, k, v with
  * every head; ring.c runs the steps on them through device operations (gathers, the log-sum-exp
  * merge, scatter-adds, the kernel's block calls, the device shift below), so the CPU and the GPU
- * share the choice of steps, rows and order. Hybrid (Ulysses inside groups, ring across them) is
- * not built on the GPU.
+ * share the choice of steps, rows and order. Hybrid U×R (Ulysses inside groups of U consecutive
+ * ranks, ring across the R groups): the CP group is split as the CPU model splits it
+ * (model_f32.c), the all-to-alls run on the Ulysses group, the ring on the ring group, with each
+ * ring member holding its Ulysses group's tokens and H/U heads, and the loss, mask and gradient
+ * collectives on the whole CP group.
  *
  * Streams and handles: each instance owns one cudaStream_t and one cuBLAS handle bound to it;
  * all its work is enqueued there, so ranks sharing a device (local communicator threads) never
@@ -26,7 +29,8 @@
  * (cublas_library.h), so runs on CPU ranks never load it. The instance runs on the device current
  * when it was created (made current again at every call).
  *
- * Collectives: with the "nccl" communicator device pointers and the stream go straight to the
+ * Collectives: each runs on one cuda_group (the CP group, or a hybrid's Ulysses or ring group).
+ * With the "nccl" communicator device pointers and the stream go straight to the
  * communicator. Local ranks (threads of this process, each with its own stream, handle and
  * buffers) that all run on one device exchange device to device: the host communicator swaps
  * buffer pointers, each rank copies (all-to-all) or sums in rank order (all-reduce) from the
@@ -81,15 +85,32 @@ typedef struct cuda_backward_buffers {
     float *logits;                     /* [N, V] */
 } cuda_backward_buffers;
 
+/* A communicator the model's device collectives run on: the whole CP group, or a hybrid's Ulysses
+ * group or ring (split from it). Whether its ranks share this device is found at its first device
+ * collective, which all its ranks reach at the same point of the step. */
+typedef struct cuda_group {
+    cpparity_comm *comm;                     /* the CP group (borrowed) or a split (owned) */
+    bool owned;                              /* made by cpparity_comm_split: freed with the model */
+    bool shared_device_known, shared_device; /* local ranks all on this device */
+    int64_t *peer_pointers;                  /* host [comm->size]: the ranks' buffers */
+} cuda_group;
+
 typedef struct cuda_model {
     cpparity_model_config config;            /* validated copy */
     cpparity_dtype dtype;                    /* float32, or bfloat16 at the storage points */
     int64_t batch;                           /* B */
     shard_layout shard;                      /* S, padded S, L, cp, rank, layout */
-    bool ring;                               /* the ring algorithm; else Ulysses */
-    int64_t local_heads, local_kv_heads;     /* H / cp; Hkv / cp or 1 (replicated); ring: H, Hkv */
-    bool kv_replicated;                      /* cp is a multiple of Hkv */
+    cpparity_algorithm_choice algorithm;     /* ulysses, ring or hybrid U×R */
+    bool ring;                               /* ring attention runs (ring, or hybrid's ring) */
+    int64_t ulysses_degree;                  /* the all-to-all's ranks: cp, U (hybrid), 1 (ring) */
+    int64_t ring_rows;                       /* rows a ring member holds: L, or U·L (hybrid) */
+    int64_t local_heads, local_kv_heads;     /* H / degree; Hkv / degree or 1 (replicated) */
+    bool kv_replicated;                      /* the degree is not a divisor of Hkv */
     cpparity_comm *comm;                     /* the CP group (borrowed) */
+    cuda_group world;                        /* the CP group: mask, loss and gradients */
+    cuda_group split[2];                     /* hybrid: its Ulysses group and ring (owned) */
+    cuda_group *ulysses_group;               /* the all-to-alls' group: world, or split[0] */
+    cuda_group *ring_group;                  /* the ring's group: world, or split[1] */
     bool device_comm;                        /* comm->kind is "nccl": device pointers */
     const cpparity_attention_kernel *kernel; /* CUDA float32 (borrowed) */
     int device;                              /* the CUDA device of the instance */
@@ -111,10 +132,10 @@ typedef struct cuda_model {
     int64_t *sequence_tokens;    /* [cp·L] the token of each row of the sequence after the
                                     all-to-all (rank i's rows at [i·L, (i+1)·L)), for the kernel's
                                     block calls; NULL for the contiguous layout (row = token) */
-    int64_t *ring_index;         /* ring: [3·L] a step's rows and a block's tokens (ring_ops) */
+    int64_t *ring_index;         /* ring: [3·ring_rows] a step's rows and a block's tokens */
     cuda_token_groups groups;    /* the slice's tokens by vocabulary row (device arrays) */
     float *exchange;             /* 2·N·max(H, cp)·Dh: all-to-all send | receive */
-    float *repeated;             /* [N, cp, Dh] kv heads repeated to cp */
+    float *repeated;             /* [N, degree, Dh] kv heads repeated to the all-to-all's degree */
     float *projection;           /* [N, D] */
     float *row_loss;             /* [N] token losses */
     float *loss_sum;             /* [1] */
@@ -125,17 +146,14 @@ typedef struct cuda_model {
     float *host_staging;        /* host communicators: pinned, device collectives staged here */
     int64_t host_staging_count; /* floats */
     int64_t *host_groups;       /* [4N + 1]: building the token groups */
-    int64_t *ring_tokens;       /* ring: [cp·L] the global token of every member's rows */
+    int64_t *ring_tokens;       /* ring: [R·ring_rows] the global token of every member's rows */
     ring_operations ring_operations; /* ring: ring.h's operations on this model's device */
     float loss;                      /* global loss, identical on every rank */
     float loss_sum_local;            /* Σ token losses over this rank's labels */
     int64_t labels_local;            /* labeled tokens on this rank */
     int64_t labels_global;           /* labeled tokens in the whole batch */
-    /* local ranks all on this device (model_cuda.cu): collectives device to device */
-    bool shared_device_known, shared_device;
-    int64_t *peer_pointers;       /* host [cp]: the ranks' buffers of a collective */
-    float *reduce_scratch;        /* device: an all-reduce's sum (made at the first use) */
-    int64_t reduce_scratch_count; /* floats */
+    float *reduce_scratch;           /* device: an all-reduce's sum (made at the first use) */
+    int64_t reduce_scratch_count;    /* floats */
     /* a planted fault (model_cuda_faults.cu; NONE normally) and its buffers */
     cpparity_fault fault;
     float *ordered;               /* device [N, max(H, cp), Dh]: a2a-head-order's head order */
@@ -143,28 +161,43 @@ typedef struct cuda_model {
     float *reported_logits;       /* host [N, V]: stale-rank-slice's reported slice */
 } cuda_model;
 
-/* Allocates the model (stream, cuBLAS handle, device memory) for batches of B rows of seq_len
- * tokens sharded over comm by layout (shard.h), storing in dtype, attention through kernel (CUDA,
- * float32) under algorithm (Ulysses or ring; hybrid is refused). A layout other than contiguous,
- * and ring attention, call the kernel's block calls (kernel.h ABI 3), each row named by its
- * token: the kernel must have them.
- * Parameters are zero until cuda_model_load_parameters. Frees what it made on failure. */
+/* What a model is made for besides its configuration (model_f32.h's f32_model_shape). */
+typedef struct cuda_model_shape {
+    int64_t batch;                       /* B */
+    int64_t seq_len;                     /* S of the case */
+    cpparity_dtype dtype;                /* storage */
+    cpparity_layout layout;              /* who holds what (shard.h) */
+    cpparity_algorithm_choice algorithm; /* ulysses, ring or hybrid U×R */
+    cpparity_fault fault;                /* the fault to plant (cuda_model_set_fault plants it;
+                                            hybrid-group-across-ring forms the groups at init),
+                                            NONE normally */
+} cuda_model_shape;
+
+/* Allocates the model (stream, cuBLAS handle, device memory; a hybrid's split groups) for
+ * batches of B rows of seq_len tokens sharded over comm by layout (shard.h), storing in dtype,
+ * attention through kernel (CUDA, float32) under the algorithm. A layout other than contiguous,
+ * and ring attention (alone or in a hybrid), call the kernel's block calls (kernel.h ABI 3), each
+ * row named by its token: the kernel must have them. Every rank of comm calls it (a hybrid
+ * splits comm). Parameters are zero until cuda_model_load_parameters. Frees what it made on
+ * failure. */
 cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
-                                int64_t batch, int64_t seq_len, cpparity_dtype dtype,
-                                cpparity_layout layout, cpparity_algorithm_choice algorithm,
-                                cpparity_comm *comm, const cpparity_attention_kernel *kernel,
-                                cpparity_error *error);
+                                const cuda_model_shape *shape, cpparity_comm *comm,
+                                const cpparity_attention_kernel *kernel, cpparity_error *error);
 
 /* Writes the tokens of the rows the kernel sees from the shard (again after the
  * zigzag-chunk-swap fault changed it): sequence_tokens for Ulysses, ring_tokens for the ring. */
 cpparity_status cuda_model_upload_sequence_tokens(cuda_model *model, cpparity_error *error);
 
-/* Ring attention of layer l (model_cuda_ring.cu): forward from the layer's q, k, v into its
- * sequence_out (rounded at the storage point), sequence_lse and attention; backward from
- * grad.attention into grad.q, grad.k, grad.v. */
+/* Ring attention of layer l (model_cuda_ring.cu): forward from the layer's q, k, v (ring) or its
+ * sequence_q, _k, _v (hybrid: after the Ulysses group's all-to-alls) into its sequence_out
+ * (rounded at the storage point) and sequence_lse, and for ring alone into attention; backward
+ * from grad.attention (ring) or grad.sequence_out (hybrid) into grad.q, grad.k, grad.v (ring) or
+ * grad.sequence_q, _k, _v (hybrid). */
 cpparity_status cuda_model_ring_forward(cuda_model *model, int64_t l, cpparity_error *error);
 cpparity_status cuda_model_ring_backward(cuda_model *model, int64_t l, cpparity_error *error);
-/* ring_tokens from the shard as dealt, and the device operations bound to this model. */
+/* ring_tokens from the shard as dealt (row r of a hybrid's member m: rank m·U + r / L's token
+ * r mod L, as the Ulysses group's all-to-all delivers them), and the device operations bound to
+ * this model. */
 cpparity_status cuda_model_ring_tokens(cuda_model *model, cpparity_error *error);
 
 /* The kernel's forward and backward on the gathered sequence: a whole-sequence call, or for a
@@ -217,15 +250,16 @@ cpparity_status cuda_model_linear_backward(cuda_model *model, float *din, float 
                                            int64_t rows, int64_t in_features, int64_t out_features,
                                            bool accumulate, cpparity_error *error);
 
-/* Ulysses (ulysses.h) on device buffers: [B, L, heads, Dh] → [B, S, heads/cp, Dh] and back,
- * through model->exchange and the communicator. */
+/* Ulysses (ulysses.h) on device buffers: [B, L, heads, Dh] → [B, U·L, heads/U, Dh] and back
+ * (U the all-to-all's degree: cp, or a hybrid's U), through model->exchange and the Ulysses
+ * group. */
 cpparity_status cuda_model_heads_to_sequence(cuda_model *model, float *out, const float *in,
                                              int64_t heads, cpparity_error *error);
 cpparity_status cuda_model_sequence_to_heads(cuda_model *model, float *out, const float *in,
                                              int64_t heads, cpparity_error *error);
 
-/* Collectives of the group. device_*: device buffers (staged through host memory for the host
- * communicators); host_*: host buffers (staged through device memory for nccl). */
+/* Collectives of the whole CP group. device_*: device buffers (staged through host memory for
+ * the host communicators); host_*: host buffers (staged through device memory for nccl). */
 cpparity_status cuda_model_all_reduce_device(cuda_model *model, float *values, int64_t count,
                                              cpparity_error *error);
 cpparity_status cuda_model_all_reduce_host(cuda_model *model, void *values, int64_t count,
@@ -233,9 +267,9 @@ cpparity_status cuda_model_all_reduce_host(cuda_model *model, void *values, int6
 cpparity_status cuda_model_all_gather_host(cuda_model *model, const void *send, void *receive,
                                            int64_t count_per_rank, cpparity_element_type type,
                                            cpparity_error *error);
-/* The ring shift (comm.h cpparity_shift) of count device floats: rank r's send into rank
- * r + offset's receive (NCCL, device to device between local ranks on one GPU, or staged through
- * the host). */
+/* The ring shift (comm.h cpparity_shift) of count device floats over the ring group: member r's
+ * send into member r + offset's receive (NCCL, device to device between local ranks on one GPU,
+ * or staged through the host). */
 cpparity_status cuda_model_shift_device(cuda_model *model, const float *send, float *receive,
                                         int64_t count, int offset, cpparity_error *error);
 

@@ -18,16 +18,17 @@
         }                                                                                          \
     } while (0)
 
-/* Moves kv gradients [B, S, Hkvl, Dh] back to [B, L, Hkv, Dh], summing repeats if replicated. */
+/* Moves kv gradients [B, U·L, Hkvl, Dh] back to [B, L, Hkv, Dh] over the Ulysses group (U = cp,
+ * or a hybrid's U), summing the repeats if replicated. */
 static cpparity_status kv_to_heads(cuda_model *model, float *out, const float *in,
                                    cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
-    const int64_t N = model->batch * model->shard.local_len, cp = model->shard.cp;
+    const int64_t N = model->batch * model->shard.local_len, U = model->ulysses_degree;
     if (!model->kv_replicated) {
         return cuda_model_sequence_to_heads(model, out, in, c->num_key_value_heads, error);
     }
     const cpparity_status status =
-        cuda_model_sequence_to_heads(model, model->repeated, in, cp, error);
+        cuda_model_sequence_to_heads(model, model->repeated, in, U, error);
     if (status != CPPARITY_OK) {
         return status;
     }
@@ -35,8 +36,8 @@ static cpparity_status kv_to_heads(cuda_model *model, float *out, const float *i
         model->fault == CPPARITY_FAULT_KV_SUM_BACK) {
         return cuda_model_fault_sum_repeated_kv(model, out, model->repeated, error);
     }
-    CUDA_CHECK(cuda_sum_repeated_kv(out, model->repeated, N, c->num_key_value_heads, cp,
-                                    c->head_dim, model->stream),
+    CUDA_CHECK(cuda_sum_repeated_kv(out, model->repeated, N, c->num_key_value_heads, U, c->head_dim,
+                                    model->stream),
                error, "summing the repeated kv gradients");
     return CPPARITY_OK;
 }
@@ -126,11 +127,17 @@ static cpparity_status attention_half_backward(cuda_model *model, int64_t l,
     cpparity_status status =
         cuda_model_linear_backward(model, d->attention, g + p->o_proj, d->residual,
                                    act + a->attention, w + p->o_proj, N, H * Dh, D, false, error);
-    if (model->ring) { /* d.attention to d.q, d.k, d.v on the rank's own rows */
+    /* Ulysses and hybrid: the all-to-alls reversed around the attention's backward */
+    const bool all_to_all = model->algorithm.kind != CPPARITY_ALGORITHM_RING;
+    if (all_to_all) {
+        STEP(cuda_model_heads_to_sequence(model, d->sequence_out, d->attention, H, error));
+    }
+    if (model->ring) { /* ring: d.attention to d.q, d.k, d.v on the rank's own rows */
         STEP(cuda_model_ring_backward(model, l, error));
     } else {
-        STEP(cuda_model_heads_to_sequence(model, d->sequence_out, d->attention, H, error));
         STEP(attention_backward(model, l, error));
+    }
+    if (all_to_all) {
         STEP(cuda_model_sequence_to_heads(model, d->q, d->sequence_q, H, error));
         STEP(kv_to_heads(model, d->k, d->sequence_k, error));
         STEP(kv_to_heads(model, d->v, d->sequence_v, error));

@@ -50,7 +50,7 @@ cpparity_status cuda_model_set_fault(cuda_model *model, cpparity_fault fault,
     }
     if (fault == CPPARITY_FAULT_A2A_HEAD_ORDER && model->ordered == NULL) {
         const int64_t H = model->config.num_attention_heads, cp = model->shard.cp;
-        const int64_t widest = H > cp ? H : cp;
+        const int64_t widest = H > cp ? H : cp; /* cp: at least a hybrid's U */
         const cpparity_status status = cuda_model_use_device(model, error);
         if (status != CPPARITY_OK) {
             return status;
@@ -100,20 +100,21 @@ static cpparity_status host_buffers(const cuda_model *model, float **first, int6
 
 cpparity_status cuda_model_fault_order_heads(cuda_model *model, float *ordered, const float *in,
                                              int64_t heads, cpparity_error *error) {
-    const int64_t N = model->batch * model->shard.local_len, cp = model->shard.cp;
-    const int64_t Dh = model->config.head_dim, local_heads = heads / cp;
+    /* the all-to-all's degree: cp, or a hybrid's U (its Ulysses group packs) */
+    const int64_t N = model->batch * model->shard.local_len, degree = model->ulysses_degree;
+    const int64_t Dh = model->config.head_dim, local_heads = heads / degree;
     float *host_in = NULL, *host_out = NULL;
     cpparity_status status =
         host_buffers(model, &host_in, N * heads * Dh, &host_out, N * heads * Dh, error);
     if (status == CPPARITY_OK) {
         status = cuda_model_copy_out(model, host_in, in, N * heads * Dh, error);
     }
-    /* the normal packing sends block j = heads [j·H/cp, (j+1)·H/cp) of `ordered`: put there the
-     * heads the CPU model's faulty packing sends to rank j */
+    /* the normal packing sends block j = heads [j·H/degree, (j+1)·H/degree) of `ordered`: put
+     * there the heads the CPU model's faulty packing sends to rank j of the Ulysses group */
     for (int64_t token = 0; status == CPPARITY_OK && token < N; token++) {
-        for (int64_t j = 0; j < cp; j++) {
+        for (int64_t j = 0; j < degree; j++) {
             for (int64_t i = 0; i < local_heads; i++) {
-                const int64_t head = ulysses_sent_head(j, i, heads, cp, model->fault);
+                const int64_t head = ulysses_sent_head(j, i, heads, degree, model->fault);
                 memcpy(host_out + (token * heads + j * local_heads + i) * Dh,
                        host_in + (token * heads + head) * Dh, (size_t)Dh * sizeof(float));
             }
@@ -135,7 +136,7 @@ typedef void (*kv_function)(float *out, const float *in, int64_t tokens, int64_t
 static cpparity_status kv_through_host(cuda_model *model, float *out, int64_t out_heads,
                                        const float *in, int64_t in_heads, kv_function function,
                                        cpparity_error *error) {
-    const int64_t N = model->batch * model->shard.local_len, cp = model->shard.cp;
+    const int64_t N = model->batch * model->shard.local_len, degree = model->ulysses_degree;
     const int64_t Hkv = model->config.num_key_value_heads, Dh = model->config.head_dim;
     float *host_in = NULL, *host_out = NULL;
     cpparity_status status =
@@ -144,7 +145,7 @@ static cpparity_status kv_through_host(cuda_model *model, float *out, int64_t ou
         status = cuda_model_copy_out(model, host_in, in, N * in_heads * Dh, error);
     }
     if (status == CPPARITY_OK) {
-        function(host_out, host_in, N, Hkv, cp, Dh, model->fault);
+        function(host_out, host_in, N, Hkv, degree, Dh, model->fault);
         status = to_device(model, out, host_out, N * out_heads * Dh, error);
     }
     free(host_in);
@@ -154,13 +155,13 @@ static cpparity_status kv_through_host(cuda_model *model, float *out, int64_t ou
 
 cpparity_status cuda_model_fault_repeat_kv(cuda_model *model, float *out, const float *in,
                                            cpparity_error *error) {
-    return kv_through_host(model, out, model->shard.cp, in, model->config.num_key_value_heads,
+    return kv_through_host(model, out, model->ulysses_degree, in, model->config.num_key_value_heads,
                            ulysses_repeat_kv_mapped, error);
 }
 
 cpparity_status cuda_model_fault_sum_repeated_kv(cuda_model *model, float *out, const float *in,
                                                  cpparity_error *error) {
-    return kv_through_host(model, out, model->config.num_key_value_heads, in, model->shard.cp,
+    return kv_through_host(model, out, model->config.num_key_value_heads, in, model->ulysses_degree,
                            ulysses_sum_repeated_kv_mapped, error);
 }
 

@@ -103,11 +103,12 @@ static cpparity_status prepare_slice(cuda_model *model, const cpparity_batch *lo
     return copy_slice(model, local, error);
 }
 
-/* Moves kv heads [B, L, Hkv, Dh] to [B, S, Hkvl, Dh], repeating them first when replicated. */
+/* Moves kv heads [B, L, Hkv, Dh] to [B, U·L, Hkvl, Dh] over the Ulysses group (U = cp, or a
+ * hybrid's U), repeating them first to U heads when replicated. */
 static cpparity_status kv_to_sequence(cuda_model *model, float *out, const float *in,
                                       cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
-    const int64_t N = model->batch * model->shard.local_len, cp = model->shard.cp;
+    const int64_t N = model->batch * model->shard.local_len, U = model->ulysses_degree;
     if (!model->kv_replicated) {
         return cuda_model_heads_to_sequence(model, out, in, c->num_key_value_heads, error);
     }
@@ -115,13 +116,13 @@ static cpparity_status kv_to_sequence(cuda_model *model, float *out, const float
         const cpparity_status status =
             cuda_model_fault_repeat_kv(model, model->repeated, in, error);
         return status == CPPARITY_OK
-                   ? cuda_model_heads_to_sequence(model, out, model->repeated, cp, error)
+                   ? cuda_model_heads_to_sequence(model, out, model->repeated, U, error)
                    : status;
     }
-    CUDA_CHECK(cuda_repeat_kv(model->repeated, in, N, c->num_key_value_heads, cp, c->head_dim,
+    CUDA_CHECK(cuda_repeat_kv(model->repeated, in, N, c->num_key_value_heads, U, c->head_dim,
                               model->stream),
                error, "repeating kv heads");
-    return cuda_model_heads_to_sequence(model, out, model->repeated, cp, error);
+    return cuda_model_heads_to_sequence(model, out, model->repeated, U, error);
 }
 
 /* Attention of layer l through the kernel, on the stream. */
@@ -189,13 +190,19 @@ static cpparity_status attention_half(cuda_model *model, int64_t l, cpparity_err
                error, "rotary on k");
     STEP(cuda_model_store(model, act + a->q, N * H * Dh, error));
     STEP(cuda_model_store(model, act + a->k, N * Hkv * Dh, error));
-    if (model->ring) { /* on the rank's own q, k, v with every head */
-        STEP(cuda_model_ring_forward(model, l, error));
-    } else {
+    /* Ulysses and hybrid: q, k, v to the Ulysses group's tokens × this rank's share of heads */
+    const bool all_to_all = model->algorithm.kind != CPPARITY_ALGORITHM_RING;
+    if (all_to_all) {
         STEP(cuda_model_heads_to_sequence(model, act + a->sequence_q, act + a->q, H, error));
         STEP(kv_to_sequence(model, act + a->sequence_k, act + a->k, error));
         STEP(kv_to_sequence(model, act + a->sequence_v, act + a->v, error));
+    }
+    if (model->ring) { /* ring: the rank's own q, k, v with every head; hybrid: the group's */
+        STEP(cuda_model_ring_forward(model, l, error));
+    } else {
         STEP(attention_forward(model, l, error));
+    }
+    if (all_to_all) { /* back to this rank's tokens, every head */
         STEP(cuda_model_sequence_to_heads(model, act + a->attention, act + a->sequence_out, H,
                                           error));
     }

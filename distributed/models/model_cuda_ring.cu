@@ -87,21 +87,20 @@ __global__ static void merge_rows_kernel(float *out, float *lse, const float *pa
     }
 }
 
-/* The slots of model->ring_index (L entries each): a step's rows, a block's query and key tokens.
- */
+/* The slots of model->ring_index (ring_rows entries each): a step's rows, a block's query and key
+ * tokens. */
 enum { SLOT_ROWS = 0, SLOT_QUERY_TOKENS = 1, SLOT_KEY_TOKENS = 2 };
 
 /* count host int64 values into slot `slot` of ring_index, on the stream (ordered before the
  * kernel that reads them and after the one that read the slot before). */
 static cpparity_status upload_index(cuda_model *model, int slot, const int64_t *host, int64_t count,
                                     const int64_t **device, cpparity_error *error) {
-    if (count > model->shard.local_len) {
+    if (count > model->ring_rows) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                                  "rank %d: ring attention: %lld rows past the %lld of a shard",
-                                  model->comm->rank, (long long)count,
-                                  (long long)model->shard.local_len);
+                                  "rank %d: ring attention: %lld rows past the %lld of a member",
+                                  model->comm->rank, (long long)count, (long long)model->ring_rows);
     }
-    int64_t *to = model->ring_index + slot * model->shard.local_len;
+    int64_t *to = model->ring_index + slot * model->ring_rows;
     CUDA_CHECK(cudaMemcpyAsync(to, host, (size_t)count * sizeof(int64_t), cudaMemcpyHostToDevice,
                                model->stream),
                error, "copying a ring step's rows to the device");
@@ -208,7 +207,7 @@ static cpparity_status device_shift(void *context, cpparity_comm *comm, const fl
                                     float *receive, int64_t count, int offset,
                                     cpparity_error *error) {
     cuda_model *model = (cuda_model *)context;
-    (void)comm; /* the ring is the model's group */
+    (void)comm; /* the model's ring group, which model_ring gave ring.c */
     return cuda_model_shift_device(model, send, receive, count, offset, error);
 }
 
@@ -286,17 +285,21 @@ static const ring_operations device_operations = {
 /* --- the model's ring ----------------------------------------------------------------------- */
 
 cpparity_status cuda_model_ring_tokens(cuda_model *model, cpparity_error *error) {
-    const int64_t cp = model->shard.cp, L = model->shard.local_len;
+    const int64_t members = model->ring_group->comm->size, rows = model->ring_rows;
+    const int64_t L = model->shard.local_len, U = model->ulysses_degree;
     if (model->ring_tokens == NULL) {
-        model->ring_tokens = (int64_t *)malloc((size_t)(cp * L) * sizeof(int64_t));
+        model->ring_tokens = (int64_t *)malloc((size_t)(members * rows) * sizeof(int64_t));
         if (model->ring_tokens == NULL) {
             return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                       "rank %d: out of memory (ring tokens)", model->comm->rank);
         }
     }
-    for (int64_t member = 0; member < cp; member++) { /* the shard of every rank, as dealt */
-        for (int64_t row = 0; row < L; row++) {
-            model->ring_tokens[member * L + row] = shard_position(&model->shard, member, row);
+    /* the shards as dealt: member m's row r is rank m·U + r / L's token r mod L (ring: U = 1,
+     * the member's own shard; hybrid: its Ulysses group's ranks one after the other) */
+    for (int64_t member = 0; member < members; member++) {
+        for (int64_t row = 0; row < rows; row++) {
+            model->ring_tokens[member * rows + row] =
+                shard_position(&model->shard, member * U + row / L, row % L);
         }
     }
     model->ring_operations = device_operations;
@@ -304,39 +307,41 @@ cpparity_status cuda_model_ring_tokens(cuda_model *model, cpparity_error *error)
     return CPPARITY_OK;
 }
 
-/* The ring of the model's group: every member's rows, every head, the device operations. */
+/* The ring of the model's ring group: every member's rows, the heads a member holds (every head
+ * for ring, H/U for a hybrid), the device operations. */
 static ring_setup model_ring(cuda_model *model) {
-    const cpparity_model_config *c = &model->config;
     ring_setup ring;
     memset(&ring, 0, sizeof ring);
-    ring.comm = model->comm;
-    ring.rows = model->shard.local_len;
+    ring.comm = model->ring_group->comm;
+    ring.rows = model->ring_rows;
     ring.tokens = model->ring_tokens;
     ring.kernel = model->kernel;
     ring.batch = model->batch;
-    ring.heads = c->num_attention_heads;
-    ring.kv_heads = c->num_key_value_heads;
-    ring.head_dim = c->head_dim;
+    ring.heads = model->local_heads;
+    ring.kv_heads = model->local_kv_heads;
+    ring.head_dim = model->config.head_dim;
     ring.fault = model->fault;
     ring.operations = &model->ring_operations;
     return ring;
 }
 
 cpparity_status cuda_model_ring_forward(cuda_model *model, int64_t l, cpparity_error *error) {
-    const cpparity_model_config *c = &model->config;
     const cuda_layer_activations *a = &model->layer[l];
+    const bool hybrid = model->algorithm.kind == CPPARITY_ALGORITHM_HYBRID;
     float *act = model->activations;
     const ring_setup ring = model_ring(model);
     const cpparity_mask_description mask = cuda_model_layer_mask(model, l);
     const int64_t count =
-        model->batch * model->shard.local_len * c->num_attention_heads * c->head_dim;
+        model->batch * model->ring_rows * model->local_heads * model->config.head_dim;
+    /* hybrid: the Ulysses group's tokens and this rank's heads, after its all-to-alls */
     cpparity_status status = ring_attention_forward(
-        &ring, act + a->sequence_out, act + a->sequence_lse, act + a->q, act + a->k, act + a->v,
-        &mask, cuda_model_attention_scale(model), error);
+        &ring, act + a->sequence_out, act + a->sequence_lse, act + (hybrid ? a->sequence_q : a->q),
+        act + (hybrid ? a->sequence_k : a->k), act + (hybrid ? a->sequence_v : a->v), &mask,
+        cuda_model_attention_scale(model), error);
     if (status == CPPARITY_OK) {
         status = cuda_model_store(model, act + a->sequence_out, count, error);
     }
-    if (status != CPPARITY_OK) {
+    if (status != CPPARITY_OK || hybrid) { /* hybrid: the caller's all-to-all takes it back */
         return status;
     }
     /* the rank's own tokens with every head: the attention output as it is */
@@ -349,11 +354,15 @@ cpparity_status cuda_model_ring_forward(cuda_model *model, int64_t l, cpparity_e
 
 cpparity_status cuda_model_ring_backward(cuda_model *model, int64_t l, cpparity_error *error) {
     const cuda_layer_activations *a = &model->layer[l];
+    const bool hybrid = model->algorithm.kind == CPPARITY_ALGORITHM_HYBRID;
     const float *act = model->activations;
     const cuda_backward_buffers *d = &model->grad;
     const ring_setup ring = model_ring(model);
     const cpparity_mask_description mask = cuda_model_layer_mask(model, l);
-    return ring_attention_backward(&ring, d->q, d->k, d->v, d->attention, act + a->q, act + a->k,
-                                   act + a->v, act + a->sequence_out, act + a->sequence_lse, &mask,
-                                   cuda_model_attention_scale(model), error);
+    return ring_attention_backward(
+        &ring, hybrid ? d->sequence_q : d->q, hybrid ? d->sequence_k : d->k,
+        hybrid ? d->sequence_v : d->v, hybrid ? d->sequence_out : d->attention,
+        act + (hybrid ? a->sequence_q : a->q), act + (hybrid ? a->sequence_k : a->k),
+        act + (hybrid ? a->sequence_v : a->v), act + a->sequence_out, act + a->sequence_lse, &mask,
+        cuda_model_attention_scale(model), error);
 }

@@ -195,16 +195,24 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
 static int64_t cuda_bytes(cpparity_sizer *s, const cpparity_implementation_estimate *setup,
                           const rank_sizes *z, const rank_common *c) {
     /* model_cuda.cu: pinned staging for host collectives (the largest: an all-to-all's send and
-     * receive, or the gradients), the token groups; the parameters' upload */
+     * receive (Ulysses, hybrid), the ring's backward block — k, v, dk, dv of a member's rows —
+     * sent and received (ring, hybrid), or the gradients), the token groups, the ring's tokens;
+     * the parameters' upload */
+    const bool all_to_all = setup->algorithm.kind != CPPARITY_ALGORITHM_RING;
+    const int64_t ring_block =
+        z->ring ? CPPARITY_PRODUCT(s, "the ring's travelling block", 8, z->NS, z->Hkvl, z->Dh) : 0;
     const int64_t staging =
         setup->comm_on_device
             ? 0
-            : CPPARITY_PRODUCT(s, "the pinned staging", 4, CPPARITY_LARGEST(c->exchange, z->P));
+            : CPPARITY_PRODUCT(s, "the pinned staging", 4,
+                               CPPARITY_LARGEST(all_to_all ? c->exchange : 0, ring_block, z->P));
+    const int64_t ring_tokens =
+        z->ring ? CPPARITY_PRODUCT(s, "the ring's tokens", 8, z->cp, z->L) : 0;
     const int64_t groups =
         CPPARITY_PRODUCT(s, "the token groups", 8,
                          CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the token groups", 4, z->Nl), 1));
     const int64_t total = CPPARITY_SUM(
-        s, c->local, groups, staging, c->fault_kept,
+        s, c->local, groups, staging, ring_tokens, c->fault_kept,
         CPPARITY_LARGEST(CPPARITY_PRODUCT(s, "the parameters' upload", 4, z->P), c->gather,
                          c->fault_forward, CPPARITY_LARGEST(c->reduce, c->fault_reduce)));
     return total;

@@ -19,9 +19,11 @@
  *     backward's 17 buffers (model_f32_backward.c) with the reduce's gather; plus the kernel's
  *     workspace (cpparity/kernel.h workspace_bytes) during an attention call.
  *   cuda (model_cuda*.cu): the tensors live on the GPU and are not counted (nor is the CUDA
- *     runtime's own host memory); counted are the host mask, the groups 8(4Nl + 1), the pinned
- *     staging 4·max(2·Nl·widest·Dh, P) (not when the communicator moves device memory), and the
- *     largest of the parameters' upload 4P, the mask gather and the reduce's gather.
+ *     runtime's own host memory); counted are the host mask, the groups 8(4Nl + 1), the ring's
+ *     tokens 8·cp·L (ring, hybrid), the pinned staging 4·max(2·Nl·widest·Dh (Ulysses, hybrid),
+ *     8·B·rows·Hkvl·Dh (ring, hybrid: the backward's travelling k, v, dk, dv of a member's rows,
+ *     rows = L or U·L, sent and received), P) (not when the communicator moves device memory),
+ *     and the largest of the parameters' upload 4P, the mask gather and the reduce's gather.
  *   A planted fault adds its buffers (stale-rank-slice 4(1 + cp)·Nl·V, grad-reduce-order
  *   4·cp·P, positions-local 8Nl); with every fault in turn (self-test), the largest.
  */
