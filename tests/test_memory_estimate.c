@@ -588,12 +588,63 @@ static void free_tensors(run_item *item) {
     free(item->tensors);
 }
 
+/* Runs plan item `index` on its cp local ranks with the reference already cached, and checks that
+ * the item's estimate is what it allocated at its peak. */
+static void expect_item_close(planned_suite *suite, int64_t index) {
+    const run_plan_item *planned = &suite->plan.items[index];
+    const cpparity_case *c = suite->plan.cases[planned->case_index];
+    const int64_t cp = planned->cp;
+    cpparity_error error;
+    run_plan_set_ranks(&suite->plan, (int)cp, &cpparity_cpu_implementation);
+    memory_setting setting = local_setting(cp);
+    reference_cache cache = {0};
+    double seconds = 0.0;
+    const reference_outputs *outputs = NULL;
+    cr_assert_eq(reference_cache_get_with_naive(&cache, planned->case_index, c, c->seed,
+                                                CPPARITY_DTYPE_F32, &outputs, &seconds, &error),
+                 CPPARITY_OK);
+    /* metrics only: an item at cp > 1 runs without the cp = 1 errors of a whole pass, so its
+     * CP-only check fails, and --store failures would then keep its tensors */
+    run_options options = suite->options;
+    options.store = RUN_STORE_METRICS;
+    setting.store = RUN_STORE_METRICS;
+    item_job job = {.plan = &suite->plan, .options = &options, .index = index, .cache = &cache};
+    memory_item item;
+    char what[MEMORY_TEXT];
+    cr_assert(memory_estimate_item(c, cp, CPPARITY_DTYPE_F32, planned->layout, planned->algorithm,
+                                   &setting, &item, what, sizeof what),
+              "%s", what);
+    cpparity_status statuses[8];
+    cr_assert_leq(cp, 8);
+    fixture_parameter_cache_clear(); /* an earlier item's copy would hide this one's */
+    const int64_t before = measure_start();
+    cr_assert_eq(comm_local_run((int)cp, TIMEOUT, item_body, &job, statuses, NULL, &error),
+                 CPPARITY_OK, "%s", error.message);
+    const int64_t measured = measure_peak(before);
+    cr_assert_eq(statuses[0], CPPARITY_OK);
+    cr_expect(job.item.outcome == (cp == 1 ? RUN_PASS : RUN_FAIL), "cp %lld: %s", (long long)cp,
+              job.item.message);
+    /* the ranks compute, then the root judges with every rank's outputs still held; the
+     * process keeps one copy of the weights for the next item */
+    const int64_t computing = cp * item.implementation + item.parameter_cache;
+    const int64_t judging =
+        cp * item.rank_outputs + item.judging + item.stored + item.parameter_cache;
+    char label[128];
+    snprintf(label, sizeof label, "an item at cp %lld, %s layout, %s", (long long)cp,
+             cpparity_layout_name(planned->layout),
+             planned->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES ? "ulysses"
+             : planned->algorithm.kind == CPPARITY_ALGORITHM_RING  ? "ring"
+                                                                   : "hybrid");
+    expect_close(label, computing > judging ? computing : judging, measured);
+    free_tensors(&job.item);
+    reference_cache_free(&cache);
+}
+
 Test(memory_estimate, implementation_and_judging__are_what_an_item_allocates) {
     require_counting();
     planned_suite suite;
     cpparity_error error;
     cr_assert_eq(plan_suite(&suite, medium_suite, 0, &error), CPPARITY_OK, "%s", error.message);
-    const cpparity_case *c = suite.plan.cases[0];
     for (int64_t cp = 1; cp <= 2; cp++) {
         int64_t index = -1;
         for (int64_t i = 0; i < suite.plan.item_count; i++) {
@@ -602,45 +653,48 @@ Test(memory_estimate, implementation_and_judging__are_what_an_item_allocates) {
             }
         }
         cr_assert_geq(index, 0);
-        run_plan_set_ranks(&suite.plan, (int)cp, &cpparity_cpu_implementation);
-        memory_setting setting = local_setting(cp);
-        reference_cache cache = {0};
-        double seconds = 0.0;
-        const reference_outputs *outputs = NULL;
-        cr_assert_eq(reference_cache_get_with_naive(&cache, 0, c, c->seed, CPPARITY_DTYPE_F32,
-                                                    &outputs, &seconds, &error),
-                     CPPARITY_OK);
-        /* metrics only: the cp 2 item runs without the cp = 1 errors of a whole pass, so its
-         * CP-only check fails, and --store failures would then keep its tensors */
-        run_options options = suite.options;
-        options.store = RUN_STORE_METRICS;
-        setting.store = RUN_STORE_METRICS;
-        item_job job = {.plan = &suite.plan, .options = &options, .index = index, .cache = &cache};
-        memory_item item;
-        char what[MEMORY_TEXT];
-        cr_assert(memory_estimate_item(c, cp, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
-                                       ULYSSES, &setting, &item, what, sizeof what),
-                  "%s", what);
-        cpparity_status statuses[2];
-        fixture_parameter_cache_clear(); /* the cp 1 item's copy would hide the cp 2 one */
-        const int64_t before = measure_start();
-        cr_assert_eq(comm_local_run((int)cp, TIMEOUT, item_body, &job, statuses, NULL, &error),
-                     CPPARITY_OK, "%s", error.message);
-        const int64_t measured = measure_peak(before);
-        cr_assert_eq(statuses[0], CPPARITY_OK);
-        cr_expect(job.item.outcome == (cp == 1 ? RUN_PASS : RUN_FAIL), "cp %lld: %s", (long long)cp,
-                  job.item.message);
-        /* the ranks compute, then the root judges with every rank's outputs still held; the
-         * process keeps one copy of the weights for the next item */
-        const int64_t computing = cp * item.implementation + item.parameter_cache;
-        const int64_t judging =
-            cp * item.rank_outputs + item.judging + item.stored + item.parameter_cache;
-        char label[64];
-        snprintf(label, sizeof label, "an item at cp %lld", (long long)cp);
-        expect_close(label, computing > judging ? computing : judging, measured);
-        free_tensors(&job.item);
-        reference_cache_free(&cache);
+        expect_item_close(&suite, index);
     }
+    run_plan_free(&suite.plan);
+    suite_remove(&suite);
+}
+
+/* The medium case under ring attention (ring.c's buffers and row lists, the ring's tokens) on
+ * both layouts at cp 2 and 4, and under hybrid 2x2 at cp 4 (a ring member holds its Ulysses
+ * pair's rows: twice the ring's buffers per head, half the heads). */
+static const char ring_suite[] =
+    "defaults:\n"
+    "  model: {vocab_size: 300, hidden_size: 32, num_hidden_layers: 3, num_attention_heads: 4,\n"
+    "          num_key_value_heads: 2, head_dim: 8, intermediate_size: 48,\n"
+    "          layer_types: [full_attention, sliding_attention, chunked_attention],\n"
+    "          sliding_window: 9, attention_chunk_size: 16}\n"
+    "  seq_len: 96\n"
+    "  rows:\n"
+    "    - {left_padding: 5, documents: [40, 51]}\n"
+    "    - {documents: [90], right_padding: 6}\n"
+    "  dtypes: [f32]\n"
+    "  seed: 5\n"
+    "cases:\n"
+    "  - name: ring\n"
+    "    cp: [2, 4]\n"
+    "    layouts: [contiguous, zigzag]\n"
+    "    algorithms: [ring, hybrid:2x2]\n";
+
+Test(memory_estimate, ring_and_hybrid_items__are_what_they_allocate) {
+    require_counting();
+    planned_suite suite;
+    cpparity_error error;
+    cr_assert_eq(plan_suite(&suite, ring_suite, 0, &error), CPPARITY_OK, "%s", error.message);
+    int measured[CPPARITY_ALGORITHM_COUNT] = {0};
+    for (int64_t i = 0; i < suite.plan.item_count; i++) {
+        if (suite.plan.items[i].cp > 1) {
+            expect_item_close(&suite, i);
+            measured[suite.plan.items[i].algorithm.kind]++;
+        }
+    }
+    /* ring at cp 2 and 4 on both layouts; hybrid 2x2 at cp 4 on both */
+    cr_expect_eq(measured[CPPARITY_ALGORITHM_RING], 4);
+    cr_expect_eq(measured[CPPARITY_ALGORITHM_HYBRID], 2);
     run_plan_free(&suite.plan);
     suite_remove(&suite);
 }

@@ -5,7 +5,7 @@
  * (implementation_cuda.cu, model_cuda*.cu: only what lives on the host). Each figure follows the
  * code's own allocations; the harness adds the inputs it gives and the outputs it reads back
  * (harness/running/memory_estimate.h). Checked: tests/test_memory_estimate.c counts every
- * allocation of real CPU runs (within 5 %).
+ * allocation of real CPU runs (within 5 %), Ulysses, ring and hybrid, contiguous and zigzag.
  *
  * With L = ceil(S/cp) tokens per rank, Nl = B·L, Sp = cp·L (padded), Hl = H/cp, Hkvl = Hkv/cp
  * (1 when replicated), widest = max(H, cp), P parameters:
@@ -17,7 +17,11 @@
  *     parameters and gradients 8P, the activations (activation_layout.c's table, float32), and
  *     the largest of: the mask gather; forward's scratch 4(2·Nl·widest·Dh + Nl·cp·Dh + Nl·D);
  *     backward's 17 buffers (model_f32_backward.c) with the reduce's gather; plus the kernel's
- *     workspace (cpparity/kernel.h workspace_bytes) during an attention call.
+ *     workspace (cpparity/kernel.h workspace_bytes) during an attention call. Ring and hybrid:
+ *     the "sequence" tensors hold a ring member's rows (L, or U·L for a hybrid) with H/U heads,
+ *     ring.c's buffers join forward's scratch (6 key/value blocks, 2 query blocks, an lse, the
+ *     row lists: 82 bytes a row) and backward's (12 key/value, 4 query blocks), and the ring's
+ *     tokens 8·cp·L are kept.
  *   cuda (model_cuda*.cu): the tensors live on the GPU and are not counted (nor is the CUDA
  *     runtime's own host memory); counted are the host mask, the groups 8(4Nl + 1), the ring's
  *     tokens 8·cp·L (ring, hybrid), the pinned staging 4·max(2·Nl·widest·Dh (Ulysses, hybrid),
