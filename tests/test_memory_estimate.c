@@ -31,6 +31,7 @@
 #include "harness/running/run_plan.h"
 #include "reference/model.h"
 #include "tests/support/test_files.h"
+#include "tests/support/test_models.h"
 
 /* contiguous Ulysses: the algorithm these estimates are made for */
 #define ULYSSES ((cpparity_algorithm_choice){CPPARITY_ALGORITHM_ULYSSES, 0, 0})
@@ -173,24 +174,26 @@ static void expect_close(const char *what, int64_t estimate, int64_t measured) {
 
 /* Sizes where the arrays dominate (MiB) and the untracked bits (KiB) do not: padding, packing,
  * a sliding and a chunked layer (block lists, chunk ids), GQA, and cp 2. */
-static const char medium_suite[] =
-    "defaults:\n"
-    "  model: {vocab_size: 300, hidden_size: 32, num_hidden_layers: 3, num_attention_heads: 4,\n"
-    "          num_key_value_heads: 2, head_dim: 8, intermediate_size: 48,\n"
-    "          layer_types: [full_attention, sliding_attention, chunked_attention],\n"
-    "          sliding_window: 9, attention_chunk_size: 16}\n"
-    "  seq_len: 96\n"
-    "  rows:\n"
-    "    - {left_padding: 5, documents: [40, 51]}\n"
-    "    - {documents: [90], right_padding: 6}\n"
-    "  dtypes: [f32]\n"
+#define MEDIUM_DEFAULTS                                                                            \
+    "defaults:\n"                                                                                  \
+    "  model: {vocab_size: 300, hidden_size: 32, num_hidden_layers: 3, num_attention_heads: 4,\n"  \
+    "          num_key_value_heads: 2, head_dim: 8, intermediate_size: 48,\n"                      \
+    "          layer_types: [full_attention, sliding_attention, chunked_attention],\n"             \
+    "          sliding_window: 9, attention_chunk_size: 16}\n"                                     \
+    "  seq_len: 96\n"                                                                              \
+    "  rows:\n"                                                                                    \
+    "    - {left_padding: 5, documents: [40, 51]}\n"                                               \
+    "    - {documents: [90], right_padding: 6}\n"                                                  \
+    "  dtypes: [f32]\n"                                                                            \
     "  seed: 5\n"
-    "cases:\n"
-    "  - name: medium\n"
-    "    cp: [2]\n"
-    "  - name: wide\n"
-    "    model: {hidden_size: 64, intermediate_size: 96, vocab_size: 500}\n"
-    "    cp: [1]\n";
+
+static const char medium_suite[] =
+    MEDIUM_DEFAULTS "cases:\n"
+                    "  - name: medium\n"
+                    "    cp: [2]\n"
+                    "  - name: wide\n"
+                    "    model: {hidden_size: 64, intermediate_size: 96, vocab_size: 500}\n"
+                    "    cp: [1]\n";
 
 typedef struct planned_suite {
     char folder[64];
@@ -464,16 +467,10 @@ static int64_t cuda_estimate(const cpparity_model_config *config, int64_t batch,
 }
 
 Test(memory_estimate, cuda_staging__holds_the_largest_host_collective_of_each_algorithm) {
-    /* H = Hkv = 8 heads of 16 over a width of 8: the attention tensors dwarf the ~5k parameters,
+    /* H = Hkv = 8 heads of 16 over a width of 8: the attention tensors dwarf the ~9k parameters,
      * so the staging is an attention collective, and the ring's block (k, v, dk, dv with every kv
      * head) outgrows the Ulysses all-to-all */
-    cpparity_model_config config;
-    memset(&config, 0, sizeof config);
-    cpparity_model_config_set_defaults(&config);
-    config.vocab_size = 16;
-    config.hidden_size = 8;
-    config.intermediate_size = 8;
-    config.num_hidden_layers = 1;
+    cpparity_model_config config = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
     config.num_attention_heads = 8;
     config.num_key_value_heads = 8;
     config.head_dim = 16;
@@ -662,23 +659,11 @@ Test(memory_estimate, implementation_and_judging__are_what_an_item_allocates) {
 /* The medium case under ring attention (ring.c's buffers and row lists, the ring's tokens) on
  * both layouts at cp 2 and 4, and under hybrid 2x2 at cp 4 (a ring member holds its Ulysses
  * pair's rows: twice the ring's buffers per head, half the heads). */
-static const char ring_suite[] =
-    "defaults:\n"
-    "  model: {vocab_size: 300, hidden_size: 32, num_hidden_layers: 3, num_attention_heads: 4,\n"
-    "          num_key_value_heads: 2, head_dim: 8, intermediate_size: 48,\n"
-    "          layer_types: [full_attention, sliding_attention, chunked_attention],\n"
-    "          sliding_window: 9, attention_chunk_size: 16}\n"
-    "  seq_len: 96\n"
-    "  rows:\n"
-    "    - {left_padding: 5, documents: [40, 51]}\n"
-    "    - {documents: [90], right_padding: 6}\n"
-    "  dtypes: [f32]\n"
-    "  seed: 5\n"
-    "cases:\n"
-    "  - name: ring\n"
-    "    cp: [2, 4]\n"
-    "    layouts: [contiguous, zigzag]\n"
-    "    algorithms: [ring, hybrid:2x2]\n";
+static const char ring_suite[] = MEDIUM_DEFAULTS "cases:\n"
+                                                 "  - name: ring\n"
+                                                 "    cp: [2, 4]\n"
+                                                 "    layouts: [contiguous, zigzag]\n"
+                                                 "    algorithms: [ring, hybrid:2x2]\n";
 
 Test(memory_estimate, ring_and_hybrid_items__are_what_they_allocate) {
     require_counting();

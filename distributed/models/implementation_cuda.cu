@@ -122,8 +122,8 @@ static cpparity_status cuda_create(const cpparity_implementation_setup *setup, v
                                   "rank %d: out of memory (cuda implementation)",
                                   setup->comm->rank);
     }
-    const cuda_model_shape shape = {setup->batch,  setup->seq_len,   setup->dtype,
-                                    setup->layout, setup->algorithm, setup->fault};
+    const f32_model_shape shape = {setup->batch,  setup->seq_len,   setup->dtype,
+                                   setup->layout, setup->algorithm, setup->fault};
     status =
         cuda_model_init(&made->model, setup->config, &shape, setup->comm, setup->kernel, error);
     if (status != CPPARITY_OK) {

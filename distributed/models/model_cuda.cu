@@ -229,7 +229,7 @@ static cpparity_status set_up_groups(cuda_model *model, cpparity_comm *comm, cpp
 }
 
 cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
-                                const cuda_model_shape *shape, cpparity_comm *comm,
+                                const f32_model_shape *shape, cpparity_comm *comm,
                                 const cpparity_attention_kernel *kernel, cpparity_error *error) {
     memset(model, 0, sizeof *model);
     const cpparity_layout layout = shape->layout;

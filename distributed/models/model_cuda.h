@@ -63,6 +63,7 @@ extern "C" {
 #include "distributed/kernels/kernel.h"
 #include "distributed/models/layer_attention.h"
 #include "distributed/kernels/mask_description.h"
+#include "distributed/models/model_f32.h" /* f32_model_shape: what a model is made for */
 #include "distributed/cp/ring.h"
 #include "distributed/cp/shard.h"
 }
@@ -161,27 +162,16 @@ typedef struct cuda_model {
     float *reported_logits;       /* host [N, V]: stale-rank-slice's reported slice */
 } cuda_model;
 
-/* What a model is made for besides its configuration (model_f32.h's f32_model_shape). */
-typedef struct cuda_model_shape {
-    int64_t batch;                       /* B */
-    int64_t seq_len;                     /* S of the case */
-    cpparity_dtype dtype;                /* storage */
-    cpparity_layout layout;              /* who holds what (shard.h) */
-    cpparity_algorithm_choice algorithm; /* ulysses, ring or hybrid U×R */
-    cpparity_fault fault;                /* the fault to plant (cuda_model_set_fault plants it;
-                                            hybrid-group-across-ring forms the groups at init),
-                                            NONE normally */
-} cuda_model_shape;
-
-/* Allocates the model (stream, cuBLAS handle, device memory; a hybrid's split groups) for
- * batches of B rows of seq_len tokens sharded over comm by layout (shard.h), storing in dtype,
- * attention through kernel (CUDA, float32) under the algorithm. A layout other than contiguous,
+/* Allocates the model (stream, cuBLAS handle, device memory; a hybrid's split groups) for the
+ * shape (model_f32.h, the CPU model's: batches of B rows of seq_len tokens sharded over comm by
+ * layout, storage dtype, algorithm, and the fault whose groups a hybrid forms at init: planted by
+ * cuda_model_set_fault), attention through kernel (CUDA, float32). A layout other than contiguous,
  * and ring attention (alone or in a hybrid), call the kernel's block calls (kernel.h ABI 3), each
  * row named by its token: the kernel must have them. Every rank of comm calls it (a hybrid
  * splits comm). Parameters are zero until cuda_model_load_parameters. Frees what it made on
  * failure. */
 cpparity_status cuda_model_init(cuda_model *model, const cpparity_model_config *config,
-                                const cuda_model_shape *shape, cpparity_comm *comm,
+                                const f32_model_shape *shape, cpparity_comm *comm,
                                 const cpparity_attention_kernel *kernel, cpparity_error *error);
 
 /* Writes the tokens of the rows the kernel sees from the shard (again after the
