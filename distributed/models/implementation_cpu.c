@@ -216,8 +216,8 @@ static void cpu_destroy(void *instance) {
 const cpparity_implementation cpparity_cpu_implementation = {
     .name = "cpu-f32-model",
     .device = "cpu",
-    .description = "float32 or bf16-stored model, Ulysses or ring context parallelism on CPU "
-                   "ranks",
+    .description = "float32 or bf16-stored model, Ulysses, ring or hybrid context parallelism on "
+                   "CPU ranks",
     .dtypes = {[CPPARITY_DTYPE_F32] = true, [CPPARITY_DTYPE_BF16] = true},
     .layouts = {[CPPARITY_LAYOUT_CONTIGUOUS] = true,
                 [CPPARITY_LAYOUT_ZIGZAG] = true,
