@@ -15,16 +15,14 @@ extern "C" {
 #include "distributed/device/cuda_check.h"
 #include "distributed/kernels/kernel_support.h"
 
-/* Rows of the "sequence" tensors: the whole padded sequence after the all-to-all (Ulysses), a
- * ring member's rows (ring: the rank's own; hybrid: its Ulysses group's), as in the CPU model. */
-static int64_t sequence_rows(const cuda_model *model) {
+int64_t cuda_model_sequence_rows(const cuda_model *model) {
     return model->ring ? model->ring_rows : model->shard.padded_seq_len;
 }
 
 /* The saved activations' table and offsets: the CPU model's layout (activation_layout.h). */
 static cpparity_status build_activations(cuda_model *model, cpparity_error *error) {
     const activation_layout_sizes sizes = {model->batch, model->shard.local_len,
-                                           sequence_rows(model), model->local_heads,
+                                           cuda_model_sequence_rows(model), model->local_heads,
                                            model->local_kv_heads};
     return activation_layout_build(&model->activation_table, model->layer, &model->final_input,
                                    &model->final_rstd, &model->final_normed, &model->logits,
@@ -40,7 +38,7 @@ static cpparity_status build_activations(cuda_model *model, cpparity_error *erro
 static cpparity_status allocate(cuda_model *model, cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
     const int64_t B = model->batch, L = model->shard.local_len, N = B * L;
-    const int64_t S = sequence_rows(model), cp = model->shard.cp;
+    const int64_t S = cuda_model_sequence_rows(model), cp = model->shard.cp;
     const int64_t D = c->hidden_size, F = c->intermediate_size, Dh = c->head_dim;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, V = c->vocab_size;
     const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;

@@ -148,13 +148,13 @@ typedef struct cuda_model {
     int64_t host_staging_count; /* floats */
     int64_t *host_groups;       /* [4N + 1]: building the token groups */
     int64_t *ring_tokens;       /* ring: [R·ring_rows] the global token of every member's rows */
-    ring_operations ring_operations; /* ring: ring.h's operations on this model's device */
-    float loss;                      /* global loss, identical on every rank */
-    float loss_sum_local;            /* Σ token losses over this rank's labels */
-    int64_t labels_local;            /* labeled tokens on this rank */
-    int64_t labels_global;           /* labeled tokens in the whole batch */
-    float *reduce_scratch;           /* device: an all-reduce's sum (made at the first use) */
-    int64_t reduce_scratch_count;    /* floats */
+    ring_operations ring_device_operations; /* ring: ring.h's operations on this device */
+    float loss;                             /* global loss, identical on every rank */
+    float loss_sum_local;                   /* Σ token losses over this rank's labels */
+    int64_t labels_local;                   /* labeled tokens on this rank */
+    int64_t labels_global;                  /* labeled tokens in the whole batch */
+    float *reduce_scratch;        /* device: an all-reduce's sum (made at the first use) */
+    int64_t reduce_scratch_count; /* floats */
     /* a planted fault (model_cuda_faults.cu; NONE normally) and its buffers */
     cpparity_fault fault;
     float *ordered;               /* device [N, max(H, cp), Dh]: a2a-head-order's head order */
@@ -226,6 +226,11 @@ cpparity_status cuda_model_use_device(const cuda_model *model, cpparity_error *e
 void cuda_model_free(cuda_model *model);
 
 /* --- shared by model_cuda.cu, model_cuda_forward.cu and model_cuda_backward.cu ------------- */
+
+/* Rows of the "sequence" tensors (activations and gradients): the whole padded sequence after
+ * the all-to-all (Ulysses), a ring member's rows (ring: the rank's own L; hybrid: its Ulysses
+ * group's U·L), as in the CPU model. */
+int64_t cuda_model_sequence_rows(const cuda_model *model);
 
 /* Rounds count device values at x to the storage dtype (nothing for float32). */
 cpparity_status cuda_model_store(cuda_model *model, float *x, int64_t count, cpparity_error *error);

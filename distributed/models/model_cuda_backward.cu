@@ -168,7 +168,7 @@ static cpparity_status attention_half_backward(cuda_model *model, int64_t l,
 static cpparity_status clear(cuda_model *model, cpparity_error *error) {
     const cpparity_model_config *c = &model->config;
     const int64_t B = model->batch, L = model->shard.local_len, N = B * L;
-    const int64_t S = model->shard.padded_seq_len, Dh = c->head_dim;
+    const int64_t S = cuda_model_sequence_rows(model), Dh = c->head_dim;
     const int64_t D = c->hidden_size, F = c->intermediate_size;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     const int64_t Hl = model->local_heads, Hkvl = model->local_kv_heads;

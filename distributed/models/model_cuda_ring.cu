@@ -302,8 +302,8 @@ cpparity_status cuda_model_ring_tokens(cuda_model *model, cpparity_error *error)
                 shard_position(&model->shard, member * U + row / L, row % L);
         }
     }
-    model->ring_operations = device_operations;
-    model->ring_operations.context = model;
+    model->ring_device_operations = device_operations;
+    model->ring_device_operations.context = model;
     return CPPARITY_OK;
 }
 
@@ -321,7 +321,7 @@ static ring_setup model_ring(cuda_model *model) {
     ring.kv_heads = model->local_kv_heads;
     ring.head_dim = model->config.head_dim;
     ring.fault = model->fault;
-    ring.operations = &model->ring_operations;
+    ring.operations = &model->ring_device_operations;
     return ring;
 }
 
