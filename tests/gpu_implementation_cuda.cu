@@ -286,6 +286,7 @@ static int ranks_of(cpparity_algorithm_choice algorithm, int cp) {
                : cp;
 }
 
+/* The algorithm's name in labels (the only hybrid run here is HYBRID, 2x2). */
 static const char *algorithm_label(cpparity_algorithm_choice algorithm) {
     return algorithm.kind == CPPARITY_ALGORITHM_RING     ? "ring"
            : algorithm.kind == CPPARITY_ALGORITHM_HYBRID ? "hybrid:2x2"
@@ -612,8 +613,12 @@ static bool check_refusals(void) {
                             : status == CPPARITY_ERROR_INPUT &&
                                   strstr(error.message, algorithm_checks[i].expected) != NULL;
         if (!ok) {
-            fprintf(stderr, "algorithm check %zu (%s at cp %lld): status %d, message '%s'\n", i,
-                    algorithm_label(algorithm_checks[i].algorithm),
+            fprintf(stderr,
+                    "algorithm check %zu (%s, U %lld R %lld, at cp %lld): status %d, message "
+                    "'%s'\n",
+                    i, algorithm_label(algorithm_checks[i].algorithm),
+                    (long long)algorithm_checks[i].algorithm.ulysses_degree,
+                    (long long)algorithm_checks[i].algorithm.ring_degree,
                     (long long)algorithm_checks[i].cp, (int)status, error.message);
             passed = false;
         }

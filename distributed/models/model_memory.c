@@ -32,6 +32,7 @@ typedef struct rank_common {
     int64_t fault_kept;    /* a fault's buffers kept */
     int64_t fault_forward; /* a fault's buffers at the end of forward */
     int64_t fault_reduce;  /* a fault's buffers while gradients reduce */
+    int64_t ring_tokens;   /* ring and hybrid: every member's rows' tokens, kept */
 } rank_common;
 
 /* The sizes of setup; false (error set) when the parameter table cannot be made. */
@@ -89,6 +90,7 @@ static rank_common common_of(cpparity_sizer *s, const cpparity_implementation_es
                             CPPARITY_PRODUCT(s, "the mask gather", 9, z->NSp));
     c.reduce =
         setup->comm_gathers_reduce ? CPPARITY_PRODUCT(s, "the all-reduce", 4, z->cp, z->P) : 0;
+    c.ring_tokens = z->ring ? CPPARITY_PRODUCT(s, "the ring's tokens", 8, z->cp, z->L) : 0;
     const bool every = setup->every_fault;
     const int64_t logits = CPPARITY_PRODUCT(s, "a rank's logits", z->Nl, z->V);
     if (every || setup->fault == CPPARITY_FAULT_POSITIONS_LOCAL) {
@@ -128,8 +130,7 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
         cpparity_tensor_table_bytes(18 * z->layers + 4),
         CPPARITY_PRODUCT(s, "the parameters", 8, z->P),
         CPPARITY_PRODUCT(s, "the implementation's activations", 4, activations), c->local,
-        z->ring ? CPPARITY_PRODUCT(s, "the ring's tokens", 8, z->cp, z->L) : 0);
-    /* model_f32_forward.c: the all-to-all's send and receive, the gathered heads, a projection */
+        c->ring_tokens);
     /* model_f32_forward.c: the all-to-all's send and receive, the gathered heads, a projection,
      * the attention output in rank order; ring.c's buffers during a ring forward */
     const int64_t query = CPPARITY_PRODUCT(s, "a rank's queries", z->Nl, z->H, z->Dh);
@@ -206,13 +207,11 @@ static int64_t cuda_bytes(cpparity_sizer *s, const cpparity_implementation_estim
             ? 0
             : CPPARITY_PRODUCT(s, "the pinned staging", 4,
                                CPPARITY_LARGEST(all_to_all ? c->exchange : 0, ring_block, z->P));
-    const int64_t ring_tokens =
-        z->ring ? CPPARITY_PRODUCT(s, "the ring's tokens", 8, z->cp, z->L) : 0;
     const int64_t groups =
         CPPARITY_PRODUCT(s, "the token groups", 8,
                          CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the token groups", 4, z->Nl), 1));
     const int64_t total = CPPARITY_SUM(
-        s, c->local, groups, staging, ring_tokens, c->fault_kept,
+        s, c->local, groups, staging, c->ring_tokens, c->fault_kept,
         CPPARITY_LARGEST(CPPARITY_PRODUCT(s, "the parameters' upload", 4, z->P), c->gather,
                          c->fault_forward, CPPARITY_LARGEST(c->reduce, c->fault_reduce)));
     return total;

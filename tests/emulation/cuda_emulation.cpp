@@ -28,10 +28,6 @@ cudaError_t cudaGetLastError(void) {
     return error;
 }
 
-cudaError_t cudaPeekAtLastError(void) {
-    return last_error;
-}
-
 const char *cudaGetErrorName(cudaError_t error) {
     switch (error) {
     case cudaSuccess:

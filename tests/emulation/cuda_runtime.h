@@ -59,7 +59,6 @@ struct cudaFuncAttributes {
 };
 
 cudaError_t cudaGetLastError(void);
-cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t error);
 const char *cudaGetErrorName(cudaError_t error);
 cudaError_t cudaGetDeviceCount(int *count);
