@@ -1,7 +1,8 @@
 # cpparity — the two commands of the README:
 #   make run    install what is missing, build, run the default suite on CPU ranks
 #   make test   install what is missing, build, run every test (unit, sanitized, CLI)
-# Other targets: make build, make other-builds, make coverage, make format, make clean.
+# Other targets: make build (everything, tests included), make build-command (the cpparity command
+# alone, what `make run` builds), make other-builds, make coverage, make format, make clean.
 #
 # Warnings are errors in `make test` (and so in CI), never in a user's own `make build` or
 # `make run`: CMake's CMAKE_COMPILE_WARNING_AS_ERROR is passed on only there.
@@ -24,7 +25,7 @@ endif
 
 WARNINGS_AS_ERRORS ?= OFF
 
-.PHONY: all deps configure build other-builds coverage test run format clean bench
+.PHONY: all deps configure build build-command other-builds coverage test run format clean bench
 
 all: build
 
@@ -37,6 +38,12 @@ configure: deps
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The `cpparity` command alone (run, report, judge, export: the report's Chart.js and styles are
+# compiled into it): what `make run` runs, without the tests, their test doubles and sanitized
+# copies that `make build` and `make test` build too.
+build-command: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target cpparity
 
 # The same sources with gcc at Release (-O3 finds what -O2 misses) and with clang at Debug,
 # warnings as errors, and their unit tests: no build type or compiler a user picks may break.
@@ -78,7 +85,7 @@ COMM ?= local
 RANKS ?=
 MPI_RANKS = $(if $(RANKS),$(RANKS),4)
 MPIRUN_FLAGS ?= --oversubscribe $(shell [ "$$(id -u)" = 0 ] && echo --allow-run-as-root)
-run: build
+run: build-command
 	@mkdir -p results
 	@stamp=$$(date -u +%Y%m%dT%H%M%SZ); out=results/$$stamp.h5; report=results/$$stamp.md; \
 	if [ "$(COMM)" = mpi ]; then \

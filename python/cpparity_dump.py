@@ -26,7 +26,11 @@ Layouts of `token_indices` (Sp = the padded length, k = chunks per rank):
   chunks per rank (torch's context-parallel load balancer with two chunks per rank).
 
 The default padded length of a layout is the smallest multiple of k*cp at least S
-(docs/masks.md, automatic padding).
+(docs/masks.md, automatic padding). Any other Sp >= S that is a multiple of k*cp may be given
+instead (`export.token_indices(layout, cp, rank, padded_len=Sp)`, `export.pad_inputs(Sp)`), e.g.
+a multiple of 64 or of cp times a kernel's block size: `cpparity judge` excludes positions >= S
+from the logits error, checks them for NaN, and bounds Sp only by its memory (docs/dump-format.md,
+"Padding").
 """
 
 import os

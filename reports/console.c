@@ -29,12 +29,13 @@ void console_preamble(FILE *stream, const run_provenance *p, int64_t cases, int6
 }
 
 void console_table_header(FILE *stream) {
-    fprintf(stream, "%-46s %3s %-5s %-44s %9s %9s  %s\n", "case", "cp", "dtype", "worst tensor",
-            "error", "limit", "result");
+    fprintf(stream, "%-46s %3s %-5s %-44s %9s %9s %-5s  %s\n", "case", "cp", "dtype",
+            "worst tensor", "error", "limit", "rule", "result");
 }
 
 void console_item(FILE *stream, const run_item *item) {
     char tensor[45] = "-", error[16] = "-", limit[16] = "-";
+    const char *rule = "-";
     if (item->worst_tensor >= 0 && item->worst_tensor < item->tensor_count) {
         const tensor_record *record = &item->tensors[item->worst_tensor];
         /* "grads/model.layers.0.self_attn.q_proj.weight" is shown as
@@ -46,10 +47,13 @@ void console_item(FILE *stream, const run_item *item) {
             name += strncmp(name, "model.", 6) == 0 ? 6 : 0;
         }
         snprintf(tensor, sizeof tensor, "%s%.36s@%d", gradient ? "d " : "", name, record->rank);
+        /* the limit of the rule that decided: the naive rule's, or the CP-only rule's where it
+         * is the tighter (results_deciding_limit) */
+        const deciding_limit decided = tensor_record_deciding_limit(record);
+        rule = decided.rule;
         if (record->metrics.nonfinite > 0 && !record->decision.passed) {
             snprintf(error, sizeof error, "nonfinite"); /* its finite error is not the story */
-        } else if (!record->decision.passed &&
-                   record->metrics.relative_l2 <= record->decision.limit) {
+        } else if (!record->decision.passed && record->metrics.relative_l2 <= decided.limit) {
             /* failed for what the error cannot show: a second or concurrent call changed bits,
              * fully masked rows; the message says which */
             snprintf(error, sizeof error, "%s",
@@ -57,15 +61,15 @@ void console_item(FILE *stream, const run_item *item) {
         } else {
             snprintf(error, sizeof error, "%.2e", record->metrics.relative_l2);
         }
-        snprintf(limit, sizeof limit, "%.2e", record->decision.limit);
+        snprintf(limit, sizeof limit, "%.2e", decided.limit);
     }
     /* another layout or algorithm than contiguous Ulysses is named after the case */
     char variant[48], name[CPPARITY_CASE_NAME + 64];
     results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
     snprintf(name, sizeof name, "%s%s%s%s", item->source->name, variant[0] != '\0' ? " [" : "",
              variant, variant[0] != '\0' ? "]" : "");
-    fprintf(stream, "%-46s %3lld %-5s %-44s %9s %9s  %s\n", name, (long long)item->cp,
-            cpparity_dtype_name(item->dtype), tensor, error, limit,
+    fprintf(stream, "%-46s %3lld %-5s %-44s %9s %9s %-5s  %s\n", name, (long long)item->cp,
+            cpparity_dtype_name(item->dtype), tensor, error, limit, rule,
             run_outcome_name(item->outcome));
     if (item->outcome == RUN_PASS) {
         if (item->message[0] != '\0') { /* e.g. an attention-level item's seed */

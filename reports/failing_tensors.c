@@ -5,17 +5,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* How far past its limit a tensor is (see failing_tensors.h). */
 static double severity(const tensor_record *record) {
-    const double error = record->metrics.relative_l2;
-    if (record->metrics.nonfinite > 0 || isnan(error)) {
-        return INFINITY;
-    }
-    if (record->decision.limit > 0) {
-        return error / record->decision.limit;
-    }
-    return error > 0 ? INFINITY : 0;
+    const double ratio = tensor_record_deciding_limit(record).ratio;
+    return record->metrics.nonfinite > 0 || isnan(ratio) ? INFINITY : ratio;
 }
 
 /* Worst first; ties in record order. */
@@ -77,10 +72,17 @@ void failing_tensors_worst_coordinates(const tensor_record *record, char *text, 
 void failing_tensors_limit_origin(const tensor_record *record, const char *times, char *text,
                                   size_t size) {
     const cpparity_tolerance *t = &record->tolerance;
-    int used =
-        snprintf(text, size, "ratio %.3g (%s) %s naive %.3g + floor %.3g (%s)", t->ratio,
-                 cpparity_tolerance_origin_name(t->ratio_origin), times, record->baseline_error,
-                 t->floor, cpparity_tolerance_origin_name(t->floor_origin));
+    const char *ratio = cpparity_tolerance_origin_name(t->ratio_origin);
+    const char *floor = cpparity_tolerance_origin_name(t->floor_origin);
+    if (strcmp(tensor_record_deciding_limit(record).rule, "cp 1") == 0) {
+        snprintf(text, size,
+                 "CP only: ratio %.3g (%s) %s cp 1 %.3g + floor %.3g (%s); naive: %s %.3g",
+                 t->ratio, ratio, times, record->cp1_error, t->floor, floor, times,
+                 record->baseline_error);
+        return;
+    }
+    int used = snprintf(text, size, "ratio %.3g (%s) %s naive %.3g + floor %.3g (%s)", t->ratio,
+                        ratio, times, record->baseline_error, t->floor, floor);
     if (!isnan(record->cp1_error) && used > 0 && (size_t)used < size) {
         snprintf(text + used, size - (size_t)used, "; CP only: %s cp 1 %.3g", times,
                  record->cp1_error);

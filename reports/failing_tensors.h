@@ -2,9 +2,10 @@
  * failing_tensors.h — what the JUnit and Markdown reports (junit.h, markdown.h) both say about a
  * run item: its failing tensors worst first, and how a tensor's worst element and limit read.
  *
- * A failing tensor's severity is how far past its limit it is: error / limit, infinite when the
- * tensor has non-finite values, a NaN error, or a zero limit with a non-zero error (0 for a zero
- * error under a zero limit). Failing tensors sort by severity, worst first, ties in record order.
+ * A failing tensor's severity is how far past its deciding limit (results_deciding_limit) it
+ * is: error / limit, infinite when the tensor has non-finite values, a NaN error, or a zero limit
+ * with a non-zero error (0 for a zero error under a zero limit). Failing tensors sort by severity,
+ * worst first, ties in record order.
  *
  * Every function only reads the item or record it is given; the array failing_tensors returns is
  * the caller's, and the texts are written into the caller's buffers (truncated to size).
@@ -36,9 +37,11 @@ const char *failing_tensors_case_name(const run_item *item);
  * for a rank-0 tensor, or "none" when there is no worst element. */
 void failing_tensors_worst_coordinates(const tensor_record *record, char *text, size_t size);
 
-/* The limit in words with where each part came from: "ratio 2 (default) <times> naive 1e-06 +
- * floor 1e-06 (suite)", followed for a cp > 1 item by "; CP only: <times> cp 1 8e-07" (times is
- * the multiplication sign the report uses, e.g. "x" or "×"). */
+/* The deciding limit in words with where each part came from: "ratio 2 (default) <times> naive
+ * 1e-06 + floor 1e-06 (suite)", followed for a cp > 1 item by "; CP only: <times> cp 1 8e-07";
+ * where the CP-only rule decided, "CP only: ratio 2 (default) <times> cp 1 8e-07 + floor 1e-06
+ * (suite); naive: <times> 1e-06" (times is the multiplication sign the report uses, e.g. "x" or
+ * "×"). */
 void failing_tensors_limit_origin(const tensor_record *record, const char *times, char *text,
                                   size_t size);
 

@@ -14,16 +14,11 @@
 static const char layer_prefix[] = "grads/model.layers.";
 
 double html_tensor_ratio(const metrics_row *row) {
-    const double error = row->relative_l2;
-    double ratio = row->limit > 0.0 ? error / row->limit : (error > 0.0 ? INFINITY : 0.0);
-    if (row->cp1_limit > 0.0 && error / row->cp1_limit > ratio) {
-        ratio = error / row->cp1_limit;
-    }
-    return isnan(error) ? NAN : ratio;
+    return results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit).ratio;
 }
 
 double html_tensor_limit(const metrics_row *row) {
-    return row->cp1_limit > 0.0 && row->cp1_limit < row->limit ? row->cp1_limit : row->limit;
+    return results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit).limit;
 }
 
 static const read_item *item_at(const html_page *page, const html_case *c, int64_t i) {

@@ -94,11 +94,12 @@ static void put_failure_body(FILE *out, const run_item *item) {
         char worst[96], origin[192];
         failing_tensors_worst_coordinates(record, worst, sizeof worst);
         failing_tensors_limit_origin(record, "x", origin, sizeof origin);
+        const deciding_limit decided = tensor_record_deciding_limit(record);
         snprintf(line, sizeof line,
-                 "%.*s rank %d: error %.4g%s, limit %.4g = %s, non-finite %lld; worst element "
-                 "%s: %.6g vs reference %.6g\n    reason: %.*s\n",
+                 "%.*s rank %d: error %.4g%s, limit %.4g (%s) = %s, non-finite %lld; worst "
+                 "element %s: %.6g vs reference %.6g\n    reason: %.*s\n",
                  (int)sizeof record->name, record->name, record->rank, record->metrics.relative_l2,
-                 record->metrics.absolute ? " (absolute)" : "", record->decision.limit, origin,
+                 record->metrics.absolute ? " (absolute)" : "", decided.limit, decided.rule, origin,
                  (long long)record->metrics.nonfinite, worst, record->metrics.worst_value,
                  record->metrics.worst_reference, (int)sizeof record->decision.reason,
                  record->decision.reason);
@@ -159,9 +160,10 @@ static void put_testcase(FILE *out, const run_item *item) {
         if (item->worst_tensor >= 0 && item->worst_tensor < item->tensor_count) {
             const tensor_record *worst = &item->tensors[item->worst_tensor];
             char line[256];
-            snprintf(line, sizeof line, "worst tensor %.*s rank %d: error %.4g, limit %.4g",
+            const deciding_limit decided = tensor_record_deciding_limit(worst);
+            snprintf(line, sizeof line, "worst tensor %.*s rank %d: error %.4g, limit %.4g (%s)",
                      (int)sizeof worst->name, worst->name, worst->rank, worst->metrics.relative_l2,
-                     worst->decision.limit);
+                     decided.limit, decided.rule);
             fputs("    <system-out>", out);
             put_text(out, line);
             fputs("</system-out>\n", out);

@@ -44,10 +44,11 @@ static void put_item_row(FILE *out, const run_item *item) {
     if (item->worst_tensor >= 0 && item->worst_tensor < item->tensor_count) {
         const tensor_record *worst = &item->tensors[item->worst_tensor];
         put_cell(out, worst->name, sizeof worst->name);
-        fprintf(out, " @ rank %d | %.3g | %.3g | %.3g |\n", worst->rank, worst->metrics.relative_l2,
-                worst->decision.limit, item->worst_ratio);
+        const deciding_limit decided = tensor_record_deciding_limit(worst);
+        fprintf(out, " @ rank %d | %.3g | %.3g | %s | %.3g |\n", worst->rank,
+                worst->metrics.relative_l2, decided.limit, decided.rule, item->worst_ratio);
     } else {
-        fputs("- | - | - | - |\n", out);
+        fputs("- | - | - | - | - |\n", out);
     }
 }
 
@@ -81,8 +82,9 @@ static void put_item_section(FILE *out, const run_item *item) {
     if (count == 0) {
         return;
     }
-    fputs("\n| tensor | rank | error | limit | tolerance (origin) | worst coordinates | reason |\n"
-          "|---|---:|---:|---:|---|---|---|\n",
+    fputs("\n| tensor | rank | error | limit | rule | tolerance (origin) | worst coordinates | "
+          "reason |\n"
+          "|---|---:|---:|---:|---|---|---|---|\n",
           out);
     for (int64_t f = 0; f < count && f < MARKDOWN_FAILING_TENSORS_LISTED; f++) {
         const tensor_record *record = &item->tensors[failing[f].index];
@@ -91,8 +93,9 @@ static void put_item_section(FILE *out, const run_item *item) {
         failing_tensors_limit_origin(record, "×", origin, sizeof origin);
         fputs("| ", out);
         put_cell(out, record->name, sizeof record->name);
-        fprintf(out, " | %d | %.4g%s | %.4g | ", record->rank, record->metrics.relative_l2,
-                record->metrics.absolute ? " (absolute)" : "", record->decision.limit);
+        const deciding_limit decided = tensor_record_deciding_limit(record);
+        fprintf(out, " | %d | %.4g%s | %.4g | %s | ", record->rank, record->metrics.relative_l2,
+                record->metrics.absolute ? " (absolute)" : "", decided.limit, decided.rule);
         put_text(out, origin);
         fputs(" | ", out);
         put_text(out, worst);
@@ -134,8 +137,8 @@ static void put_summary(FILE *out, const run_results *results) {
              (int)sizeof p->device, p->device, (int)sizeof p->comm, p->comm, p->ranks,
              (int)sizeof p->kernel, p->kernel, (int)sizeof p->start_time, p->start_time);
     put_text(out, line);
-    fputs("\n\n| case | cp | dtype | outcome | worst tensor | error | limit | ratio |\n"
-          "|---|---:|---|---|---|---:|---:|---:|\n",
+    fputs("\n\n| case | cp | dtype | outcome | worst tensor | error | limit | rule | ratio |\n"
+          "|---|---:|---|---|---|---:|---:|---|---:|\n",
           out);
     for (int64_t i = 0; i < results->item_count; i++) {
         put_item_row(out, &results->items[i]);

@@ -1,6 +1,7 @@
-/* results.c — outcome names and releasing a run's results (see results.h). */
+/* results.c — outcome names, the deciding limit and releasing a run's results (see results.h). */
 #include "results_model/results.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,4 +103,25 @@ void run_item_cp_label(const run_item *item, char *text, size_t size) {
     char variant[48];
     results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
     snprintf(text, size, "%lld%s%s", (long long)item->cp, variant[0] != '\0' ? " " : "", variant);
+}
+
+deciding_limit results_deciding_limit(double error, double limit, double cp1_limit) {
+    deciding_limit decided = {limit, "naive", 0.0};
+    if (cp1_limit > 0.0 && cp1_limit < limit) { /* never when limit is NaN: naive decides */
+        decided.limit = cp1_limit;
+        decided.rule = "cp 1";
+    }
+    if (isnan(error)) {
+        decided.ratio = NAN;
+    } else if (decided.limit > 0.0) {
+        decided.ratio = error / decided.limit;
+    } else {
+        decided.ratio = error > 0.0 ? INFINITY : 0.0;
+    }
+    return decided;
+}
+
+deciding_limit tensor_record_deciding_limit(const tensor_record *record) {
+    return results_deciding_limit(record->metrics.relative_l2, record->decision.limit,
+                                  record->decision.cp1_limit);
 }

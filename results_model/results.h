@@ -175,6 +175,25 @@ typedef struct run_results {
     int64_t not_claimed;                              /* and of NOT CLAIMED ones */
 } run_results;
 
+/* The limit that decided a tensor (docs/tolerances.md): of the pass rule's limit (ratio × the
+ * naive baseline's error + floor) and, for a cp > 1 item judged against cp = 1, the CP-only
+ * rule's cp1_limit, the tighter one: the limit a passing error is closest to, and the one a
+ * failing error broke by the most. What the console, Markdown, JUnit and HTML reports show in
+ * their limit column, with the rule's name. */
+typedef struct deciding_limit {
+    double limit;     /* that limit (NaN when none was computed) */
+    const char *rule; /* "naive" (the pass rule) or "cp 1" (the CP-only rule); static */
+    double ratio;     /* error / limit, the larger of the two rules' ratios: ∞ for an error over a
+                         zero or unknown limit, 0 for no error, NaN when the error is NaN */
+} deciding_limit;
+
+/* The deciding limit of a tensor whose error (relative L2) was judged against limit and cp1_limit
+ * (NaN, or not positive, when the CP-only rule did not apply). */
+deciding_limit results_deciding_limit(double error, double limit, double cp1_limit);
+
+/* results_deciding_limit of a decided record (its relative L2 error and decision's limits). */
+deciding_limit tensor_record_deciding_limit(const tensor_record *record);
+
 /* What distinguishes an item of a `cpparity run` among those of its cp and dtype: "" for
  * contiguous Ulysses (and for items without an algorithm), else "<layout> <algorithm>", e.g.
  * "zigzag ring", "contiguous ring", "round-robin ulysses". From a run_item's or a read item's

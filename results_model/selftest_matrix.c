@@ -16,12 +16,9 @@ static double tensor_ratio(const tensor_record *record) {
     if (!record->decision.passed && record->metrics.nonfinite > 0) {
         return INFINITY;
     }
-    const double error = record->metrics.relative_l2;
-    double ratio = record->decision.limit > 0.0 ? error / record->decision.limit
-                                                : (error > 0.0 ? INFINITY : 0.0);
-    if (record->decision.cp1_limit > 0.0 && error / record->decision.cp1_limit > ratio) {
-        ratio = error / record->decision.cp1_limit;
-    }
+    const double ratio = results_deciding_limit(record->metrics.relative_l2, record->decision.limit,
+                                                record->decision.cp1_limit)
+                             .ratio;
     return isnan(ratio) ? INFINITY : ratio;
 }
 

@@ -1,11 +1,14 @@
 /*
- * test_reports.c — the JUnit XML (reports/junit.c) and Markdown (reports/markdown.c) writers.
+ * test_reports.c — the JUnit XML (reports/junit.c) and Markdown (reports/markdown.c) writers,
+ * and the console table's limit column.
  *
  * A hand-built run of one tiny case with one item of every outcome: cp 1 f32 PASS, cp 2 f32
  * FAIL (three records: loss passes; logits on rank 1 and a gradient on rank 0 fail), cp 4 f32
  * NOT RUN, cp 2 bf16 REFUSED, cp 1 bf16 ERROR. The FAIL message holds every XML special
  * character and a '|'. The written text is searched for the expected elements, counts, escapes,
- * failing tensor names and numbers. Existing destinations are refused and left alone.
+ * failing tensor names and numbers. Existing destinations are refused and left alone. A cp 2
+ * item judged against cp 1, failed or passed under the tighter CP-only limit, shows that limit
+ * and the rule "cp 1" in the console table (reports/console.c), Markdown and JUnit.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "reports/console.h"
 #include "reports/failing_tensors.h"
 #include "reports/junit.h"
 #include "reports/markdown.h"
@@ -209,8 +213,9 @@ Test(junit, failure__message_escaped_and_failing_tensors_listed_worst_first) {
                           "&apos;x&apos; | error 3e-05 &gt; limit\" type=\"parity\">");
     cr_expect_null(strstr(text, "<rank 1>"), "raw special characters must not appear");
     cr_expect_null(strstr(text, "\"grads\""));
-    const char *logits = strstr(text, "logits rank 1: error 3e-05, limit 1.2e-06");
-    const char *grad = strstr(text, "grads/layers.0.q_proj rank 0: error 4e-06, limit 2.5e-06");
+    const char *logits = strstr(text, "logits rank 1: error 3e-05, limit 1.2e-06 (naive)");
+    const char *grad =
+        strstr(text, "grads/layers.0.q_proj rank 0: error 4e-06, limit 2.5e-06 (naive)");
     cr_expect_not_null(logits, "%s", text);
     cr_expect_not_null(grad, "%s", text);
     cr_expect(logits < grad, "the worst failing tensor comes first");
@@ -255,15 +260,16 @@ Test(markdown, summary__header_and_one_row_per_item) {
     char *text = write_text(markdown_write, "summary.md");
     EXPECT_CONTAINS(text, "## cpparity: FAILED — 1 passed, 1 failed, 1 refused, 1 not run, 1 "
                           "errors\n");
-    EXPECT_CONTAINS(text, "| case | cp | dtype | outcome | worst tensor | error | limit | ratio |\n"
-                          "|---|---:|---|---|---|---:|---:|---:|\n");
-    EXPECT_CONTAINS(text, "| tiny-case | 1 | f32 | PASS | loss @ rank 0 | 2e-08 | 0.0001 | "
+    EXPECT_CONTAINS(text, "| case | cp | dtype | outcome | worst tensor | error | limit | rule | "
+                          "ratio |\n"
+                          "|---|---:|---|---|---|---:|---:|---|---:|\n");
+    EXPECT_CONTAINS(text, "| tiny-case | 1 | f32 | PASS | loss @ rank 0 | 2e-08 | 0.0001 | naive | "
                           "0.0002 |\n");
     EXPECT_CONTAINS(text, "| tiny-case | 2 | f32 | **FAIL** | logits @ rank 1 | 3e-05 | 1.2e-06 | "
-                          "25 |\n");
-    EXPECT_CONTAINS(text, "| tiny-case | 4 | f32 | NOT RUN | - | - | - | - |\n");
-    EXPECT_CONTAINS(text, "| tiny-case | 2 | bf16 | REFUSED | - | - | - | - |\n");
-    EXPECT_CONTAINS(text, "| tiny-case | 1 | bf16 | **ERROR** | - | - | - | - |\n");
+                          "naive | 25 |\n");
+    EXPECT_CONTAINS(text, "| tiny-case | 4 | f32 | NOT RUN | - | - | - | - | - |\n");
+    EXPECT_CONTAINS(text, "| tiny-case | 2 | bf16 | REFUSED | - | - | - | - | - |\n");
+    EXPECT_CONTAINS(text, "| tiny-case | 1 | bf16 | **ERROR** | - | - | - | - | - |\n");
     EXPECT_CONTAINS(text, "- tiny-case, cp 4, f32: cp 4 does not divide 2 ranks\n");
     free(text);
 }
@@ -273,9 +279,9 @@ Test(markdown, failing_item__section_lists_failing_tensors_with_escaped_pipes) {
     EXPECT_CONTAINS(text, "### FAIL: tiny-case, cp 2, f32\n");
     EXPECT_CONTAINS(text, "logits &lt;rank 1> & \"grads\" 'x' \\| error 3e-05 > limit");
     cr_expect_null(strstr(text, "'x' | error"), "a '|' in a message must be escaped");
-    EXPECT_CONTAINS(text, "| logits | 1 | 3e-05 | 1.2e-06 | ratio 2 (case) × naive 1e-07 + "
-                          "floor 1e-06 (suite) | [0, 6, 7] | error above limit |\n");
-    EXPECT_CONTAINS(text, "| grads/layers.0.q_proj | 0 | 4e-06 | 2.5e-06 |");
+    EXPECT_CONTAINS(text, "| logits | 1 | 3e-05 | 1.2e-06 | naive | ratio 2 (case) × naive 1e-07 "
+                          "+ floor 1e-06 (suite) | [0, 6, 7] | error above limit |\n");
+    EXPECT_CONTAINS(text, "| grads/layers.0.q_proj | 0 | 4e-06 | 2.5e-06 | naive |");
     EXPECT_CONTAINS(text, "| [1, 3] |");
     cr_expect(strstr(text, "| logits | 1 |") < strstr(text, "| grads/layers.0.q_proj | 0 |"),
               "the worst failing tensor comes first");
@@ -293,4 +299,143 @@ Test(failing_tensors, limit_origin__naive_rule_then_the_cp_only_rule) {
     failing_tensors_limit_origin(&record, "x", text, sizeof text);
     cr_assert_str_eq(text, "ratio 2 (case) x naive 1e-07 + floor 1e-06 (suite); CP only: x cp 1 "
                            "8e-07");
+}
+
+/* --- the limit that decided (results_deciding_limit): the CP-only rule's where it is tighter ---
+ */
+
+/* A cp 2 item whose one tensor broke the CP-only limit but not the naive one (the issue's
+ * numbers: error 2.40e-06, naive limit 2.75e-06, cp 1 limit 2.03e-06), or, with passed, one whose
+ * error is under both. c must outlive it. */
+static void make_cp_only_results(run_results *results, const cpparity_case *c, bool passed) {
+    memset(results, 0, sizeof *results);
+    results->item_count = 1;
+    results->items = calloc(1, sizeof *results->items);
+    cr_assert_not_null(results->items);
+    run_item *item = &results->items[0];
+    item->source = c;
+    snprintf(item->suite_path, sizeof item->suite_path, "cases/tiny.yaml");
+    item->cp = 2;
+    item->dtype = CPPARITY_DTYPE_F32;
+    item->outcome = passed ? RUN_PASS : RUN_FAIL;
+    item->tensor_count = item->tensors_expected = 1;
+    item->tensors = calloc(1, sizeof *item->tensors);
+    cr_assert_not_null(item->tensors);
+    tensor_record *record = &item->tensors[0];
+    *record = make_record("logits", 1, passed ? 1.5e-6 : 2.40e-6, 2.75e-6, passed);
+    record->cp1_error = 5.15e-7;
+    record->decision.cp1_limit = 2.03e-6; /* 2 x 5.15e-7 + 1e-6 */
+    snprintf(record->decision.reason, sizeof record->decision.reason, "%s",
+             passed ? "within both limits"
+                    : "CP only: error 2.40e-06 > 2.03e-06 = 2 x cp 1 error 5.15e-07 + floor "
+                      "1.00e-06");
+    item->worst_tensor = 0;
+    item->worst_ratio = tensor_record_deciding_limit(record).ratio;
+    snprintf(item->message, sizeof item->message, "%s", passed ? "" : "1 tensor failed");
+    results->failed = passed ? 0 : 1;
+    results->passed = passed ? 1 : 0;
+}
+
+/* What write (junit_write or markdown_write) writes of results (caller frees). */
+static char *written(writer write, const run_results *results, const char *file_name) {
+    char folder[64], path[160];
+    test_make_folder(folder, sizeof folder);
+    snprintf(path, sizeof path, "%s/%s", folder, file_name);
+    cpparity_error error = {0};
+    cr_assert_eq(write(results, path, &error), CPPARITY_OK, "%s", error.message);
+    char *text = read_all(path);
+    unlink(path);
+    rmdir(folder);
+    return text;
+}
+
+Test(deciding_limit, rules__tighter_limit_decides_and_ratio_is_the_larger) {
+    deciding_limit d = results_deciding_limit(2.4e-6, 2.75e-6, 2.03e-6);
+    cr_expect_eq(d.limit, 2.03e-6);
+    cr_expect_str_eq(d.rule, "cp 1");
+    cr_expect_eq(d.ratio, 2.4e-6 / 2.03e-6);
+    d = results_deciding_limit(2.4e-6, 2.75e-6, NAN); /* cp = 1, or no baseline */
+    cr_expect_eq(d.limit, 2.75e-6);
+    cr_expect_str_eq(d.rule, "naive");
+    d = results_deciding_limit(1e-6, 2e-6, 3e-6); /* the naive limit is the tighter */
+    cr_expect_str_eq(d.rule, "naive");
+    cr_expect_eq(d.ratio, 0.5);
+    d = results_deciding_limit(1e-6, 0.0, 3e-6); /* a zero limit decides: nothing is tighter */
+    cr_expect_str_eq(d.rule, "naive");
+    cr_expect(isinf(d.ratio));
+    cr_expect(isnan(results_deciding_limit(NAN, 2e-6, 3e-6).ratio));
+}
+
+Test(console, cp_only_failure__limit_column_is_the_cp_only_limit) {
+    cpparity_case source;
+    run_results results;
+    make_case(&source);
+    make_cp_only_results(&results, &source, false);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *stream = open_memstream(&text, &size);
+    cr_assert_not_null(stream);
+    console_item(stream, &results.items[0]);
+    fclose(stream);
+    /* the error broke 2.03e-06, the CP-only limit: never "see below" against the naive 2.75e-06 */
+    EXPECT_CONTAINS(text, " 2.40e-06  2.03e-06 cp 1   FAIL\n");
+    cr_expect_null(strstr(text, "see below"), "%s", text);
+    cr_expect_null(strstr(text, "2.75e-06  "), "%s", text);
+    free(text);
+    run_results_free(&results);
+}
+
+Test(console, cp_only_tighter_on_a_pass__limit_column_is_the_cp_only_limit) {
+    cpparity_case source;
+    run_results results;
+    make_case(&source);
+    make_cp_only_results(&results, &source, true);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *stream = open_memstream(&text, &size);
+    cr_assert_not_null(stream);
+    console_table_header(stream);
+    console_item(stream, &results.items[0]);
+    fclose(stream);
+    EXPECT_CONTAINS(text, "    error     limit rule   result\n");
+    EXPECT_CONTAINS(text, " 1.50e-06  2.03e-06 cp 1   PASS\n");
+    free(text);
+    run_results_free(&results);
+}
+
+Test(markdown, cp_only_failure__limit_and_rule_are_the_cp_only_ones) {
+    cpparity_case source;
+    run_results results;
+    make_case(&source);
+    make_cp_only_results(&results, &source, false);
+    char *text = written(markdown_write, &results, "summary.md");
+    EXPECT_CONTAINS(text, "| tiny-case | 2 | f32 | **FAIL** | logits @ rank 1 | 2.4e-06 | 2.03e-06 "
+                          "| cp 1 | 1.18 |\n");
+    EXPECT_CONTAINS(text, "| logits | 1 | 2.4e-06 | 2.03e-06 | cp 1 | CP only: ratio 2 (case) × cp "
+                          "1 5.15e-07 + floor 1e-06 (suite); naive: × 1e-07 |");
+    free(text);
+    run_results_free(&results);
+}
+
+Test(junit, cp_only_failure__limit_and_rule_are_the_cp_only_ones) {
+    cpparity_case source;
+    run_results results;
+    make_case(&source);
+    make_cp_only_results(&results, &source, false);
+    char *text = written(junit_write, &results, "report.xml");
+    EXPECT_CONTAINS(text, "logits rank 1: error 2.4e-06, limit 2.03e-06 (cp 1) = CP only: ratio 2 "
+                          "(case) x cp 1 5.15e-07 + floor 1e-06 (suite); naive: x 1e-07");
+    free(text);
+    run_results_free(&results);
+}
+
+Test(junit, cp_only_tighter_on_a_pass__worst_tensor_names_the_cp_only_limit) {
+    cpparity_case source;
+    run_results results;
+    make_case(&source);
+    make_cp_only_results(&results, &source, true);
+    char *text = written(junit_write, &results, "report.xml");
+    EXPECT_CONTAINS(text, "worst tensor logits rank 1: error 1.5e-06, limit 2.03e-06 (cp 1)");
+    free(text);
+    run_results_free(&results);
 }

@@ -22,6 +22,7 @@
 #include "harness/judging/judge_item.h"
 #include "harness/judging/reference_cache.h"
 #include "harness/running/judge_dumps.h"
+#include "harness/running/memory_estimate.h"
 #include "harness/running/run.h"
 #include "harness/running/run_outputs.h"
 #include "harness/storage/export_reader.h"
@@ -42,6 +43,7 @@ typedef struct judge_options {
     run_store store;
     const char *reference_cache;
     int threads;
+    int64_t max_memory; /* --max-memory in bytes; 0: what is available */
     bool help;
 } judge_options;
 
@@ -59,6 +61,8 @@ static void usage(FILE *stream) {
             "  --store MODE        metrics|failures|all (default failures)\n"
             "  --reference-cache DIR  float64 reference outputs kept on disk between runs\n"
             "  --threads N         threads of the float64 reference (default: the cores)\n"
+            "  --max-memory SIZE   memory the judge may hold, e.g. 512M, 24G (default: what is\n"
+            "                      available); it bounds the padded length the dumps may have\n"
             "exit: 0 every tensor passed, 1 a parity failure, 2 bad input (a file and the HDF5\n"
             "path named), 3 a runtime failure\n");
 }
@@ -73,7 +77,8 @@ static cpparity_status parse(judge_options *options, int argc, char **argv, cppa
         OPTION_MARKDOWN,
         OPTION_STORE,
         OPTION_CACHE,
-        OPTION_THREADS
+        OPTION_THREADS,
+        OPTION_MAX_MEMORY
     };
     static const struct option long_options[] = {
         {"baseline", required_argument, NULL, OPTION_BASELINE},
@@ -83,6 +88,7 @@ static cpparity_status parse(judge_options *options, int argc, char **argv, cppa
         {"store", required_argument, NULL, OPTION_STORE},
         {"reference-cache", required_argument, NULL, OPTION_CACHE},
         {"threads", required_argument, NULL, OPTION_THREADS},
+        {"max-memory", required_argument, NULL, OPTION_MAX_MEMORY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -128,6 +134,14 @@ static cpparity_status parse(judge_options *options, int argc, char **argv, cppa
             options->threads = (int)threads;
             break;
         }
+        case OPTION_MAX_MEMORY:
+            if (!memory_size_parse(optarg, &options->max_memory)) {
+                return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                          "--max-memory expects a size such as 512M, 24G, 1.5GiB "
+                                          "or a number of bytes, not '%s'",
+                                          optarg);
+            }
+            break;
         case 'h':
             options->help = true;
             return CPPARITY_OK;
@@ -190,6 +204,12 @@ static void free_case(judge_case *loaded) {
     export_reading_free(&loaded->reading);
 }
 
+/* "NAME VERSION", or "NAME" when the dump gives no version (never a stray space). */
+static void framework_label(const rank_dump *dump, char *text, size_t size) {
+    snprintf(text, size, "%.40s%s%.20s", dump->framework, dump->framework_version[0] ? " " : "",
+             dump->framework_version);
+}
+
 static void fill_provenance(run_provenance *p, const judge_dump_set *set, const judge_options *o,
                             int argc, char **argv) {
     snprintf(p->version, sizeof p->version, "%s", CPPARITY_VERSION);
@@ -203,8 +223,7 @@ static void fill_provenance(run_provenance *p, const judge_dump_set *set, const 
     const rank_dump *first = &set->dumps[0];
     snprintf(p->comm, sizeof p->comm, "judge");
     snprintf(p->device, sizeof p->device, "framework");
-    snprintf(p->implementation, sizeof p->implementation, "%.40s %.20s", first->framework,
-             first->framework_version);
+    framework_label(first, p->implementation, sizeof p->implementation);
     snprintf(p->kernel, sizeof p->kernel, "%s", first->kernel);
     snprintf(p->fault, sizeof p->fault, "none");
     p->ranks = (int)set->cp;
@@ -272,22 +291,23 @@ static int judge(const judge_options *options, int argc, char **argv) {
     } else {
         memset(&loaded, 0, sizeof loaded);
     }
+    memory_limit limit;
+    memory_limit_resolve(options->max_memory, false, "", &limit);
     if (status == CPPARITY_OK) {
         interrupt_set_activity("reading the rank dumps");
-        status = judge_dumps_load(options->dumps, options->dump_count, &loaded.reading, loaded.c,
-                                  &loaded.parameters, &set, &error);
+        const judge_dumps_request run = {options->dumps, options->dump_count, NULL, 0, -1,
+                                         limit.bytes,    limit.source};
+        status =
+            judge_dumps_load(&run, &loaded.reading, loaded.c, &loaded.parameters, &set, &error);
     }
     if (status == CPPARITY_OK && options->baseline_count > 0) {
-        status = judge_dumps_load(options->baselines, options->baseline_count, &loaded.reading,
-                                  loaded.c, &loaded.parameters, &baseline, &error);
-        if (status == CPPARITY_OK && (baseline.cp != 1 || baseline.dtype != set.dtype)) {
-            status =
-                cpparity_error_set(&error, CPPARITY_ERROR_INPUT,
-                                   "--baseline %s: a cp = 1 dump of dtype %s expected, not cp "
-                                   "%lld of %s",
-                                   options->baselines[0], cpparity_dtype_name(set.dtype),
-                                   (long long)baseline.cp, cpparity_dtype_name(baseline.dtype));
-        }
+        interrupt_set_activity("reading the --baseline dumps");
+        const judge_dumps_request cp1 = {options->baselines, options->baseline_count,
+                                         "--baseline",       1,
+                                         (int)set.dtype,     limit.bytes,
+                                         limit.source};
+        status = judge_dumps_load(&cp1, &loaded.reading, loaded.c, &loaded.parameters, &baseline,
+                                  &error);
         if (status == CPPARITY_OK && set.cp == 1) {
             status = cpparity_error_set(&error, CPPARITY_ERROR_INPUT,
                                         "--baseline: the dumps are of cp 1 already; a baseline is "
@@ -313,10 +333,11 @@ static int judge(const judge_options *options, int argc, char **argv) {
     fill_provenance(&results.provenance, &set, options, argc, argv);
     results.item_count = item_count;
     console_preamble(stdout, &results.provenance, 1, item_count);
-    printf("# layout: %s (cp %lld, %lld positions for S = %lld), framework %s %s, kernel %s\n",
+    char framework[64];
+    framework_label(&set.dumps[0], framework, sizeof framework);
+    printf("# layout: %s (cp %lld, %lld positions for S = %lld), framework %s, kernel %s\n",
            token_layout_kind_name(set.layout), (long long)set.cp, (long long)set.padded_len,
-           (long long)loaded.c->seq_len, set.dumps[0].framework, set.dumps[0].framework_version,
-           set.dumps[0].kernel);
+           (long long)loaded.c->seq_len, framework, set.dumps[0].kernel);
     console_table_header(stdout);
     reference_set_threads(options->threads > 0 ? options->threads
                                                : (int)sysconf(_SC_NPROCESSORS_ONLN));

@@ -332,12 +332,10 @@ static void decide_outcome(run_item *item) {
         if (out_of_bounds < 0 && !(record->baseline_error <= record->tolerance.ceiling)) {
             out_of_bounds = i;
         }
-        const double error = record->metrics.relative_l2;
-        double ratio = record->decision.limit > 0.0 ? error / record->decision.limit
-                                                    : (error > 0.0 ? INFINITY : 0.0);
-        if (record->decision.cp1_limit > 0.0 && error / record->decision.cp1_limit > ratio) {
-            ratio = error / record->decision.cp1_limit;
-        }
+        const double ratio =
+            results_deciding_limit(record->metrics.relative_l2, record->decision.limit,
+                                   record->decision.cp1_limit)
+                .ratio;
         if (!record->decision.passed) { /* a non-finite one (NaN ratio) first, else the largest */
             failures++;
             if (first_failure < 0 ||

@@ -1,30 +1,17 @@
 /* judge_dumps.c — see judge_dumps.h. */
 #include "harness/running/judge_dumps.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Every dump is of the export read (its case, seed and digest). */
-static cpparity_status check_export(const rank_dump *dumps, int64_t count,
-                                    const export_reading *reading, cpparity_error *error) {
-    for (int64_t i = 0; i < count; i++) {
-        const rank_dump *dump = &dumps[i];
-        if (strcmp(dump->export_digest, reading->digest) != 0 ||
-            strcmp(dump->case_name, reading->case_name) != 0 ||
-            (uint64_t)dump->seed != reading->seed) {
-            return cpparity_error_set(
-                error, CPPARITY_ERROR_INPUT,
-                "%s: /: export_digest %s (case %s, seed %lld) is not the export's %s (case %s, "
-                "seed %llu): a dump of another export or seed",
-                dump->path, dump->export_digest, dump->case_name, (long long)dump->seed,
-                reading->digest, reading->case_name, (unsigned long long)reading->seed);
-        }
-    }
-    return CPPARITY_OK;
-}
+#include "common/checked_size.h"
+#include "harness/running/memory_estimate.h"
 
-/* One cp and one dtype; each rank exactly once. by_rank[r] receives the index of rank r's dump. */
+/* One cp and one dtype; each rank exactly once. by_rank[r] (count entries) receives the index of
+ * rank r's dump. Nothing of the size of cp (a number from a file) is allocated before cp is
+ * known to equal count. */
 static cpparity_status check_ranks(const rank_dump *dumps, int64_t count, int64_t *by_rank,
                                    cpparity_error *error) {
     const int64_t cp = dumps[0].cp;
@@ -41,25 +28,30 @@ static cpparity_status check_ranks(const rank_dump *dumps, int64_t count, int64_
                                       cpparity_dtype_name(dumps[0].dtype));
         }
     }
-    for (int64_t r = 0; r < cp; r++) {
-        by_rank[r] = -1;
+    for (int64_t i = 0; i < count; i++) { /* a rank given twice (every rank is < cp) */
+        for (int64_t j = 0; j < i; j++) {
+            if (dumps[j].rank == dumps[i].rank) {
+                return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                          "%s and %s: both are rank %lld (/ rank)", dumps[j].path,
+                                          dumps[i].path, (long long)dumps[i].rank);
+            }
+        }
+    }
+    if (count != cp) { /* distinct ranks, fewer than cp: name the first missing */
+        int64_t missing = 0;
+        for (bool found = true; found; missing += found) {
+            found = false;
+            for (int64_t i = 0; i < count && !found; i++) {
+                found = dumps[i].rank == missing;
+            }
+        }
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "no dump of rank %lld: %lld dump%s given for cp %lld (%s, ...)",
+                                  (long long)missing, (long long)count, count == 1 ? "" : "s",
+                                  (long long)cp, dumps[0].path);
     }
     for (int64_t i = 0; i < count; i++) {
-        const int64_t r = dumps[i].rank;
-        if (by_rank[r] >= 0) {
-            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                      "%s and %s: both are rank %lld (/ rank)",
-                                      dumps[by_rank[r]].path, dumps[i].path, (long long)r);
-        }
-        by_rank[r] = i;
-    }
-    for (int64_t r = 0; r < cp; r++) {
-        if (by_rank[r] < 0) {
-            return cpparity_error_set(
-                error, CPPARITY_ERROR_INPUT,
-                "no dump of rank %lld: %lld dumps given for cp %lld (%s, ...)", (long long)r,
-                (long long)count, (long long)cp, dumps[0].path);
-        }
+        by_rank[dumps[i].rank] = i;
     }
     return CPPARITY_OK;
 }
@@ -199,27 +191,66 @@ static cpparity_status gather(judge_dump_set *set, const cpparity_case *c,
     return status;
 }
 
-cpparity_status judge_dumps_load(const char *const *paths, int64_t count,
-                                 const export_reading *reading, const cpparity_case *c,
-                                 const cpparity_tensor_table *parameters, judge_dump_set *set,
-                                 cpparity_error *error) {
+int64_t judge_dumps_position_bytes(const cpparity_case *c) {
+    int64_t per_element = 0, per_row = 0, bytes = 0;
+    if (!cpparity_multiply_checked(c->batch_size, c->model.vocab_size, &per_element) ||
+        !cpparity_multiply_checked(per_element, 4 + 4 + 13 + 12, &per_element) ||
+        !cpparity_multiply_checked(c->batch_size, 8, &per_row) ||
+        !cpparity_add_checked(per_element, per_row, &bytes) ||
+        !cpparity_add_checked(bytes, 32, &bytes)) {
+        return INT64_MAX;
+    }
+    return bytes;
+}
+
+int64_t judge_dumps_most_positions(const cpparity_case *c, int64_t memory_bytes) {
+    const int64_t most = memory_bytes / judge_dumps_position_bytes(c);
+    return most > c->seq_len ? most : c->seq_len;
+}
+
+/* Reads request's dumps into read, each against the export and what is left of the bound. */
+static cpparity_status read_each(const judge_dumps_request *request, const export_reading *reading,
+                                 const cpparity_case *c, const cpparity_tensor_table *parameters,
+                                 rank_dump *read, cpparity_error *error) {
+    const int64_t most = judge_dumps_most_positions(c, request->memory_bytes);
+    char limit[64], bound[512];
+    memory_size_format(request->memory_bytes, limit, sizeof limit);
+    rank_dump_expect expect = {reading->digest, reading->case_name, reading->seed, request->flag,
+                               request->cp,     request->dtype,     most,          bound};
+    cpparity_status status = CPPARITY_OK;
+    int64_t held = 0; /* rows of the dumps read so far */
+    for (int64_t i = 0; i < request->count && status == CPPARITY_OK; i++) {
+        expect.most_rows = most - held;
+        snprintf(bound, sizeof bound,
+                 "with the %lld rows of the dumps read before, the padded length Sp would pass "
+                 "%lld positions, the most the judge holds for S = %lld at %lld bytes per padded "
+                 "position within the memory limit of %s (%.200s; docs/dump-format.md, padding)",
+                 (long long)held, (long long)most, (long long)c->seq_len,
+                 (long long)judge_dumps_position_bytes(c), limit,
+                 request->memory_source != NULL ? request->memory_source : "given");
+        status = rank_dump_read(request->paths[i], c, parameters, &expect, &read[i], error);
+        held += status == CPPARITY_OK ? read[i].rows : 0;
+    }
+    return status;
+}
+
+cpparity_status judge_dumps_load(const judge_dumps_request *request, const export_reading *reading,
+                                 const cpparity_case *c, const cpparity_tensor_table *parameters,
+                                 judge_dump_set *set, cpparity_error *error) {
     memset(set, 0, sizeof *set);
+    const int64_t count = request->count;
     if (count < 1) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "no rank dump given");
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s%sno rank dump given",
+                                  request->flag != NULL ? request->flag : "",
+                                  request->flag != NULL ? ": " : "");
     }
     rank_dump *read = calloc((size_t)count, sizeof *read);
     if (read == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
     }
-    cpparity_status status = CPPARITY_OK;
-    for (int64_t i = 0; i < count && status == CPPARITY_OK; i++) {
-        status = rank_dump_read(paths[i], c, parameters, &read[i], error);
-    }
-    if (status == CPPARITY_OK) {
-        status = check_export(read, count, reading, error);
-    }
+    cpparity_status status = read_each(request, reading, c, parameters, read, error);
     const int64_t cp = status == CPPARITY_OK ? read[0].cp : 0;
-    int64_t *by_rank = status == CPPARITY_OK ? malloc((size_t)cp * sizeof *by_rank) : NULL;
+    int64_t *by_rank = status == CPPARITY_OK ? malloc((size_t)count * sizeof *by_rank) : NULL;
     if (status == CPPARITY_OK && by_rank == NULL) {
         status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
     }
@@ -253,6 +284,13 @@ cpparity_status judge_dumps_load(const char *const *paths, int64_t count,
     free(by_rank);
     if (status != CPPARITY_OK) {
         judge_dump_set_free(set);
+    }
+    const char *flag = request->flag;
+    if (status != CPPARITY_OK && flag != NULL &&
+        strncmp(error->message, flag, strlen(flag)) != 0) { /* say whose dumps these are */
+        char message[CPPARITY_ERROR_TEXT];
+        snprintf(message, sizeof message, "%s", error->message);
+        cpparity_error_set(error, status, "%s: %s", flag, message);
     }
     return status;
 }

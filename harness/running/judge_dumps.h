@@ -30,12 +30,39 @@ typedef struct judge_dump_set {
     int64_t *lengths;          /* [cp] L_r */
 } judge_dump_set;
 
-/* Reads the count dumps of paths as one run of case c (its parameter table: parameters) made from
- * the export read into reading. */
-cpparity_status judge_dumps_load(const char *const *paths, int64_t count,
-                                 const export_reading *reading, const cpparity_case *c,
-                                 const cpparity_tensor_table *parameters, judge_dump_set *set,
-                                 cpparity_error *error);
+/* Which dumps to read, what run they must be, and the memory the padding bound comes from. */
+typedef struct judge_dumps_request {
+    const char *const *paths; /* (count) the dumps, in any order */
+    int64_t count;
+    const char *flag;          /* "--baseline" for the framework's cp = 1 dumps (every refusal
+                                  then starts with it), NULL for the judged run */
+    int64_t cp;                /* the cp they must have (1 for a baseline); 0: any */
+    int dtype;                 /* the cpparity_dtype they must have; -1: any */
+    int64_t memory_bytes;      /* the memory limit (--max-memory, else what is available) */
+    const char *memory_source; /* where that limit came from, for the refusal */
+} judge_dumps_request;
+
+/* The bytes the judge holds per position of the padded sequence: per logits element (B·V of
+ * them) 4 as the dump is read, 4 gathered rank after rank, 13 of comparison scratch (float64
+ * reference, float32 naive baseline, an include byte) and 12 kept for the results file (float32
+ * values and float64 reference, --store all); per batch row 8 (the indices as read), and 32 more
+ * (the position, its owner in the partition check, its entry in the error profile and in the
+ * results' positions). Checked sizes: INT64_MAX when it does not fit. */
+int64_t judge_dumps_position_bytes(const cpparity_case *c);
+
+/* The padding bound (docs/dump-format.md): the most positions the ranks' rows may add up to, the
+ * padded length Sp, for case c under a memory limit of memory_bytes: memory_bytes divided by
+ * judge_dumps_position_bytes(c), and never below S (a dump without padding is never refused by
+ * it). */
+int64_t judge_dumps_most_positions(const cpparity_case *c, int64_t memory_bytes);
+
+/* Reads request's dumps as one run of case c (its parameter table: parameters) made from the
+ * export read into reading: each checked, right after its attributes and before any shape,
+ * against the export (digest, case, seed), request's cp and dtype, and the padding bound left by
+ * the dumps read before it (judge_dumps_most_positions of request's memory). */
+cpparity_status judge_dumps_load(const judge_dumps_request *request, const export_reading *reading,
+                                 const cpparity_case *c, const cpparity_tensor_table *parameters,
+                                 judge_dump_set *set, cpparity_error *error);
 
 /* Releases the set; safe on a zeroed one. */
 void judge_dump_set_free(judge_dump_set *set);

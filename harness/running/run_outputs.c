@@ -1,10 +1,13 @@
 /* run_outputs.c — the table of a run's outputs (see run_outputs.h). */
 #include "harness/running/run_outputs.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/interrupt.h"
 #include "results_model/results_file.h"
@@ -12,9 +15,11 @@
 #include "reports/markdown.h"
 
 const run_output_writer run_output_writers[RUN_OUTPUT_COUNT] = {
-    [RUN_OUTPUT_RESULTS] = {"--out", "FILE.h5",
-                            "results file (default results/<UTC timestamp>.h5); never overwrites",
-                            "results file", results_file_write_staged},
+    [RUN_OUTPUT_RESULTS] =
+        {"--out", "FILE.h5",
+         "results file (default results/<UTC time>Z-<host>-<pid>.h5, unique, sorting by "
+         "time); never overwrites",
+         "results file", results_file_write_staged},
     [RUN_OUTPUT_JUNIT] = {"--junit", "FILE.xml", "JUnit XML, one <testcase> per case and cp size",
                           "JUnit report", junit_write_staged},
     [RUN_OUTPUT_MARKDOWN] = {"--markdown", "FILE.md", "summary table (for CI job summaries)",
@@ -23,12 +28,21 @@ const run_output_writer run_output_writers[RUN_OUTPUT_COUNT] = {
 
 void run_outputs_default_path(char *path, size_t size, const char *prefix) {
     mkdir("results", 0775);
-    time_t now = time(NULL);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     struct tm utc;
-    gmtime_r(&now, &utc);
+    gmtime_r(&now.tv_sec, &utc);
     char stamp[32];
-    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-    snprintf(path, size, "results/%s%s.h5", prefix, stamp);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &utc);
+    char host[HOST_NAME_MAX + 1] = "", label[33] = "";
+    gethostname(host, sizeof host - 1);
+    size_t used = 0; /* the host's first label, in letters, digits and '-' */
+    for (const char *c = host; *c != '\0' && *c != '.' && used < sizeof label - 1; c++) {
+        label[used++] = isalnum((unsigned char)*c) || *c == '-' ? *c : '-';
+    }
+    label[used] = '\0';
+    snprintf(path, size, "results/%s%s.%06ldZ-%s-%ld.h5", prefix, stamp, now.tv_nsec / 1000,
+             used > 0 ? label : "host", (long)getpid());
 }
 
 cpparity_status run_outputs_claim(const char *const paths[RUN_OUTPUT_COUNT],

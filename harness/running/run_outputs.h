@@ -34,7 +34,11 @@ typedef struct run_output_writer {
 /* Indexed by run_output. */
 extern const run_output_writer run_output_writers[RUN_OUTPUT_COUNT];
 
-/* results/<prefix><UTC timestamp>.h5 into path, creating results/ (the default --out). */
+/* The default --out, into path, creating results/: results/<prefix><UTC time>Z-<host>-<pid>.h5,
+ * e.g. results/judge-20261204T213457.123456Z-node7-4242.h5. Never another run's: a process is
+ * unique by its host and process id while it runs, and a run started later on the same host
+ * with the same process id starts a microsecond later at least; the fixed-width time first makes
+ * the names sort by start time, whichever host or prefix. */
 void run_outputs_default_path(char *path, size_t size, const char *prefix);
 
 /* Before anything runs: every output of paths (indexed by run_output, NULL = not written) is

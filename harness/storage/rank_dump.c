@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked_size.h"
 #include "results_model/hdf5_input.h"
 
 /* The root attributes: what made the dump and what it claims to be a run of. */
@@ -76,8 +77,47 @@ static cpparity_status read_attributes(const hdf5_input *input, rank_dump *dump,
     return CPPARITY_OK;
 }
 
-/* /token_indices [B, L_r] (every batch row alike), /loss, /logits [B, L_r, V]. */
-static cpparity_status read_rows(const hdf5_input *input, const cpparity_case *c, rank_dump *dump,
+/* What the dump claims to be (its export, case and seed; cp; dtype) against what expect says it
+ * must be: before any shape is read. */
+static cpparity_status check_expected(const hdf5_input *input, const rank_dump_expect *expect,
+                                      const rank_dump *dump, cpparity_error *error) {
+    const char *flag = expect->flag != NULL ? expect->flag : "";
+    const char *space = expect->flag != NULL ? " " : "";
+    if (expect->export_digest != NULL &&
+        (strcmp(dump->export_digest, expect->export_digest) != 0 ||
+         strcmp(dump->case_name, expect->case_name) != 0 || (uint64_t)dump->seed != expect->seed)) {
+        return cpparity_error_set(
+            error, CPPARITY_ERROR_INPUT,
+            "%s%s%s: /: a dump of another export or seed: its export_digest %s (case %s, seed "
+            "%lld) is not the export's %s (case %s, seed %llu)",
+            flag, space, input->path, dump->export_digest, dump->case_name, (long long)dump->seed,
+            expect->export_digest, expect->case_name, (unsigned long long)expect->seed);
+    }
+    if ((expect->cp > 0 && dump->cp != expect->cp) ||
+        (expect->dtype >= 0 && (int)dump->dtype != expect->dtype)) {
+        const char *dtype = expect->dtype >= 0 && expect->dtype < CPPARITY_DTYPE_COUNT
+                                ? cpparity_dtype_name((cpparity_dtype)expect->dtype)
+                                : "any dtype";
+        if (expect->flag != NULL) {
+            return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                      "%s %s: /: a dump of cp %lld (rank %lld), dtype %s; %s "
+                                      "takes the framework's own cp = 1 run of the same case: "
+                                      "one dump of cp 1, dtype %s",
+                                      flag, input->path, (long long)dump->cp, (long long)dump->rank,
+                                      cpparity_dtype_name(dump->dtype), flag, dtype);
+        }
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /: cp %lld, dtype %s; expected cp %lld, dtype %s",
+                                  input->path, (long long)dump->cp,
+                                  cpparity_dtype_name(dump->dtype), (long long)expect->cp, dtype);
+    }
+    return CPPARITY_OK;
+}
+
+/* /token_indices [B, L_r] (every batch row alike), /loss, /logits [B, L_r, V]. L_r is bounded by
+ * expect's most_rows (the padding bound) before anything of its size is allocated. */
+static cpparity_status read_rows(const hdf5_input *input, const cpparity_case *c,
+                                 const rank_dump_expect *expect, rank_dump *dump,
                                  cpparity_error *error) {
     const int64_t B = c->batch_size, V = c->model.vocab_size;
     int rank = 0;
@@ -87,18 +127,29 @@ static cpparity_status read_rows(const hdf5_input *input, const cpparity_case *c
     if (status != CPPARITY_OK) {
         return status;
     }
-    /* a rank holds at most the padded sequence, which is shorter than S + 2·cp (docs/masks.md) */
-    const int64_t most = c->seq_len + 2 * dump->cp;
-    if (rank != 2 || dims[0] != B || dims[1] < 0 || dims[1] >= most) {
+    if (rank != 2 || dims[0] != B || dims[1] < 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "%s: /token_indices: shape [B, L_r] expected, B = %lld and L_r "
-                                  "below %lld (S + 2·cp)",
-                                  input->path, (long long)B, (long long)most);
+                                  "%s: /token_indices: shape [B, L_r] expected, B = %lld",
+                                  input->path, (long long)B);
+    }
+    if (expect != NULL && expect->most_rows >= 0 && dims[1] > expect->most_rows) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /token_indices: %lld rows: padding past the bound: %s",
+                                  input->path, (long long)dims[1],
+                                  expect->bound != NULL ? expect->bound : "");
     }
     const int64_t L = dims[1];
+    int64_t logits_count = 0;
+    if (!cpparity_elements_checked((const int64_t[]){B, L, V}, 3, &logits_count)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "%s: /token_indices: %lld rows: logits [%lld, %lld, %lld] are "
+                                  "too many elements to hold",
+                                  input->path, (long long)L, (long long)B, (long long)L,
+                                  (long long)V);
+    }
     int64_t *indices = malloc((size_t)(B * L > 0 ? B * L : 1) * sizeof *indices);
     dump->positions = malloc((size_t)(L > 0 ? L : 1) * sizeof *dump->positions);
-    dump->logits = malloc((size_t)(B * L * V > 0 ? B * L * V : 1) * sizeof *dump->logits);
+    dump->logits = malloc((size_t)(logits_count > 0 ? logits_count : 1) * sizeof *dump->logits);
     if (indices == NULL || dump->positions == NULL || dump->logits == NULL) {
         free(indices);
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "%s: out of memory for %lld rows",
@@ -218,12 +269,16 @@ static cpparity_status read_gradients(const hdf5_input *input,
 /* Reads an input opened (status OK) or not into dump; closes it. */
 static cpparity_status read_input(hdf5_input *input, cpparity_status status, const char *path,
                                   const cpparity_case *c, const cpparity_tensor_table *parameters,
-                                  rank_dump *dump, cpparity_error *error) {
+                                  const rank_dump_expect *expect, rank_dump *dump,
+                                  cpparity_error *error) {
     if (status == CPPARITY_OK) {
         status = read_attributes(input, dump, error);
     }
+    if (status == CPPARITY_OK && expect != NULL) {
+        status = check_expected(input, expect, dump, error);
+    }
     if (status == CPPARITY_OK) {
-        status = read_rows(input, c, dump, error);
+        status = read_rows(input, c, expect, dump, error);
     }
     if (status == CPPARITY_OK) {
         status = read_gradients(input, parameters, dump, error);
@@ -237,26 +292,28 @@ static cpparity_status read_input(hdf5_input *input, cpparity_status status, con
 }
 
 cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
-                               const cpparity_tensor_table *parameters, rank_dump *dump,
+                               const cpparity_tensor_table *parameters,
+                               const rank_dump_expect *expect, rank_dump *dump,
                                cpparity_error *error) {
     memset(dump, 0, sizeof *dump);
     cpparity_error_clear(error);
     dump->path = path;
     hdf5_input input;
     const cpparity_status status = hdf5_input_open(&input, path, error);
-    return read_input(&input, status, path, c, parameters, dump, error);
+    return read_input(&input, status, path, c, parameters, expect, dump, error);
 }
 
 cpparity_status rank_dump_read_image(const void *image, size_t size, const char *name,
                                      const cpparity_case *c,
-                                     const cpparity_tensor_table *parameters, rank_dump *dump,
+                                     const cpparity_tensor_table *parameters,
+                                     const rank_dump_expect *expect, rank_dump *dump,
                                      cpparity_error *error) {
     memset(dump, 0, sizeof *dump);
     cpparity_error_clear(error);
     dump->path = name;
     hdf5_input input;
     const cpparity_status status = hdf5_input_open_image(&input, image, size, name, error);
-    return read_input(&input, status, name, c, parameters, dump, error);
+    return read_input(&input, status, name, c, parameters, expect, dump, error);
 }
 
 void rank_dump_free(rank_dump *dump) {

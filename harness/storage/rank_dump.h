@@ -39,18 +39,39 @@ typedef struct rank_dump {
     int64_t *slice_offset, *slice_length; /* [parameter count]: the slice, when sliced */
 } rank_dump;
 
+/* What a dump must be, checked in this order right after its root attributes are read and
+ * before any dataset's shape, so that a dump of another export, of the wrong cp or dtype, or
+ * padded past the bound is named as such rather than as a shape that does not fit. */
+typedef struct rank_dump_expect {
+    const char *export_digest; /* the export's digest, with its case and seed: a dump of another
+                                  export or seed is refused naming both; NULL: not checked (the
+                                  fuzz target, which reads dumps of no export) */
+    const char *case_name;     /* the export's case (with export_digest) */
+    uint64_t seed;             /* the export's seed (with export_digest) */
+    const char *flag;          /* the option that named the dump ("--baseline"), said first in
+                                  a refusal; NULL for the judged run's dumps */
+    int64_t cp;                /* the cp the dump must have (1 for a baseline); 0: any */
+    int dtype;                 /* the cpparity_dtype it must have; -1: any */
+    int64_t most_rows;         /* the most logits rows this dump may hold: what is left of the
+                                  padding bound (judge_dumps.h); < 0: no bound */
+    const char *bound;         /* how that bound was found, for the refusal (not owned) */
+} rank_dump_expect;
+
 /* Reads path as a dump of case c, whose parameters table describes (model.md's names and
- * shapes). CPPARITY_ERROR_INPUT naming the file and the HDF5 path for anything that is not as
- * docs/dump-format.md says; CPPARITY_ERROR_RUNTIME when out of memory. dump is freed on failure. */
+ * shapes), checked against expect (NULL: nothing expected, no row bound). CPPARITY_ERROR_INPUT
+ * naming the file and the HDF5 path for anything that is not as docs/dump-format.md says;
+ * CPPARITY_ERROR_RUNTIME when out of memory. dump is freed on failure. */
 cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
-                               const cpparity_tensor_table *parameters, rank_dump *dump,
+                               const cpparity_tensor_table *parameters,
+                               const rank_dump_expect *expect, rank_dump *dump,
                                cpparity_error *error);
 
 /* The same from an HDF5 file image in memory (size bytes, only read), called name in messages and
  * in dump->path (name must outlive dump): the fuzz target's entry (fuzz/rank_dump_fuzzer.c). */
 cpparity_status rank_dump_read_image(const void *image, size_t size, const char *name,
                                      const cpparity_case *c,
-                                     const cpparity_tensor_table *parameters, rank_dump *dump,
+                                     const cpparity_tensor_table *parameters,
+                                     const rank_dump_expect *expect, rank_dump *dump,
                                      cpparity_error *error);
 
 /* Releases what rank_dump_read allocated; safe on a zeroed dump. */

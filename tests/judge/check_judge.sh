@@ -104,7 +104,7 @@ done
 
 # Malformed dumps: exit 2, the file and the HDF5 path named.
 for spec in "missing-rank no dump of rank 1" "duplicate-rank both are rank 0" \
-    "cp-disagree rank_1.h5: /: cp 3" "wrong-digest rank_0.h5: /: export_digest" \
+    "cp-disagree rank_1.h5: /: cp 3" "wrong-digest rank_0.h5: /: a dump of another export or seed" \
     "wrong-version rank_0.h5: /: format_version 2" "missing-gradient rank_0.h5: /gradients/" \
     "extra-gradient rank_0.h5: /gradients/bogus" "wrong-logits-shape rank_0.h5: /logits: shape" \
     "indices-overlap /token_indices: the ranks' positions do not partition" \

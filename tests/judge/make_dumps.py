@@ -2,14 +2,17 @@
 """A "perfect framework" for testing `cpparity judge`: rank dumps made from an export's reference.
 
     make_dumps.py EXPORT.h5 OUT_DIR --cp N [--layout contiguous|zigzag|round-robin]
-                  [--dtype f32|bf16] [--gradients full|slices] [--wrong NAME | --malformed NAME]
+                  [--dtype f32|bf16] [--gradients full|slices] [--padded-length SP]
+                  [--framework-version TEXT] [--wrong NAME | --malformed NAME]
 
 Writes OUT_DIR/rank_<r>.h5 for r in 0..N-1 with python/cpparity_dump.py (docs/dump-format.md),
 one line per file. Stale rank_<n>.h5 files in OUT_DIR are removed first. The outputs are the
 export's float64 reference, stored as a correct implementation would store them
 (docs/model.md, precision): logits float32, or for bf16 rounded to bfloat16 (nearest, ties to
 even) and widened back; loss and gradients float32 in both dtypes. The sequence is padded to the
-layout's padded length; logits rows at positions >= S are zeros. With `--gradients slices`
+layout's padded length, or to SP with --padded-length (a multiple of cp times the layout's chunks
+per rank, as frameworks pad to multiples of 64 or of cp times a block size); logits rows at
+positions >= S are zeros. With `--gradients slices`
 rank r holds the r-th of N contiguous, as-even-as-possible pieces of each flattened gradient
 (possibly empty).
 
@@ -38,6 +41,8 @@ WRONG = {
     "gradient-not-reduced": f"rank 1: {NOT_REDUCED_PARAMETER}'s gradient scaled by 1/cp",
     "loss-mean-of-means": "every rank: /loss times 1.05",
     "logits-noise": "rank 0: /logits + 1e-2 * rms(logits) * N(0, 1)",
+    "padding-nan": "the rank holding position Sp-1 (automatic padding): NaN in its /logits row "
+                   "there, batch row 0, vocabulary entry 0",
 }
 
 MALFORMED = {
@@ -92,6 +97,11 @@ def parse_arguments(argv):
                         help="token layout (default contiguous; zigzag for "
                              "zigzag-second-chunk-reversed)")
     parser.add_argument("--dtype", choices=cpparity_dump.DTYPES, default="f32")
+    parser.add_argument("--padded-length", type=int,
+                        help="pad the sequence to this length (default: the least the layout "
+                             "needs)")
+    parser.add_argument("--framework-version", default="1",
+                        help="the dumps' framework_version attribute (default 1; may be empty)")
     parser.add_argument("--gradients", choices=("full", "slices"),
                         help="full gradients on every rank, or one flat slice per rank "
                              "(default full; slices for slices-hole)")
@@ -102,6 +112,8 @@ def parse_arguments(argv):
 
     if args.cp < 1:
         raise UsageError(f"--cp {args.cp}: expected >= 1")
+    if args.padded_length is not None and args.padded_length < 1:
+        raise UsageError(f"--padded-length {args.padded_length}: expected >= 1")
     plant_name = args.wrong or args.malformed
     if plant_name in NEEDS_TWO_RANKS and args.cp < 2:
         raise UsageError(f"{plant_name} needs --cp >= 2")
@@ -164,6 +176,15 @@ def plant_wrong(name, export, args, rank, indices, loss, logits, gradients, slic
         return indices, loss, f"{parameter} scaled by 1/{cp}"
     if name == "loss-mean-of-means":
         return indices, np.float32(loss * 1.05), "/loss times 1.05"
+    if name == "padding-nan":
+        padded_len = args.padded_len
+        if padded_len <= export.seq_len:
+            raise UsageError("padding-nan: the sequence has no padding (--padded-length)")
+        where = [i for i, position in enumerate(indices) if position == padded_len - 1]
+        if where:
+            logits[0, where[0], 0] = np.float32("nan")
+            return indices, loss, f"/logits[0, {where[0]}, 0] (position {padded_len - 1}) = NaN"
+        return indices, loss, ""
     if name == "logits-noise" and rank == 0:
         rng = np.random.default_rng(0)
         scale = 1e-2 * np.sqrt(np.mean(np.square(logits, dtype=np.float64)))
@@ -240,7 +261,9 @@ def make_dumps(args):
     if export.reference is None:
         raise UsageError(f"{args.export}: no /reference in the export")
     cp = args.cp
-    padded_len = export.padded_length(cp, cpparity_dump.LAYOUT_CHUNKS_PER_RANK[args.layout])
+    padded_len = args.padded_length or export.padded_length(
+        cp, cpparity_dump.LAYOUT_CHUNKS_PER_RANK[args.layout])
+    args.padded_len = padded_len
     loss, padded_logits, gradients = stored_outputs(export, args.dtype, padded_len)
     os.makedirs(args.out_dir, exist_ok=True)
     remove_stale_dumps(args.out_dir)
@@ -267,7 +290,8 @@ def make_dumps(args):
         cpparity_dump.write_rank_dump(
             path, export=export, rank=rank, cp=cp, token_indices=indices, loss=rank_loss,
             logits=logits, gradients=full, gradient_slices=slices,
-            framework="cpparity-make-dumps", framework_version="1", dtype=args.dtype,
+            framework="cpparity-make-dumps", framework_version=args.framework_version,
+            dtype=args.dtype,
             kernel="float64 reference")
         if args.malformed:
             planted = plant_malformed(args.malformed, path, args, rank, padded_len,
