@@ -115,6 +115,75 @@ Test(kernel_registry, add__broken_descriptors__input_errors_naming_why) {
     cr_assert_eq(kernel_registry_count(), before, "a refused kernel was registered");
 }
 
+/* A block call that is never called either (ABI 3's forward_block and backward_block). */
+static int never_forward_block(void *context, void *out, float *lse, const void *q, const void *k,
+                               const void *v, const cpparity_mask_description *mask,
+                               const cpparity_attention_dims *dims,
+                               const cpparity_attention_block *block, float scale, void *stream,
+                               char *error, size_t capacity) {
+    (void)block;
+    return never_forward(context, out, lse, q, k, v, mask, dims, scale, stream, error, capacity);
+}
+
+static int never_backward_block(void *context, void *dq, void *dk, void *dv, const void *dout,
+                                const void *q, const void *k, const void *v, const void *out,
+                                const float *lse, const cpparity_mask_description *mask,
+                                const cpparity_attention_dims *dims,
+                                const cpparity_attention_block *block, float scale, void *stream,
+                                char *error, size_t capacity) {
+    (void)block;
+    return never_backward(context, dq, dk, dv, dout, q, k, v, out, lse, mask, dims, scale, stream,
+                          error, capacity);
+}
+
+Test(kernel_registry, add__abi3_without_block_calls__accepted_as_whole_sequence_only) {
+    /* an ABI 2 source recompiled against today's kernel.h: abi_version the header's, struct_size
+     * its sizeof, forward_block and backward_block left NULL (optional at ABI 3) */
+    static cpparity_attention_kernel recompiled;
+    recompiled = test_kernel("test-abi3-no-blocks");
+    recompiled.abi_version = CPPARITY_KERNEL_ABI_VERSION;
+    cr_assert_eq(CPPARITY_KERNEL_ABI_VERSION, 3u, "update this test for the new ABI version");
+    cr_assert_null(recompiled.forward_block);
+    cr_assert_null(recompiled.backward_block);
+    cpparity_error error;
+    cpparity_error_clear(&error);
+    cr_assert_eq(kernel_registry_add(&recompiled, &error), CPPARITY_OK, "%s", error.message);
+    cr_assert_eq(kernel_registry_find("test-abi3-no-blocks"), &recompiled);
+    cr_assert_not(kernel_has_block_calls(&recompiled), "both NULL: no block calls, like ABI 2");
+    /* with both set it has them; the built-in kernels do */
+    cpparity_attention_kernel both = recompiled;
+    both.forward_block = never_forward_block;
+    both.backward_block = never_backward_block;
+    cr_assert(kernel_has_block_calls(&both));
+    cr_assert(kernel_has_block_calls(cpparity_cpu_f32_kernel()));
+}
+
+Test(kernel_registry, add__abi3_with_one_block_call__refused_naming_the_missing_one) {
+    static cpparity_attention_kernel kernels[3];
+    const char *expected[3] = {"sets forward_block but not backward_block",
+                               "sets backward_block but not forward_block", "smaller than ABI 3's"};
+    for (int i = 0; i < 3; i++) {
+        kernels[i] = test_kernel(i == 0   ? "test-abi3-forward-block-only"
+                                 : i == 1 ? "test-abi3-backward-block-only"
+                                          : "test-abi3-too-short");
+        kernels[i].abi_version = CPPARITY_KERNEL_ABI_VERSION;
+    }
+    kernels[0].forward_block = never_forward_block;
+    kernels[1].backward_block = never_backward_block;
+    /* an ABI 3 descriptor ends with its (optional) block calls: it must have room for them */
+    kernels[2].struct_size = (uint32_t)CPPARITY_KERNEL_ABI2_STRUCT_SIZE;
+    const int before = kernel_registry_count();
+    for (int i = 0; i < 3; i++) {
+        cpparity_error error;
+        cpparity_error_clear(&error);
+        cr_assert_eq(kernel_registry_add(&kernels[i], &error), CPPARITY_ERROR_INPUT, "kernel %d",
+                     i);
+        cr_assert(strstr(error.message, expected[i]) != NULL, "kernel %d: %s", i, error.message);
+        cr_assert(strstr(error.message, "ABI 2") == NULL, "kernel %d: %s", i, error.message);
+    }
+    cr_assert_eq(kernel_registry_count(), before, "a refused kernel was registered");
+}
+
 Test(kernel_registry, add__until_full__refused_with_the_capacity) {
     static cpparity_attention_kernel kernels[KERNEL_REGISTRY_CAPACITY];
     static char names[KERNEL_REGISTRY_CAPACITY][32];

@@ -12,7 +12,8 @@
 
 /* The plugins' descriptors as the registry holds them: each copied whole into cpparity's own
  * cpparity_attention_kernel, fields past the plugin's struct_size zeroed (an older plugin has
- * no workspace_bytes), so that nothing reads past the end of a plugin's smaller descriptor. */
+ * no workspace_bytes), so that nothing reads past the end of a plugin's smaller descriptor; a
+ * NULL version (optional) reads as "". */
 static cpparity_attention_kernel copies[KERNEL_REGISTRY_CAPACITY];
 static int copy_count;
 
@@ -28,6 +29,7 @@ static const cpparity_attention_kernel *copy_of(const cpparity_attention_kernel 
     memset(copy, 0, sizeof *copy);
     const size_t size = kernel->struct_size < sizeof *copy ? kernel->struct_size : sizeof *copy;
     memcpy(copy, kernel, size);
+    copy->version = copy->version != NULL ? copy->version : ""; /* optional (kernel.h) */
     return copy;
 }
 

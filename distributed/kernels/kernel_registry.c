@@ -90,16 +90,24 @@ cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel,
                                   kernel->name, kernel->abi_version, CPPARITY_KERNEL_ABI_OLDEST,
                                   CPPARITY_KERNEL_ABI_VERSION);
     }
+    /* ABI 3's block calls are optional (an ABI 2 source recompiled against today's kernel.h
+     * leaves both NULL: whole-sequence calls only, kernel_has_block_calls false), but come in
+     * pairs, and an ABI 3 descriptor has room for them */
+    if (kernel->abi_version >= 3u && kernel->struct_size < CPPARITY_KERNEL_ABI3_STRUCT_SIZE) {
+        return cpparity_error_set(
+            error, CPPARITY_ERROR_INPUT,
+            "kernel registry: kernel %s speaks ABI 3 but declares struct_size %u, smaller than "
+            "ABI 3's %zu (which ends with forward_block and backward_block)",
+            kernel->name, kernel->struct_size, (size_t)CPPARITY_KERNEL_ABI3_STRUCT_SIZE);
+    }
     if (kernel->abi_version >= 3u &&
-        (kernel->struct_size < CPPARITY_KERNEL_ABI3_STRUCT_SIZE || kernel->forward_block == NULL ||
-         kernel->backward_block == NULL)) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "kernel registry: kernel %s speaks ABI 3 but %s (ABI 3 requires "
-                                  "forward_block and backward_block)",
-                                  kernel->name,
-                                  kernel->struct_size < CPPARITY_KERNEL_ABI3_STRUCT_SIZE
-                                      ? "its struct_size does not cover them"
-                                      : "one of them is NULL");
+        (kernel->forward_block == NULL) != (kernel->backward_block == NULL)) {
+        return cpparity_error_set(
+            error, CPPARITY_ERROR_INPUT,
+            "kernel registry: kernel %s speaks ABI 3 and sets %s but not %s (block calls are "
+            "optional: both, or neither for whole-sequence calls only)",
+            kernel->name, kernel->forward_block != NULL ? "forward_block" : "backward_block",
+            kernel->forward_block != NULL ? "backward_block" : "forward_block");
     }
     /* fields appended to ABI 2 later (workspace_bytes) are optional: read where struct_size
      * covers them (kernel_support.h) */

@@ -33,8 +33,9 @@ const cpparity_attention_kernel *kernel_registry_find(const char *name);
 
 /* Registers kernel (borrowed: it must outlive every use). CPPARITY_ERROR_INPUT for a NULL or
  * incomplete kernel (no name, no forward or backward), an ABI version this cpparity does not
- * speak, a device or dtype outside the ABI's values, a name already registered, or a full
- * registry. */
+ * speak, a struct_size too small for its ABI version, an ABI 3 kernel with one block call but
+ * not the other (neither is accepted: whole-sequence calls only, kernel_has_block_calls false),
+ * a device or dtype outside the ABI's values, a name already registered, or a full registry. */
 cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel, cpparity_error *error);
 
 /* Whether kernel is one of cpparity's own (not added with kernel_registry_add). */

@@ -48,7 +48,11 @@ bool kernel_workspace_bytes(const cpparity_attention_kernel *kernel,
                             const cpparity_attention_dims *dims, int64_t *bytes);
 
 /* Whether kernel has block calls (ABI 3: abi_version >= 3, struct_size covering forward_block
- * and backward_block, both set): what ring attention needs. */
+ * and backward_block, both set): what ring attention needs. Block calls are optional at ABI 3:
+ * an ABI 3 kernel with both NULL (an ABI 2 source recompiled against today's kernel.h) has none,
+ * like an ABI 2 kernel. Every caller decides on this, never on abi_version; messages say "kernel
+ * ABI 2 has no block calls" for abi_version 2, "kernel NAME has no block calls
+ * (forward_block/backward_block NULL)" from 3 on. */
 bool kernel_has_block_calls(const cpparity_attention_kernel *kernel);
 
 #ifdef __cplusplus

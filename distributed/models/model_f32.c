@@ -40,7 +40,7 @@ cpparity_status f32_model_check_parallelism(const cpparity_model_config *config,
     if (kernel != NULL && !kernel_has_block_calls(kernel)) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "refused: ring attention needs block calls, which kernel %s "
-                                  "(ABI %u) lacks",
+                                  "lacks (ABI %u; forward_block/backward_block NULL or absent)",
                                   kernel->name, kernel->abi_version);
     }
     if (algorithm.kind == CPPARITY_ALGORITHM_HYBRID) {

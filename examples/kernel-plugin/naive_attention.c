@@ -25,7 +25,10 @@
  * and PLUGIN_LACKS_SLIDING a right kernel that does not claim sliding windows (capabilities
  * without CPPARITY_KERNEL_SUPPORTS_SLIDING): its other layers are judged, its sliding ones "not
  * claimed"; PLUGIN_ABI2 the same right kernel as an ABI 2 plugin (no block calls: its ring items
- * are not claimed).
+ * are not claimed); PLUGIN_ABI2_RECOMPILED the same right kernel as a plugin written for ABI 2
+ * (whole-sequence calls only, .abi_version = CPPARITY_KERNEL_ABI_VERSION, .struct_size = sizeof)
+ * recompiled against today's kernel.h: an ABI 3 descriptor whose block calls are left NULL, which
+ * loads and runs as before (its ring and hybrid items are not claimed).
  */
 #include <math.h>
 #include <stdint.h>
@@ -36,6 +39,11 @@
 
 #ifndef PLUGIN_BUG
 #define PLUGIN_BUG 0
+#endif
+#if defined(PLUGIN_ABI2) || defined(PLUGIN_ABI2_RECOMPILED)
+#define PLUGIN_BLOCK_CALLS 0 /* whole-sequence calls only */
+#else
+#define PLUGIN_BLOCK_CALLS 1
 #endif
 #define TILE 16 /* keys per backward tile */
 
@@ -251,6 +259,7 @@ static int backward(void *context, void *dq, void *dk, void *dv, const void *dou
     return 0;
 }
 
+#if PLUGIN_BLOCK_CALLS
 /* ABI 3: a block of query rows against a block of key rows, named by global token index. */
 static int forward_block(void *context, void *out, float *lse, const void *q, const void *k,
                          const void *v, const cpparity_mask_description *m,
@@ -271,6 +280,7 @@ static int backward_block(void *context, void *dq, void *dk, void *dv, const voi
     backward_rows(dq, dk, dv, dout, q, k, v, out, lse, m, d, &rows, scale);
     return 0;
 }
+#endif
 
 /* Head dims up to 1024 (the forward's accumulator); cpparity checks before every call. */
 static int supports(void *context, const cpparity_mask_description *m,
@@ -313,10 +323,7 @@ static const cpparity_attention_kernel kernel = {
     .head_dims = NULL,
     .supports = supports,
     .workspace_bytes = NULL, /* optional: it allocates nothing (a row lives on the stack) */
-#ifdef PLUGIN_ABI2 /* cpparity's tests: the same kernel as an ABI 2 plugin, without block calls */
-    .forward_block = NULL,
-    .backward_block = NULL,
-#else
+#if PLUGIN_BLOCK_CALLS /* optional: without them (left out, NULL) ring items are not claimed */
     .forward_block = forward_block, /* ABI 3: ring attention's calls */
     .backward_block = backward_block,
 #endif

@@ -718,9 +718,16 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
     }
     if (!kernel_has_block_calls(kernel)) { /* what was not judged, and why */
         const size_t used = strlen(item->message);
-        snprintf(item->message + used, sizeof item->message - used,
-                 "%sblock calls not judged: kernel %s speaks ABI %u, which has none",
-                 used > 0 ? "; " : "", kernel->name, (unsigned)kernel->abi_version);
+        if (kernel->abi_version < 3u) {
+            snprintf(item->message + used, sizeof item->message - used,
+                     "%sblock calls not judged: kernel %s speaks ABI %u, which has none",
+                     used > 0 ? "; " : "", kernel->name, (unsigned)kernel->abi_version);
+        } else { /* ABI 3, block calls left NULL: they are optional */
+            snprintf(item->message + used, sizeof item->message - used,
+                     "%sblock calls not judged: kernel %s has none (forward_block/backward_block "
+                     "NULL), only its whole-sequence calls were",
+                     used > 0 ? "; " : "", kernel->name);
+        }
     }
     snprintf(item->message + strlen(item->message), sizeof item->message - strlen(item->message),
              "%sinputs from seed %llu (rerun with --seed %llu)",

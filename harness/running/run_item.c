@@ -261,10 +261,11 @@ void run_item_begin(run_item *item, const run_plan *plan, const run_plan_item *p
 
 /* Ring attention calls the kernel on blocks (kernel.h ABI 3), and so does an implementation
  * whose layouts need them (cpparity_implementation.layouts_need_block_calls) for a layout other
- * than contiguous: a kernel without block calls (an ABI 2 plugin) cannot run the item, which is
- * never run, saying so (root's item). Its outcome is NOT CLAIMED, like a call needing a
- * capability the kernel does not declare: an ABI 2 plugin keeps passing what it passed, and a
- * suite with ring items does not fail for it. */
+ * than contiguous: a kernel without block calls (an ABI 2 plugin, or an ABI 3 one leaving both
+ * NULL: they are optional) cannot run the item, which is never run, saying so (root's item). Its
+ * outcome is NOT CLAIMED, like a call needing a capability the kernel does not declare: a plugin
+ * without block calls keeps passing what it passed, and a suite with ring items does not fail
+ * for it. */
 static bool lacks_block_calls(const run_target *target, const run_plan_item *planned, bool is_root,
                               run_item *item) {
     const bool needs = planned->algorithm.kind != CPPARITY_ALGORITHM_ULYSSES ||
@@ -276,12 +277,20 @@ static bool lacks_block_calls(const run_target *target, const run_plan_item *pla
     if (is_root) {
         item->outcome = RUN_NOT_CLAIMED;
         const bool ring = planned->algorithm.kind != CPPARITY_ALGORITHM_ULYSSES;
-        snprintf(item->message, sizeof item->message,
-                 "not run: kernel %s speaks ABI %u; kernel ABI %u has no block calls (%s%s needs "
-                 "ABI 3's forward_block and backward_block)",
-                 target->kernel->name, target->kernel->abi_version, target->kernel->abi_version,
-                 ring ? "ring attention" : "the layout ",
-                 ring ? "" : cpparity_layout_name(planned->layout));
+        const char *what = ring ? "ring attention" : "the layout ";
+        const char *layout = ring ? "" : cpparity_layout_name(planned->layout);
+        if (target->kernel->abi_version < 3u) {
+            snprintf(item->message, sizeof item->message,
+                     "not run: kernel %s speaks ABI %u; kernel ABI %u has no block calls (%s%s "
+                     "needs ABI 3's forward_block and backward_block)",
+                     target->kernel->name, target->kernel->abi_version, target->kernel->abi_version,
+                     what, layout);
+        } else { /* ABI 3, block calls left NULL: they are optional */
+            snprintf(item->message, sizeof item->message,
+                     "not run: kernel %s has no block calls (forward_block/backward_block NULL; "
+                     "%s%s needs them)",
+                     target->kernel->name, what, layout);
+        }
     }
     return true;
 }

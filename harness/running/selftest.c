@@ -34,8 +34,15 @@ static bool applicable(cpparity_fault fault, const run_target *target, char *not
         return false;
     }
     if (fault_needs_block_calls(fault) && !kernel_has_block_calls(target->kernel)) {
-        snprintf(note, size, "lives in ring attention; kernel %s has no block calls (ABI %u)",
-                 target->kernel->name, target->kernel->abi_version);
+        if (target->kernel->abi_version < 3u) {
+            snprintf(note, size, "lives in ring attention; kernel %s has no block calls (ABI %u)",
+                     target->kernel->name, target->kernel->abi_version);
+        } else { /* ABI 3, block calls left NULL: they are optional */
+            snprintf(note, size,
+                     "lives in ring attention; kernel %s has no block calls "
+                     "(forward_block/backward_block NULL)",
+                     target->kernel->name);
+        }
         return false;
     }
     note[0] = '\0';

@@ -14,11 +14,25 @@
  * attention for the heads a rank holds after the Ulysses all-to-all, over the whole sequence,
  * under a compact mask description (never an S×S array) — a whole-sequence call — and, from ABI
  * 3 on, for a block of queries against a block of keys (forward_block, backward_block): ring
- * attention's calls, where a rank's queries meet the key/value block visiting it. cpparity asks
- * the entry point for version 3 first and then for 2: an ABI 2 plugin keeps working wherever every
- * call is a whole-sequence call (Ulysses); model-level items that need block calls (ring, hybrid)
- * are NOT CLAIMED for it ("kernel ABI 2 has no block calls"), and its attention-level items judge
- * its whole-sequence calls only, saying so.
+ * attention's calls, where a rank's queries meet the key/value block visiting it. Block calls are
+ * optional: a kernel without them (forward_block and backward_block both NULL, or an ABI 2
+ * plugin) keeps working wherever every call is a whole-sequence call (Ulysses); model-level items
+ * that need block calls (ring, hybrid) are NOT CLAIMED for it ("kernel NAME has no block calls
+ * (forward_block/backward_block NULL)"; for an ABI 2 plugin "kernel ABI 2 has no block calls"),
+ * and its attention-level items judge its whole-sequence calls only, saying so. cpparity asks the
+ * entry point for version 3 first and then for 2.
+ *
+ * Fields (struct cpparity_attention_kernel below). Required: abi_version
+ * (CPPARITY_KERNEL_ABI_VERSION when built against this header), struct_size
+ * (sizeof(cpparity_attention_kernel) when built), name (non-empty, unique among the kernels
+ * cpparity holds), device, dtype, forward, backward, capabilities (the CPPARITY_KERNEL_SUPPORTS_*
+ * bits it claims; 0 claims none) and head_dim_count (0 = every head dim) with head_dims when
+ * head_dim_count > 0. Optional, NULL (or left out of a designated initializer) when absent:
+ * version (read as "" when NULL), context, supports, workspace_bytes, and the block calls
+ * forward_block and backward_block, which come in pairs: both, or neither (one without the other
+ * is refused). Not read: deterministic. A plugin written for ABI 2 (whole-sequence calls,
+ * abi_version = CPPARITY_KERNEL_ABI_VERSION, struct_size = sizeof) and recompiled against this
+ * header is an ABI 3 kernel without block calls: it loads and is judged as before.
  *
  * Tensor pointers are host memory for a CPU kernel; device memory for a CUDA kernel, with the
  * caller's cudaStream_t as stream. A kernel must not keep any pointer after a call returns, and
@@ -70,7 +84,11 @@
  * descriptor's struct_size says which fields it has: cpparity requires at least
  * CPPARITY_KERNEL_ABI2_STRUCT_SIZE (up to supports) and reads a later field only when struct_size
  * covers it, so plugins built against an older kernel.h (without workspace_bytes) load and run
- * unchanged. 3 — forward_block and backward_block appended (both required at version 3).
+ * unchanged. 3 — forward_block and backward_block appended, optional: both set (ring and hybrid
+ * items run, attention-level items judge them) or both NULL (whole-sequence calls only, as for
+ * ABI 2: ring and hybrid items NOT CLAIMED, "no block calls"); a version 3 descriptor's
+ * struct_size covers them (CPPARITY_KERNEL_ABI3_STRUCT_SIZE). Earlier builds of cpparity
+ * speaking version 3 required both and refused (exit 2) a descriptor leaving them NULL.
  */
 #ifndef CPPARITY_KERNEL_H
 #define CPPARITY_KERNEL_H
@@ -173,7 +191,8 @@ typedef struct cpparity_attention_kernel {
      * device memory for a CUDA kernel. cpparity adds a CPU kernel's figure to its memory
      * estimate of each rank before anything runs. −1 when the figure does not fit int64. */
     int64_t (*workspace_bytes)(void *context, const cpparity_attention_dims *dims);
-    /* --- ABI 3: block calls (above, "Block calls") --- */
+    /* --- ABI 3: block calls (above, "Block calls"). Optional, but both or neither: NULL (left
+     * out) = whole-sequence calls only, ring and hybrid items not claimed --- */
     /* out [B, Sq, H, Dh] and lse [B, H, Sq] of the block's queries over the block's keys. */
     int (*forward_block)(void *context, void *out, float *lse, const void *q, const void *k,
                          const void *v, const cpparity_mask_description *mask,
@@ -192,7 +211,8 @@ typedef struct cpparity_attention_kernel {
 /* The struct_size of an ABI 2 descriptor without the fields appended later (workspace_bytes):
  * the least cpparity accepts. */
 #define CPPARITY_KERNEL_ABI2_STRUCT_SIZE offsetof(cpparity_attention_kernel, workspace_bytes)
-/* The struct_size an ABI 3 descriptor must have at least (through backward_block). */
+/* The struct_size an ABI 3 descriptor must have at least (through backward_block, set or
+ * NULL). */
 #define CPPARITY_KERNEL_ABI3_STRUCT_SIZE                                                           \
     (offsetof(cpparity_attention_kernel, backward_block) +                                         \
      sizeof(((cpparity_attention_kernel *)0)->backward_block))

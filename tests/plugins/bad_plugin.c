@@ -2,7 +2,7 @@
  * bad_plugin.c — kernel plugins that are wrong as plugins (not as attention), for cpparity's
  * tests of --kernel PATH.so. BAD selects the fault:
  *   1  the entry speaks no ABI cpparity knows (returns NULL, count 0)
- * Every other one is an ABI 2 plugin (no block calls).
+ * Every other one but 10 is an ABI 2 plugin (no block calls).
  *   2  struct_size smaller than ABI 2's descriptor
  *   3  capability bits ABI 2 does not define
  *   4  a name cpparity's own kernels already use ("cpu-f32")
@@ -12,6 +12,8 @@
  *   7  exports no cpparity_kernel_plugin (a misspelled entry)
  *   8  forward dereferences a null pointer (a crash)
  *   9  declares itself deterministic, but each call's out differs from the previous one's
+ *  10  an ABI 3 plugin with forward_block but no backward_block (block calls are optional, but
+ *      both or neither)
  */
 #include <stdint.h>
 #include <string.h>
@@ -19,7 +21,13 @@
 #include <cpparity/kernel.h>
 
 #ifndef BAD
-#error "BAD must be defined (1 to 9)"
+#error "BAD must be defined (1 to 10)"
+#endif
+
+#if BAD == 10
+#define BAD_ABI CPPARITY_KERNEL_ABI_VERSION
+#else
+#define BAD_ABI 2u
 #endif
 
 /* Writes zeros (and, with BAD 5, one float past the end of out). */
@@ -59,8 +67,20 @@ static int backward(void *context, void *dq, void *dk, void *dv, const void *dou
     return 0;
 }
 
+#if BAD == 10
+/* Never called: the registry refuses the descriptor, which lacks its backward_block. */
+static int forward_block(void *context, void *out, float *lse, const void *q, const void *k,
+                         const void *v, const cpparity_mask_description *mask,
+                         const cpparity_attention_dims *d, const cpparity_attention_block *block,
+                         float scale, void *stream, char *error, size_t capacity) {
+    (void)context, (void)out, (void)lse, (void)q, (void)k, (void)v, (void)mask, (void)d,
+        (void)block, (void)scale, (void)stream, (void)error, (void)capacity;
+    return 1;
+}
+#endif
+
 static const cpparity_attention_kernel kernel = {
-    .abi_version = 2u, /* whole-sequence calls only: the ABI 2 path of the loader */
+    .abi_version = BAD_ABI, /* 2 but for BAD 10: whole-sequence calls, the ABI 2 loader path */
 #if BAD == 2
     .struct_size = 48,
 #else
@@ -88,6 +108,9 @@ static const cpparity_attention_kernel kernel = {
 #else
     .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
 #endif
+#if BAD == 10
+    .forward_block = forward_block, /* and backward_block left NULL */
+#endif
 };
 
 static const cpparity_attention_kernel *const kernels[] = {&kernel};
@@ -105,7 +128,7 @@ const cpparity_attention_kernel *const *cpparity_kernel_plugin(uint32_t abi_vers
     *count = 0;
     return NULL;
 #else
-    *count = abi_version == 2u ? 1 : 0; /* asked for 3 first: answers only 2 */
-    return abi_version == 2u ? kernels : NULL;
+    *count = abi_version == BAD_ABI ? 1 : 0; /* asked for 3 first: answers only BAD_ABI */
+    return abi_version == BAD_ABI ? kernels : NULL;
 #endif
 }
