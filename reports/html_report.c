@@ -63,6 +63,7 @@ static void page_free(html_page *page) {
     }
     free(page->cases);
     free(page->charts);
+    html_tensor_data_free(page);
     memset(page, 0, sizeof *page);
 }
 
@@ -102,6 +103,11 @@ static cpparity_status page_build(html_page *page, const html_report_input *inpu
             }
         }
         c->items[c->item_count++] = i;
+    }
+    const cpparity_status status = html_tensor_data_build(page, error);
+    if (status != CPPARITY_OK) {
+        page_free(page);
+        return status;
     }
     if (input->run_count > 1) {
         page->charts[page->chart_count++] = (html_chart){HTML_CHART_TREND, -1};
@@ -224,8 +230,8 @@ static void put_header(FILE *out, const html_page *page, const outcome_counts *c
               "(<code>--inject</code>): failures are expected.</p>\n",
               out);
     }
-    fputs("<noscript><p class=\"fault\">The plots need JavaScript; the tables do not.</p>"
-          "</noscript>\n",
+    fputs("<noscript><p class=\"fault\">The plots and the tables of tensors need JavaScript; the "
+          "grid, the failures and the items do not.</p></noscript>\n",
           out);
     fputs("<details class=\"provenance\" open><summary>Provenance</summary>\n"
           "<table class=\"provenance\" id=\"provenance\">\n",
@@ -280,9 +286,99 @@ static const diff_entry *change_of(const html_page *page, const read_item *item)
     return found;
 }
 
-/* An item as a chip linked to its row: dtype, outcome, worst ratio, and a mark when it
- * regressed ("new" failure, error that "grew") or was "fixed" since the baseline. */
-static void put_chip(FILE *out, const html_page *page, const read_item *item, int64_t index) {
+/* "f32 cp 4 zigzag ring": an item's dtype, cp and variant, as HTML (the names are the file's). */
+static void put_item_name(FILE *out, const read_item *item) {
+    char variant[48]; /* another layout or algorithm than contiguous Ulysses, named */
+    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+    html_put_text(out, item->dtype);
+    fprintf(out, " cp %" PRId64 "%s", item->cp, variant[0] != '\0' ? " " : "");
+    html_put_text(out, variant);
+}
+
+/* "grads/model.norm.weight rank 1: error 3e-07, limit 2.6e-06 (cp 1), error / limit 0.115": the
+ * tensor that decided an item, with the limit of the rule that decided it. */
+static void put_worst_tensor(FILE *out, const metrics_row *row) {
+    const deciding_limit decided =
+        results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit);
+    html_put_text(out, row->tensor);
+    fprintf(out, " rank %d: error ", (int)row->rank);
+    put_number(out, row->relative_l2);
+    if (row->nonfinite > 0) {
+        fprintf(out, " (%" PRId64 " non-finite)", row->nonfinite);
+    }
+    fputs(row->passed ? ", limit " : " &gt; limit ", out);
+    put_number(out, decided.limit);
+    fprintf(out, " (%s), error / limit ", decided.rule);
+    put_number(out, decided.ratio);
+}
+
+static bool is_alphanumeric(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* The short name of a layout or an algorithm in a busy cell of the grid: the legend's letters
+ * ("c", "z", "r"; "U", "R", "H" and a hybrid's sizes), else the name's first letter; ASCII
+ * letters and digits only, whatever the file holds. Appended to text (of size bytes). */
+static void abbreviate(const char *name, const char *const table[][2], size_t n, char *text,
+                       size_t size) {
+    size_t at = strlen(text);
+    const char *rest = "";
+    const char *letters = NULL;
+    for (size_t k = 0; k < n && letters == NULL; k++) {
+        if (strncmp(name, table[k][0], strlen(table[k][0])) == 0) {
+            letters = table[k][1];
+            rest = name + strlen(table[k][0]); /* "hybrid:2x2" -> "H2x2" */
+        }
+    }
+    for (const char *c = letters != NULL ? letters : ""; *c != '\0' && at + 1 < size; c++) {
+        text[at++] = *c;
+    }
+    if (letters == NULL && at + 1 < size) {
+        text[at++] = is_alphanumeric(name[0]) ? name[0] : '?';
+    }
+    for (const char *c = rest; *c != '\0' && at + 1 < size; c++) {
+        if (is_alphanumeric(*c)) {
+            text[at++] = *c;
+        }
+    }
+    text[at] = '\0';
+}
+
+/* "z.R": an item's layout and algorithm, short, for a chip among others of its dtype (the page
+ * writes the '.' as a middle dot). */
+static void variant_abbreviation(const read_item *item, char *text, size_t size) {
+    static const char *const layouts[][2] = {
+        {"contiguous", "c"}, {"zigzag", "z"}, {"round-robin", "r"}, {"permutation", "p"}};
+    static const char *const algorithms[][2] = {{"ulysses", "U"}, {"ring", "R"}, {"hybrid", "H"}};
+    text[0] = '\0';
+    abbreviate(item->token_layout[0] != '\0' ? item->token_layout : "contiguous", layouts,
+               sizeof layouts / sizeof *layouts, text, size);
+    const size_t at = strlen(text);
+    if (at + 2 < size) {
+        text[at] = '.', text[at + 1] = '\0';
+    }
+    abbreviate(item->algorithm, algorithms, sizeof algorithms / sizeof *algorithms, text, size);
+}
+
+/* About how many characters wide an item's chip is (put_chip), to share the grid's width. */
+static int64_t chip_characters(const read_item *item, bool dtype_shown, bool variant_shown) {
+    char variant[40];
+    variant_abbreviation(item, variant, sizeof variant);
+    int64_t characters = 2; /* its padding and the gap after it */
+    characters += dtype_shown ? 0 : (int64_t)strlen(item->dtype) + 1;
+    characters += variant_shown ? (int64_t)strlen(variant) + 1 : 0;
+    characters += strcmp(item->outcome, "PASS") == 0 ? 0 : (int64_t)strlen(item->outcome) + 1;
+    characters += item->tensor_count > 0 ? 4 : 0; /* "0.25", smaller */
+    return characters;
+}
+
+/* An item as a chip linked to its row (which opens its tensors), coloured by outcome and worst
+ * ratio: its dtype (unless the cell's line names it), its layout and algorithm where its dtype
+ * has several in the cell, its outcome unless PASS, the worst error / limit, and a mark when it
+ * regressed ("new" failure, error that "grew") or was "fixed" since the baseline. The tooltip
+ * spells out the item, the tensor that decided it with its limit and rule, and the message. */
+static void put_chip(FILE *out, const html_page *page, const read_item *item, int64_t index,
+                     bool dtype_shown, bool variant_shown) {
     const diff_entry *change = change_of(page, item);
     const char *mark = NULL;
     if (change != NULL && change->kind == DIFF_NEW_FAILURE) {
@@ -299,14 +395,49 @@ static void put_chip(FILE *out, const html_page *page, const read_item *item, in
             index);
     put_chip_style(out, item);
     fputs(" title=\"", out);
-    html_put_text(out, item->message);
-    char variant[48]; /* another layout or algorithm than contiguous Ulysses, named */
-    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
-    fprintf(out, "\">%s%s%s ", item->dtype, variant[0] != '\0' ? " " : "", variant);
+    put_item_name(out, item);
+    fputs(": ", out);
     html_put_text(out, item->outcome);
+    const metrics_row *worst = html_worst_tensor(item);
+    if (worst != NULL) {
+        fputs("; worst ", out);
+        put_worst_tensor(out, worst);
+    }
+    if (item->message[0] != '\0') {
+        fputs("; ", out);
+        html_put_text(out, item->message);
+    }
+    fputs("\">", out);
+    const char *space = "";
+    if (!dtype_shown) {
+        html_put_text(out, item->dtype);
+        space = " ";
+    }
+    if (variant_shown) {
+        char variant[40];
+        variant_abbreviation(item, variant, sizeof variant);
+        fputs(space, out);
+        for (const char *c = variant; *c != '\0'; c++) {
+            if (*c == '.') {
+                fputs("&middot;", out);
+            } else {
+                fputc(*c, out);
+            }
+        }
+        space = " ";
+    }
+    if (strcmp(item->outcome, "PASS") != 0) {
+        fputs(space, out);
+        html_put_text(out, item->outcome);
+        space = " ";
+    }
     if (item->tensor_count > 0) {
-        fputs(" <small>", out);
-        put_number(out, item->worst_ratio);
+        fprintf(out, "%s<small>", space);
+        if (isfinite(item->worst_ratio)) {
+            fprintf(out, "%.2g", item->worst_ratio);
+        } else {
+            put_number(out, item->worst_ratio);
+        }
         fputs("</small>", out);
     }
     if (mark != NULL) {
@@ -315,7 +446,84 @@ static void put_chip(FILE *out, const html_page *page, const read_item *item, in
     fputs("</a>", out);
 }
 
-/* The case × cp grid; each cell holds one chip per dtype (and per layout and algorithm). */
+/* The items of a case at one cp size, on lines: one line when each dtype has one item there
+ * (*busy false); else a line per dtype (*busy true). Returns about how many characters wide its
+ * widest line is (chip_characters). */
+static int64_t cell_lines(const html_page *page, const html_case *hc, int64_t cp, bool *busy) {
+    const read_results *run = page->run;
+    *busy = false;
+    for (int64_t i = 0; i < hc->item_count && !*busy; i++) {
+        const read_item *item = &run->items[hc->items[i]];
+        for (int64_t j = i + 1; j < hc->item_count && item->cp == cp && !*busy; j++) {
+            const read_item *other = &run->items[hc->items[j]];
+            *busy = other->cp == cp && strcmp(other->dtype, item->dtype) == 0;
+        }
+    }
+    int64_t widest = 0;
+    for (int64_t i = 0; i < hc->item_count; i++) {
+        const read_item *item = &run->items[hc->items[i]];
+        if (item->cp != cp) {
+            continue;
+        }
+        if (!*busy) {
+            widest += chip_characters(item, false, false);
+            continue;
+        }
+        int64_t line = (int64_t)strlen(item->dtype) + 1; /* its dtype's line, from its start */
+        for (int64_t j = 0; j < hc->item_count; j++) {
+            const read_item *other = &run->items[hc->items[j]];
+            if (other->cp == cp && strcmp(other->dtype, item->dtype) == 0) {
+                line += chip_characters(other, true, true);
+            }
+        }
+        widest = line > widest ? line : widest;
+    }
+    return widest;
+}
+
+/* The chips of a case at one cp size, on the lines cell_lines chooses; in a line per dtype the
+ * chips are named by layout and algorithm. */
+static void put_cell(FILE *out, const html_page *page, const html_case *hc, int64_t cp) {
+    const read_results *run = page->run;
+    bool busy;
+    cell_lines(page, hc, cp, &busy);
+    if (!busy) {
+        fputs("<div class=\"line\">", out);
+        for (int64_t i = 0; i < hc->item_count; i++) {
+            const read_item *item = &run->items[hc->items[i]];
+            if (item->cp == cp) {
+                put_chip(out, page, item, hc->items[i], false, false);
+            }
+        }
+        fputs("</div>", out);
+        return;
+    }
+    for (int64_t i = 0; i < hc->item_count; i++) {
+        const read_item *first = &run->items[hc->items[i]];
+        bool seen = first->cp != cp; /* each dtype's line once, in the order first met */
+        for (int64_t j = 0; j < i && !seen; j++) {
+            const read_item *before = &run->items[hc->items[j]];
+            seen = before->cp == cp && strcmp(before->dtype, first->dtype) == 0;
+        }
+        if (seen) {
+            continue;
+        }
+        fputs("<div class=\"line\"><span class=\"dtype\">", out);
+        html_put_text(out, first->dtype);
+        fputs("</span>", out);
+        for (int64_t j = i; j < hc->item_count; j++) {
+            const read_item *item = &run->items[hc->items[j]];
+            if (item->cp == cp && strcmp(item->dtype, first->dtype) == 0) {
+                put_chip(out, page, item, hc->items[j], true, true);
+            }
+        }
+        fputs("</div>", out);
+    }
+}
+
+/* The case × cp grid, fitted to the window: the case column a fifth of it (a name on at most two
+ * lines, whole in its tooltip), each cp column a share of the rest by the widest line of its
+ * cells; chips wrap inside their cell. */
 static void put_grid(FILE *out, const html_page *page) {
     const read_results *run = page->run;
     int64_t cps[64];
@@ -339,27 +547,46 @@ static void put_grid(FILE *out, const html_page *page) {
           "<span class=\"chip pass\" style=\"background:hsl(40,70%,72%)\">PASS near it</span> "
           "<span class=\"chip fail\">FAIL</span> <span class=\"chip error\">ERROR</span> "
           "<span class=\"chip refused\">REFUSED</span> <span class=\"chip not-run\">NOT RUN</span>"
-          "; the number is the worst error / limit of the item; <sup>new</sup> a new failure, "
-          "<sup>grew</sup> an error grown, <sup>fixed</sup> fixed since the baseline.</p>\n"
-          "<table class=\"grid\">\n<thead><tr><th>case</th>",
+          "; the number is the worst error / limit of the item (its tooltip names the tensor, "
+          "the limit and the rule that decided); <sup>new</sup> a new failure, "
+          "<sup>grew</sup> an error grown, <sup>fixed</sup> fixed since the baseline. Where a "
+          "dtype has several items at a cp, a line per dtype names each by layout "
+          "(c contiguous, z zigzag, r round-robin) and algorithm (U Ulysses, R ring, H hybrid "
+          "with its Ulysses &times; ring sizes).</p>\n",
           out);
+    /* Each cp column's share of the 80% after the case column: its widest line in characters,
+     * counted from 16 (a narrow column still holds two chips and its heading) to 120 (past that
+     * the line wraps rather than starve the other columns). */
+    int64_t widest[64] = {0};
+    double total = 0.0;
+    for (int k = 0; k < cp_count; k++) {
+        for (int64_t c = 0; c < page->case_count; c++) {
+            bool busy;
+            const int64_t characters = cell_lines(page, &page->cases[c], cps[k], &busy);
+            widest[k] = characters > widest[k] ? characters : widest[k];
+        }
+        widest[k] = widest[k] < 16 ? 16 : widest[k] > 120 ? 120 : widest[k];
+        total += (double)widest[k];
+    }
+    fputs("<table class=\"grid\">\n<colgroup><col class=\"case-name\">", out);
+    for (int k = 0; k < cp_count; k++) {
+        fprintf(out, "<col style=\"width:%.1f%%\">", 80.0 * (double)widest[k] / total);
+    }
+    fputs("</colgroup>\n<thead><tr><th>case</th>", out);
     for (int k = 0; k < cp_count; k++) {
         fprintf(out, "<th>cp %" PRId64 "</th>", cps[k]);
     }
     fputs("</tr></thead>\n<tbody>\n", out);
     for (int64_t c = 0; c < page->case_count; c++) {
         const html_case *hc = &page->cases[c];
-        fprintf(out, "<tr><th><a href=\"#case-%" PRId64 "\">", c);
+        fprintf(out, "<tr><th><a href=\"#case-%" PRId64 "\" title=\"", c);
+        html_put_text(out, hc->name);
+        fputs("\">", out);
         html_put_text(out, hc->name);
         fputs("</a></th>", out);
         for (int k = 0; k < cp_count; k++) {
             fputs("<td>", out);
-            for (int64_t i = 0; i < hc->item_count; i++) {
-                const read_item *item = &run->items[hc->items[i]];
-                if (item->cp == cps[k]) {
-                    put_chip(out, page, item, hc->items[i]);
-                }
-            }
+            put_cell(out, page, hc, cps[k]);
             fputs("</td>", out);
         }
         fputs("</tr>\n", out);
@@ -419,10 +646,14 @@ static void put_failures(FILE *out, const html_page *page) {
             }
         }
         const read_item *item = &run->items[worst];
-        char variant[48];
-        results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
-        fprintf(out, "<br>worst, <a href=\"#item-%" PRId64 "\">%s cp %" PRId64 "%s%s</a>: ", worst,
-                item->dtype, item->cp, variant[0] != '\0' ? " " : "", variant);
+        fprintf(out, "<br>worst, <a href=\"#item-%" PRId64 "\">", worst);
+        put_item_name(out, item);
+        fputs("</a>: ", out);
+        const metrics_row *row = html_worst_tensor(item);
+        if (row != NULL) { /* the tensor, its limit and the rule that decided */
+            put_worst_tensor(out, row);
+            fputs(item->message[0] != '\0' ? "<br>" : "", out);
+        }
         html_put_text(out, item->message);
         fputs("</li>\n", out);
     }
@@ -498,6 +729,27 @@ static void put_discrimination(FILE *out, const read_results *run, const char *c
     }
 }
 
+/* The tensor of the reported run a "grew" entry names, or NULL. */
+static const metrics_row *changed_tensor(const read_results *run, const diff_entry *entry) {
+    for (int64_t i = 0; i < run->item_count; i++) {
+        const read_item *item = &run->items[i];
+        char variant[48];
+        results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+        if (item->cp != entry->cp || strcmp(item->dtype, entry->dtype) != 0 ||
+            strcmp(variant, entry->variant) != 0 ||
+            strcmp(item->case_name, entry->case_name) != 0) {
+            continue;
+        }
+        for (int64_t t = 0; t < item->tensor_count; t++) {
+            if (item->tensors[t].rank == entry->rank &&
+                strcmp(item->tensors[t].tensor, entry->tensor) == 0) {
+                return &item->tensors[t];
+            }
+        }
+    }
+    return NULL;
+}
+
 /* What changed since the baseline (results_diff.h). */
 static void put_changes(FILE *out, const html_page *page) {
     const results_diff *diff = page->input->changes;
@@ -540,8 +792,17 @@ static void put_changes(FILE *out, const html_page *page) {
             put_number(out, entry->old_error);
             fputs(" &rarr; ", out);
             put_number(out, entry->new_error);
-            fputs(", limit ", out);
-            put_number(out, entry->limit);
+            const metrics_row *row = changed_tensor(page->run, entry);
+            if (row != NULL) { /* the limit of the rule that decides it now */
+                const deciding_limit decided =
+                    results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit);
+                fputs(", limit ", out);
+                put_number(out, decided.limit);
+                fprintf(out, " (%s)", decided.rule);
+            } else {
+                fputs(", limit ", out);
+                put_number(out, entry->limit);
+            }
         } else {
             html_put_text(out, entry->old_outcome[0] != '\0' ? entry->old_outcome : "absent");
             fputs(" &rarr; ", out);
@@ -631,22 +892,37 @@ static void put_layout(FILE *out, const read_case *layout) {
     fputs(".</p>\n", out);
 }
 
-/* The items of a case: outcome, worst tensor and message. */
+/* The items of a case: outcome, worst tensor with the limit and rule that decided, message. */
 static void put_item_table(FILE *out, const html_page *page, const html_case *c) {
     fputs("<table class=\"items\">\n<thead><tr><th>dtype</th><th>cp</th><th>outcome</th>"
-          "<th>worst tensor</th><th>error / limit</th><th>message</th></tr></thead>\n<tbody>\n",
+          "<th>worst tensor</th><th>limit (rule)</th><th>error / limit</th><th>message</th>"
+          "</tr></thead>\n<tbody>\n",
           out);
     for (int64_t i = 0; i < c->item_count; i++) {
         const int64_t index = c->items[i];
         const read_item *item = &page->run->items[index];
-        fprintf(out,
-                "<tr id=\"item-%" PRId64 "\" class=\"%s\"><td>%s</td><td>%" PRId64
-                "</td><td><span class=\"chip %s\">",
-                index, is_failure(item) ? "failed" : "", item->dtype, item->cp,
-                outcome_class(item->outcome));
+        char variant[48];
+        results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+        fprintf(out, "<tr id=\"item-%" PRId64 "\" class=\"%s\"><td>", index,
+                is_failure(item) ? "failed" : "");
+        html_put_text(out, item->dtype);
+        fprintf(out, "</td><td>%" PRId64 "%s", item->cp, variant[0] != '\0' ? " " : "");
+        html_put_text(out, variant);
+        fprintf(out, "</td><td><span class=\"chip %s\">", outcome_class(item->outcome));
         html_put_text(out, item->outcome);
         fputs("</span></td><td>", out);
+        const metrics_row *worst = html_worst_tensor(item);
         html_put_text(out, item->worst_tensor);
+        if (worst != NULL && strcmp(worst->tensor, item->worst_tensor) == 0) {
+            fprintf(out, " <small>rank %d</small>", (int)worst->rank);
+        }
+        fputs("</td><td>", out);
+        if (worst != NULL) {
+            const deciding_limit decided =
+                results_deciding_limit(worst->relative_l2, worst->limit, worst->cp1_limit);
+            put_number(out, decided.limit);
+            fprintf(out, " (%s)", decided.rule);
+        }
         fputs("</td><td>", out);
         if (item->tensor_count > 0) {
             put_number(out, item->worst_ratio);
@@ -658,46 +934,9 @@ static void put_item_table(FILE *out, const html_page *page, const html_case *c)
     fputs("</tbody>\n</table>\n", out);
 }
 
-static void put_tensor_row(FILE *out, const metrics_row *row) {
-    fprintf(out, "<tr%s><td>", row->passed ? "" : " class=\"failed\"");
-    html_put_text(out, row->tensor);
-    fprintf(out, "</td><td>%d</td><td>", (int)row->rank);
-    put_number(out, row->relative_l2);
-    if (row->absolute) {
-        fputs(" <small>(absolute)</small>", out);
-    }
-    if (row->nonfinite > 0) {
-        fprintf(out, " <b>%" PRId64 " non-finite</b>", row->nonfinite);
-    }
-    fputs("</td><td>", out);
-    put_number(out, row->limit);
-    fputs("</td><td>", out);
-    if (!isnan(row->cp1_limit)) {
-        put_number(out, row->cp1_limit);
-    }
-    fputs("</td><td>", out);
-    put_number(out, html_tensor_ratio(row));
-    fputs("</td><td>", out);
-    put_number(out, row->baseline_error);
-    fputs("</td><td>&le; ", out);
-    put_number(out, row->ratio);
-    fputs(" &times; naive + ", out);
-    put_number(out, row->floor);
-    fputs("; naive &le; ", out);
-    put_number(out, row->ceiling);
-    fputs("</td><td>ratio ", out);
-    html_put_text(out, row->ratio_origin);
-    fputs(", floor ", out);
-    html_put_text(out, row->floor_origin);
-    fputs(", ceiling ", out);
-    html_put_text(out, row->ceiling_origin);
-    fprintf(out, "</td><td>%s</td><td class=\"message\">", row->passed ? "pass" : "<b>FAIL</b>");
-    html_put_text(out, row->reason);
-    fputs("</td></tr>\n", out);
-}
-
-/* Every compared tensor of an item; open when the item failed. */
-static void put_tensor_table(FILE *out, const read_item *item, int64_t index) {
+/* Every compared tensor of an item: a folded <details> (open when the item failed) whose table
+ * the page's script draws from the JSON block when it is opened (html_report.js). */
+static void put_tensor_details(FILE *out, const read_item *item, int64_t index) {
     if (item->tensor_count == 0) {
         return;
     }
@@ -705,25 +944,23 @@ static void put_tensor_table(FILE *out, const read_item *item, int64_t index) {
     for (int64_t t = 0; t < item->tensor_count; t++) {
         failed += !item->tensors[t].passed;
     }
-    fprintf(out, "<details class=\"tensors\" id=\"tensors-%" PRId64 "\"%s><summary>", index,
-            is_failure(item) ? " open" : "");
-    fprintf(out, "%s cp %" PRId64 ": ", item->dtype, item->cp);
+    fprintf(out,
+            "<details class=\"tensors\" id=\"tensors-%" PRId64 "\" data-item=\"%" PRId64
+            "\"%s><summary>",
+            index, index, is_failure(item) ? " open" : "");
+    put_item_name(out, item);
+    fputs(": ", out);
     html_put_text(out, item->outcome);
     fprintf(out, ", %" PRId64 " of %" PRId64 " tensors out of tolerance", failed,
             item->tensor_count);
-    if (item->token_layout[0] != '\0') { /* how the ranks' logits rows cut the sequence */
+    char variant[48];
+    results_variant_name(item->token_layout, item->algorithm, variant, sizeof variant);
+    if (variant[0] == '\0' && item->token_layout[0] != '\0') { /* how the ranks' logits rows cut
+                                                                 the sequence, unless named */
         fputs("; layout ", out);
         html_put_text(out, item->token_layout);
     }
-    fputs("</summary>\n", out);
-    fputs("<table class=\"tensors\">\n<thead><tr><th>tensor</th><th>rank</th><th>error</th>"
-          "<th>limit</th><th>CP-only limit</th><th>error / limit</th><th>naive error</th>"
-          "<th>rule</th><th>origin</th><th>verdict</th><th>reason</th></tr></thead>\n<tbody>\n",
-          out);
-    for (int64_t t = 0; t < item->tensor_count; t++) {
-        put_tensor_row(out, &item->tensors[t]);
-    }
-    fputs("</tbody>\n</table>\n</details>\n", out);
+    fputs("</summary></details>\n", out);
 }
 
 static void put_case(FILE *out, const html_page *page, int64_t case_index) {
@@ -773,7 +1010,7 @@ static void put_case(FILE *out, const html_page *page, int64_t case_index) {
     }
     fputs("</div>\n", out);
     for (int64_t i = 0; i < c->item_count; i++) {
-        put_tensor_table(out, &page->run->items[c->items[i]], c->items[i]);
+        put_tensor_details(out, &page->run->items[c->items[i]], c->items[i]);
     }
     fputs("</section>\n", out);
 }
@@ -794,7 +1031,9 @@ static void put_page(FILE *out, const void *context) {
           "(docs/tolerances.md): error &le; ratio &times; naive + floor, where naive is the error "
           "of a straightforward unsharded implementation of the same dtype, itself at most the "
           "ceiling; for cp &gt; 1 also error &le; ratio &times; error at cp 1 + floor (the "
-          "CP-only limit). Origin: where each number came from (default, suite, case).</p>\n",
+          "CP-only limit). A tensor's limit is that of the rule that decided it, the tighter "
+          "one: naive or cp 1. Origin: where each number came from (default, suite, case). An "
+          "item's tensors are listed when it is opened (open when it failed).</p>\n",
           out);
     for (int64_t c = 0; c < page->case_count; c++) {
         put_case(out, page, c);
@@ -807,9 +1046,11 @@ static void put_page(FILE *out, const void *context) {
             "</code>.</p>\n<p id=\"render-status\">Plots: %" PRId64 " expected.</p>\n"
             "<ul id=\"render-errors\"></ul>\n</footer>\n",
             page->chart_count);
-    fputs("<script type=\"application/json\" id=\"report-data\">\n", out);
+    fputs("<script type=\"application/json\" id=\"report-data\">\n{", out);
     html_put_chart_data(out, page);
-    fputs("\n</script>\n<script>\n", out);
+    fputs(",\n", out);
+    html_put_tensor_data(out, page);
+    fputs("}\n</script>\n<script>\n", out);
     fputs(page->input->chart_library, out);
     fputs("\n</script>\n<script>\n", out);
     fputs(html_report_script, out);

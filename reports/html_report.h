@@ -7,9 +7,11 @@
  * error along the sequence per rank (rank boundaries, padding and document starts marked),
  * gradient error per layer, and with several runs the trend of each case's worst ratio.
  *
- * Every text from a results file is escaped (html_escape.h); the plots' data is one JSON block.
- * The page's script sets data-report="rendered" on <html> once every plot is drawn, or
- * "error" with the messages in #render-errors (what tests/browser_report.sh checks).
+ * Every text from a results file is escaped (html_escape.h). The data of the plots and of every
+ * compared tensor is one JSON block, from which the page's script draws the plots and, when an
+ * item is opened, its table of tensors: the page grows with the items, not with their tensors.
+ * The script sets data-report="rendered" on <html> once every plot is drawn, or "error" with the
+ * messages in #render-errors (what tests/browser_report.sh and browser_report_suite.sh check).
  */
 #ifndef CPPARITY_REPORTS_HTML_REPORT_H
 #define CPPARITY_REPORTS_HTML_REPORT_H

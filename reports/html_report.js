@@ -1,9 +1,14 @@
 // html_report.js — the plots of a `cpparity report` page, drawn with Chart.js (inlined before
-// this script) from the JSON block #report-data (written by reports/html_report_charts.c).
+// this script) from the JSON block #report-data (written by reports/html_report_charts.c), and
+// the tables of an item's tensors, drawn from the same block (reports/html_report_tensors.c) when
+// a reader opens the item (its <details>, or a link to #item-N / #tensors-N); the tables of
+// failed items, open from the start, are drawn at once.
 //
-// When every plot is created and painted, <html> gets data-report="rendered" and
-// data-charts-drawn; any error (here, in Chart.js, or on the console) makes it
-// data-report="error" and is listed in #render-errors. tests/browser_report.sh reads both.
+// The page's text, grid and open tables are drawn by the time this script ends (<html>
+// data-page-ms: milliseconds from the start of its loading); the plots after it, those near the
+// window first. When every plot is created and painted, <html> gets data-report="rendered",
+// data-charts-drawn and data-render-ms; any error (here, in Chart.js, or on the console) makes
+// it data-report="error" and is listed in #render-errors. tests/browser_report.sh reads both.
 (function () {
   'use strict';
   var root = document.documentElement;
@@ -84,23 +89,30 @@
                             } } } } } });
   }
 
-  // Error against limit, one point per tensor and rank, both axes log; the diagonal is the limit.
+  // Error against limit, one point per tensor and rank, both axes log; the diagonal is the limit
+  // (of the rule that decided each tensor). The points are the rows of each series' item.
   function limits(canvas, spec) {
     var values = [], skipped = 0;
-    spec.series.forEach(function (series) {
-      series.points.forEach(function (point) { values.push(point[0], point[1]); });
+    var series = spec.series.map(function (one) {
+      var points = tensorRows(one.item).map(function (row) {
+        var error = row[12] > 0 || typeof row[2] !== 'number' ? 'nonfinite' : row[2];
+        return [row[3], error, data.names[row[0]] + '@rank' + row[1], row[11] & 1,
+                data.rules[row[4]]];
+      });
+      points.forEach(function (point) { values.push(point[0], point[1]); });
+      return { name: one.name, points: points };
     });
     var range = logRange(values);
-    var datasets = spec.series.map(function (series, index) {
-      var points = series.points.filter(function (point) {
+    var datasets = series.map(function (one, index) {
+      var points = one.points.filter(function (point) {
         var usable = typeof point[0] === 'number' && point[0] > 0;
         skipped += usable ? 0 : 1;
         return usable;
       }).map(function (point) {
         return { x: point[0], y: place(point[1], range), error: point[1], tensor: point[2],
-                 passed: point[3] === 1 };
+                 passed: point[3] === 1, rule: point[4] };
       });
-      return { label: series.name, data: points, borderColor: colour(index),
+      return { label: one.name, data: points, borderColor: colour(index),
                backgroundColor: colour(index),
                pointStyle: points.map(function (p) { return p.passed ? 'circle' : 'crossRot'; }),
                pointRadius: points.map(function (p) { return p.passed ? 3 : 7; }),
@@ -116,13 +128,14 @@
     note(spec, remarks.join('; '));
     return new Chart(canvas, {
       type: 'scatter', data: { datasets: datasets },
-      options: { scales: { x: logAxis('limit', range), y: logAxis('error (relative L2)', range) },
+      options: { scales: { x: logAxis('limit (of the deciding rule)', range),
+                           y: logAxis('error (relative L2)', range) },
                  plugins: { legend: { labels: { boxWidth: 10, font: { size: 10 } } },
                             tooltip: { filter: notOurs, callbacks: { label: function (context) {
                               var p = context.raw;
                               return p.tensor + ' (' + context.dataset.label + '): error ' +
-                                describe(p.error) + ', limit ' + describe(p.x) +
-                                (p.passed ? '' : ' FAIL');
+                                describe(p.error) + ', limit ' + describe(p.x) + ' (' + p.rule +
+                                ')' + (p.passed ? '' : ' FAIL');
                             } } } } } });
   }
 
@@ -297,44 +310,269 @@
     return count;
   }
 
+  // ---- the tables of an item's tensors, from data.items (reports/html_report_tensors.c) ----
+
+  var data = null; // the JSON block, parsed once below
+
+  // The rows of item index: [name, rank, error, limit, rule, error / limit, naive-rule limit,
+  // CP-only limit, naive error, tolerance, reason, flags, non-finite count]; a bare rank in the
+  // data repeats the row before it on that rank.
+  function tensorRows(index) {
+    var rows = [];
+    (data.items[index] || []).forEach(function (row) {
+      if (typeof row === 'number') {
+        var repeated = rows[rows.length - 1].slice();
+        repeated[1] = row;
+        row = repeated;
+      }
+      rows.push(row);
+    });
+    return rows;
+  }
+
+  // "e-06", "e+04": an exponent as C's printf writes it, two digits at least.
+  function exponentText(exponent) {
+    var magnitude = Math.abs(exponent);
+    return 'e' + (exponent < 0 ? '-' : '+') + (magnitude < 10 ? '0' : '') + magnitude;
+  }
+
+  // A number as the C side's %.3g writes it ("1.53e-06", "0.0115", "7.35e+04"); null is NaN,
+  // the strings "inf" and "-inf" are themselves.
+  function number(value) {
+    if (value === null || value === undefined) { return 'NaN'; }
+    if (typeof value !== 'number') { return String(value); }
+    if (value === 0) { return '0'; }
+    var parts = value.toExponential(2).split('e'), exponent = Number(parts[1]);
+    if (exponent < -4 || exponent >= 3) {
+      return parts[0].replace(/\.?0+$/, '') + exponentText(exponent);
+    }
+    return String(Number(value.toPrecision(3)));
+  }
+
+  // %.2e as C writes it ("1.15e-02"), for the numbers of a reason.
+  function scientific(value) {
+    var parts = value.toExponential(2).split('e');
+    return parts[0] + exponentText(Number(parts[1]));
+  }
+
+  // A row's reason: a template's {e}, {l}, {c} and {b} are its error, limit, CP-only limit and
+  // naive error; a one-string array is a reason taken literally.
+  function reasonOf(row) {
+    var entry = data.reasons[row[10]];
+    if (Array.isArray(entry)) { return entry[0]; }
+    var fields = { e: row[2], l: row[6], c: row[7], b: row[8] };
+    return entry.replace(/\{([elcb])\}/g, function (whole, mark) {
+      return typeof fields[mark] === 'number' ? scientific(fields[mark]) : whole;
+    });
+  }
+
+  function addCell(tr, text, className) {
+    var td = document.createElement('td');
+    td.textContent = text;
+    if (className) { td.className = className; }
+    tr.appendChild(td);
+    return td;
+  }
+
+  function addBold(td, text) {
+    var bold = document.createElement('b');
+    bold.textContent = text;
+    td.appendChild(bold);
+  }
+
+  var tensorColumns = ['tensor', 'rank', 'error', 'limit (rule)', 'error / limit',
+                       'naive-rule limit', 'CP-only limit', 'naive error', 'tolerance', 'origin',
+                       'verdict', 'reason'];
+
+  // Draws the table of the item of a <details class="tensors" data-item="N"> into it, once;
+  // returns the rows drawn.
+  function drawTensors(details) {
+    if (details.getAttribute('data-drawn') === 'yes') { return 0; }
+    details.setAttribute('data-drawn', 'yes');
+    var rows = tensorRows(Number(details.getAttribute('data-item')));
+    var table = document.createElement('table');
+    table.className = 'tensors';
+    var head = table.createTHead().insertRow();
+    tensorColumns.forEach(function (name) {
+      var th = document.createElement('th');
+      th.textContent = name;
+      head.appendChild(th);
+    });
+    var body = document.createElement('tbody');
+    rows.forEach(function (row) {
+      var tr = document.createElement('tr');
+      var passed = (row[11] & 1) === 1;
+      var tolerance = data.tolerances[row[9]];
+      if (!passed) { tr.className = 'failed'; }
+      addCell(tr, data.names[row[0]]);
+      addCell(tr, String(row[1]));
+      var error = addCell(tr, number(row[2]) + (row[11] & 2 ? ' (absolute)' : ''));
+      if (row[12] > 0) { addBold(error, ' ' + row[12] + ' non-finite'); }
+      addCell(tr, number(row[3]) + ' (' + data.rules[row[4]] + ')');
+      addCell(tr, number(row[5]));
+      addCell(tr, number(row[6]));
+      addCell(tr, row[7] === null ? '' : number(row[7]));
+      addCell(tr, number(row[8]));
+      addCell(tr, '\u2264 ' + number(tolerance[0]) + ' \u00d7 naive + ' + number(tolerance[1]) +
+              '; naive \u2264 ' + number(tolerance[2]));
+      addCell(tr, 'ratio ' + tolerance[3] + ', floor ' + tolerance[4] + ', ceiling ' +
+              tolerance[5]);
+      var verdict = addCell(tr, passed ? 'pass' : '');
+      if (!passed) { addBold(verdict, 'FAIL'); }
+      addCell(tr, reasonOf(row), 'message');
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    details.appendChild(table);
+    return rows.length;
+  }
+
+  // An error after this script's first run: kept for the mark, or listed and marked when the
+  // page is already marked.
+  function lateError(message) {
+    window.reportErrors.push(message);
+    if (finished) {
+      var entry = document.createElement('li');
+      entry.textContent = message;
+      document.getElementById('render-errors').appendChild(entry);
+      root.setAttribute('data-report', 'error');
+    }
+  }
+
+  function drawOrReport(details, late) {
+    try {
+      return drawTensors(details);
+    } catch (error) {
+      var message = 'the tensors of ' + details.id + ' could not be drawn: ' + error;
+      if (late) { lateError(message); } else { window.reportErrors.push(message); }
+      return 0;
+    }
+  }
+
+  // #item-N (a chip of the grid, a failure's link) or #tensors-N opens the item's tensors.
+  function openFromHash(late) {
+    var match = /^#(?:item|tensors)-(\d+)$/.exec(window.location.hash);
+    var details = match && document.getElementById('tensors-' + match[1]);
+    if (details) {
+      details.open = true;
+      drawOrReport(details, late !== false);
+    }
+  }
+
+  // Open tables first drawn at load: up to this many rows with the page, the rest one table per
+  // task after it, so a run where everything failed still shows its page at once.
+  var rowsDrawnAtLoad = 3000;
+
+  function drawTables() {
+    document.addEventListener('toggle', function (event) {
+      var details = event.target;
+      if (details.open && details.classList && details.classList.contains('tensors')) {
+        drawOrReport(details, true);
+      }
+    }, true);
+    window.addEventListener('hashchange', function () { openFromHash(true); });
+    openFromHash(false);
+    var pending = Array.prototype.slice.call(document.querySelectorAll('details.tensors[open]'));
+    var rows = 0;
+    while (pending.length && rows < rowsDrawnAtLoad) { rows += drawOrReport(pending.shift(), false); }
+    function drawLater() {
+      if (pending.length) {
+        drawOrReport(pending.shift(), true);
+        setTimeout(drawLater, 0);
+      }
+    }
+    setTimeout(drawLater, 0);
+  }
+
+  // ---- the page ----
+  //
+  // The page's text, grid and open tables are drawn first; then the plots: those in or near the
+  // window at once (an IntersectionObserver), the others in page order, a slice of at most
+  // sliceMs per task, so a suite of thousands of items shows its page at once and stays
+  // responsive while its plots are drawn. When the last one is drawn the page is marked.
+
   var builders = { trend: trend, limits: limits, profile: profile, layers: layers };
-  var drawn = 0;
+  var drawn = 0, attempted = 0, finished = false;
   var expected = Number(root.getAttribute('data-charts-expected')); // set by the C side
+  var sliceMs = 40;     // a task of drawing leaves the page responsive (a frame or three)
+  var nearWindow = '800px 0px'; // plots this close to the window are drawn before the rest
+  var queue = [], observer = null;
+
+  function drawChart(spec) {
+    if (spec.attempted) { return; }
+    spec.attempted = true;
+    attempted++;
+    try {
+      var canvas = document.getElementById(spec.canvas);
+      if (!canvas) { throw new Error('no canvas'); }
+      if (observer) { observer.unobserve(canvas); }
+      var chart = builders[spec.kind](canvas, spec);
+      var paintedPixels = painted(canvas), drawnPoints = points(chart);
+      canvas.setAttribute('data-painted', String(paintedPixels));
+      canvas.setAttribute('data-points', String(drawnPoints));
+      if (paintedPixels === 0 || drawnPoints === 0) { throw new Error('drawn blank'); }
+      canvas.setAttribute('data-drawn', 'yes');
+      drawn++;
+    } catch (error) {
+      window.reportErrors.push(spec.canvas + ' (' + spec.kind + '): ' + error);
+    }
+  }
+
+  // Marks the page once: rendered when every plot is drawn and nothing went wrong.
+  function finish() {
+    if (finished || (data && attempted < data.charts.length)) { return; }
+    finished = true;
+    if (observer) { observer.disconnect(); }
+    root.setAttribute('data-charts-drawn', String(drawn));
+    var list = document.getElementById('render-errors');
+    window.reportErrors.forEach(function (message) {
+      var entry = document.createElement('li');
+      entry.textContent = message;
+      list.appendChild(entry);
+    });
+    var ok = window.reportErrors.length === 0 && drawn === expected;
+    document.getElementById('render-status').textContent =
+      'Plots: ' + drawn + ' of ' + expected + ' drawn' + (ok ? '.' : ', with errors (below).');
+    root.setAttribute('data-render-ms', String(Math.round(performance.now())));
+    root.setAttribute('data-report', ok ? 'rendered' : 'error');
+  }
+
+  function drawSlice() {
+    var start = performance.now();
+    while (queue.length && performance.now() - start < sliceMs) { drawChart(queue.shift()); }
+    if (queue.length) { setTimeout(drawSlice, 0); } else { finish(); }
+  }
+
   try {
     Chart.defaults.animation = false;
     Chart.defaults.responsive = true;
     Chart.defaults.maintainAspectRatio = false;
-    var data = JSON.parse(document.getElementById('report-data').textContent);
+    data = JSON.parse(document.getElementById('report-data').textContent);
     if (data.charts.length !== expected) {
       throw new Error(data.charts.length + ' plots in the data, ' + expected + ' expected');
     }
-    data.charts.forEach(function (spec) {
-      try {
+    drawTables();
+    queue = data.charts.slice();
+    if ('IntersectionObserver' in window) {
+      var byCanvas = {};
+      data.charts.forEach(function (spec) { byCanvas[spec.canvas] = spec; });
+      observer = new IntersectionObserver(function (entries) {
+        entries.forEach(function (entry) {
+          if (entry.isIntersecting) { drawChart(byCanvas[entry.target.id]); }
+        });
+        finish();
+      }, { rootMargin: nearWindow });
+      data.charts.forEach(function (spec) {
         var canvas = document.getElementById(spec.canvas);
-        if (!canvas) { throw new Error('no canvas'); }
-        var chart = builders[spec.kind](canvas, spec);
-        var paintedPixels = painted(canvas), drawnPoints = points(chart);
-        canvas.setAttribute('data-painted', String(paintedPixels));
-        canvas.setAttribute('data-points', String(drawnPoints));
-        if (paintedPixels === 0 || drawnPoints === 0) { throw new Error('drawn blank'); }
-        canvas.setAttribute('data-drawn', 'yes');
-        drawn++;
-      } catch (error) {
-        window.reportErrors.push(spec.canvas + ' (' + spec.kind + '): ' + error);
-      }
-    });
+        if (canvas) { observer.observe(canvas); }
+      });
+    }
+    setTimeout(drawSlice, 0);
   } catch (error) {
-    window.reportErrors.push('the plots could not be drawn: ' + error);
+    window.reportErrors.push('the page could not be drawn: ' + error);
+    attempted = Infinity;
+    finish();
   }
-  root.setAttribute('data-charts-drawn', String(drawn));
-  var list = document.getElementById('render-errors');
-  window.reportErrors.forEach(function (message) {
-    var entry = document.createElement('li');
-    entry.textContent = message;
-    list.appendChild(entry);
-  });
-  var ok = window.reportErrors.length === 0 && drawn === expected;
-  document.getElementById('render-status').textContent =
-    'Plots: ' + drawn + ' of ' + expected + ' drawn' + (ok ? '.' : ', with errors (below).');
-  root.setAttribute('data-report', ok ? 'rendered' : 'error');
+  // The page without its plots is drawn: how long it took from the start of its loading.
+  root.setAttribute('data-page-ms', String(Math.round(performance.now())));
 })();

@@ -1,4 +1,5 @@
-/* html_report_charts.c — the JSON data of an HTML report's plots (see html_report_page.h). */
+/* html_report_charts.c — the JSON data of an HTML report's plots (see html_report_page.h); the
+ * points of the error-against-limit plots are the tensor data's (html_report_tensors.c). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -55,12 +56,22 @@ bool html_case_has_gradients(const html_page *page, const html_case *c) {
     return false;
 }
 
-/* A measured value: a number, or the string "nonfinite" (the page plots it above the rest). */
+/* A measured value: a number (3 significant digits), or the string "nonfinite" (the page plots
+ * it above the rest). */
 static void put_measure(FILE *out, double value) {
     if (isfinite(value)) {
-        json_put_number(out, value);
+        html_put_short_number(out, value);
     } else {
         fputs("\"nonfinite\"", out);
+    }
+}
+
+/* A number of a profile (3 significant digits), null when not finite: a gap in the line. */
+static void put_profile_number(FILE *out, double value) {
+    if (isfinite(value)) {
+        html_put_short_number(out, value);
+    } else {
+        fputs("null", out);
     }
 }
 
@@ -168,7 +179,8 @@ static void put_trend(FILE *out, const html_page *page) {
     fputs("]", out);
 }
 
-/* Error against limit: one series per item, a point per tensor and rank. */
+/* Error against limit: one series per item, a point per tensor and rank, which the page's script
+ * takes from the item's rows of the tensor data ("item": its index in the run). */
 static void put_limits(FILE *out, const html_page *page, const html_case *c) {
     fputs("\"series\":[", out);
     bool first_series = true;
@@ -180,18 +192,7 @@ static void put_limits(FILE *out, const html_page *page, const html_case *c) {
         fputs(first_series ? "{\"name\":" : ",{\"name\":", out);
         first_series = false;
         put_item_label(out, item);
-        fputs(",\"points\":[", out);
-        for (int64_t t = 0; t < item->tensor_count; t++) {
-            const metrics_row *row = &item->tensors[t];
-            fputc('[', out);
-            put_measure(out, html_tensor_limit(row));
-            fputc(',', out);
-            put_measure(out, row->nonfinite > 0 ? INFINITY : row->relative_l2);
-            fputc(',', out);
-            put_tensor_label(out, row);
-            fprintf(out, ",%d]%s", row->passed ? 1 : 0, t + 1 < item->tensor_count ? "," : "");
-        }
-        fputs("]}", out);
+        fprintf(out, ",\"item\":%" PRId64 "}", c->items[i]);
     }
     fputs("]", out);
 }
@@ -243,7 +244,7 @@ static void put_profile_run(FILE *out, bool first, int rank, int64_t offset, int
             "%s{\"rank\":%d,\"offset\":%" PRId64 ",\"length\":%" PRId64 ",\"bin\":%" PRId64
             ",\"limit\":",
             first ? "" : ",", rank, offset, length, bin);
-    json_put_number(out, limit);
+    put_profile_number(out, limit);
     fputs(",\"error\":[", out);
 }
 
@@ -296,7 +297,7 @@ static void put_profile_item(FILE *out, const read_item *item) {
             put_profile_run(out, first, profile->rank, 0, padded, wide, limit);
             for (int64_t b = 0; b < bins; b++) {
                 fputs(b > 0 ? "," : "", out);
-                json_put_number(out, binned[b]);
+                put_profile_number(out, binned[b]);
             }
             fputs("]}", out);
             free(binned);
@@ -314,7 +315,7 @@ static void put_profile_item(FILE *out, const read_item *item) {
                             profile_position(profile, start, rows_before), end - start, bin, limit);
             for (int64_t from = start; from < end; from += bin) {
                 fputs(from > start ? "," : "", out);
-                json_put_number(
+                put_profile_number(
                     out, largest_error(profile->error, from, from + bin < end ? from + bin : end));
             }
             fputs("]}", out);
@@ -556,7 +557,7 @@ static void put_layers(FILE *out, const html_page *page, const html_case *c) {
 
 void html_put_chart_data(FILE *out, const html_page *page) {
     static const char *const kinds[] = {"trend", "limits", "profile", "layers"};
-    fputs("{\"charts\":[", out);
+    fputs("\"charts\":[", out);
     for (int64_t k = 0; k < page->chart_count; k++) {
         const html_chart *chart = &page->charts[k];
         fprintf(out, "%s\n{\"canvas\":\"chart-%" PRId64 "\",\"kind\":\"%s\",", k > 0 ? "," : "", k,
@@ -583,5 +584,5 @@ void html_put_chart_data(FILE *out, const html_page *page) {
         }
         fputs("}", out);
     }
-    fputs("\n]}", out);
+    fputs("\n]", out);
 }

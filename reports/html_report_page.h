@@ -4,6 +4,9 @@
  *
  * Items are grouped by case; every plot the HTML places (a <canvas id="chart-K">) is listed in
  * charts, in page order, and the JSON block describes charts[K] for the canvas of the same index.
+ * The JSON block also holds every compared tensor of the run (html_report_tensors.c), from which
+ * the page's script draws an item's table of tensors when it is opened, and the error-against-
+ * limit plots: the page never writes those rows as HTML, so it stays small for a large suite.
  */
 #ifndef CPPARITY_REPORTS_HTML_REPORT_PAGE_H
 #define CPPARITY_REPORTS_HTML_REPORT_PAGE_H
@@ -35,6 +38,8 @@ typedef struct html_case {
     int64_t item_count;
 } html_case;
 
+typedef struct html_tensor_data html_tensor_data; /* html_report_tensors.c */
+
 typedef struct html_page {
     const html_report_input *input;
     const read_results *run; /* the reported run: input->runs[run_count - 1] */
@@ -42,6 +47,7 @@ typedef struct html_page {
     int64_t case_count;
     html_chart *charts; /* (chart_count) in page order */
     int64_t chart_count;
+    html_tensor_data *tensors; /* the tables of the tensor data (html_tensor_data_build) */
 } html_page;
 
 /* error / limit under both rules of docs/tolerances.md, as the item's worst ratio is computed:
@@ -56,7 +62,24 @@ bool html_case_has_tensors(const html_page *page, const html_case *c);
 bool html_case_has_profiles(const html_page *page, const html_case *c);
 bool html_case_has_gradients(const html_page *page, const html_case *c);
 
-/* The JSON block: {"charts": [...]} describing page->charts in order. */
+/* "charts":[...] of the JSON block, describing page->charts in order. */
 void html_put_chart_data(FILE *out, const html_page *page);
+
+/* Indexes every compared tensor of page->run into page->tensors (names, rules, tolerances and
+ * reasons, each once): CPPARITY_ERROR_RUNTIME when memory fails. */
+cpparity_status html_tensor_data_build(html_page *page, cpparity_error *error);
+void html_tensor_data_free(html_page *page);
+
+/* "names":[...],"rules":[...],"tolerances":[...],"reasons":[...],"items":[...] of the JSON block:
+ * every compared tensor of every item (the layout is described in html_report_tensors.c). */
+void html_put_tensor_data(FILE *out, const html_page *page);
+
+/* A number as JSON with 3 significant digits and the shortest exponent ("1.15e-7"), null for NaN,
+ * "inf" or "-inf" for infinities. */
+void html_put_short_number(FILE *out, double value);
+
+/* The tensor of an item that gives its worst error / limit (a NaN error above all, the first of
+ * equals), NULL when it compared none. */
+const metrics_row *html_worst_tensor(const read_item *item);
 
 #endif

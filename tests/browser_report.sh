@@ -8,7 +8,10 @@
 #     data-drawn="yes" (its script found painted pixels and data points on it), #render-errors
 #     empty, and no line from the browser's console (the page logs nothing when all is well);
 #   * a 1400 x 3000 screenshot that is not blank: many colours, ink, and the first plot colour
-#     and the FAIL chip colour on screen (tests/check_report_screenshot.py).
+#     and the FAIL chip colour on screen (tests/check_report_screenshot.py);
+# and the tables of tensors the script draws from the page's data: every open one (failed items)
+# drawn, with the limit and rule that decided each tensor, and a folded one opened by a link.
+# The report of a whole suite, its size and drawing time: tests/browser_report_suite.sh.
 # The pages and screenshots stay in WORK_DIR for people to look at. Exit 77 (skipped) when no
 # Chromium is installed (`make test` installs Debian's chromium).
 set -uo pipefail
@@ -93,6 +96,27 @@ grep -q '"kind":"profile"' "$work/fail.html" || fail "fail: no sequence plot"
 grep -q '<h2>Changes since ' "$dom" || fail "fail: no changes section"
 grep -q '<sup>new</sup>' "$dom" || fail "fail: no new failure marked in the grid"
 grep -q 'FAULT INJECTED' "$dom" || fail "fail: the planted fault is not announced"
+# The tensors are data (reports/html_report_tensors.c) the page's script draws into each item's
+# <details> when it is open: every failed item's, open from the start, is drawn, with its failing
+# rows, each tensor's limit with the rule that decided it, and every reason spelled out.
+grep -q '<table class="tensors"' "$work/fail.html" && fail "fail: tensor rows written as HTML"
+open_tables=$(grep -o '<details class="tensors"[^>]* open=""[^>]*>' "$dom" | wc -l)
+drawn_tables=$(grep -o '<details class="tensors"[^>]* open=""[^>]* data-drawn="yes"><summary>[^<]*</summary><table class="tensors">' "$dom" | wc -l)
+echo "fail: $drawn_tables of $open_tables open tables of tensors drawn"
+[ "$open_tables" -gt 0 ] && [ "$drawn_tables" = "$open_tables" ] ||
+  fail "fail: $drawn_tables of $open_tables open tables of tensors drawn"
+grep -q '<td><b>FAIL</b></td><td class="message">error [0-9.e+-]* &gt; limit ' "$dom" ||
+  fail "fail: no failing tensor row with its reason"
+grep -q '<td>[0-9.e+-]* (\(naive\|cp 1\))</td>' "$dom" ||
+  fail "fail: no tensor's limit named with the rule that decided it"
+grep -q '<td class="message">[^<]*{[elcb]}' "$dom" && fail "fail: a reason with a placeholder left in it"
+# A folded item opens, and its table is drawn, from a link to it (#tensors-N, #item-N).
+closed=$(grep -o '<details class="tensors" id="tensors-[0-9]*" data-item="[0-9]*">' "$work/pass.html" |
+         head -1 | grep -o 'tensors-[0-9]*')
+chromium_run --dump-dom "file://$work/pass.html#$closed" >"$work/pass-opened.dom.html" 2>/dev/null ||
+  fail "pass: chromium --dump-dom #$closed"
+grep -q "id=\"$closed\"[^>]* open=\"\"[^>]* data-drawn=\"yes\"><summary>[^<]*</summary><table class=\"tensors\">" \
+  "$work/pass-opened.dom.html" || fail "pass: #$closed did not open its table of tensors"
 # The judged page draws the zigzag ranks at their global positions: rank 0's two chunks are two
 # runs of the same rank, and the plot says which layout it is.
 grep -q '"layout":"zigzag","ranks":\[{"rank":0,"offset":0,' "$work/judged.html" ||

@@ -7,7 +7,8 @@
  * PASS item at cp 1 and a FAIL item at cp 2 (tensors loss, logits on ranks 0 and 1, gradients of
  * layers 0 and 1 and of lm_head; logits error profiles; a layout with left padding and two
  * documents), and case "beta" with a NOT RUN and a REFUSED item. The FAIL message carries a
- * script injection. The page is written through an output_file and searched as text.
+ * script injection. The page is written through an output_file and searched as text; the items'
+ * tensors are searched in its JSON block, from which the page's script draws their tables.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -24,7 +25,6 @@
 
 #define INJECTION "</script><script>alert('owned')</script><!--"
 #define FAIL_REASON "error 3.00e-02 > limit 1.00e-03 = 2 x naive 4.5e-04 + floor 1e-04"
-#define FAIL_REASON_HTML "error 3.00e-02 &gt; limit 1.00e-03 = 2 x naive 4.5e-04 + floor 1e-04"
 #define NOT_RUN_REASON "cp 4 needs a rank count divisible by 4 (e.g. --ranks 4)"
 #define REFUSAL "refused: num_attention_heads (3) must be a multiple of cp (2)"
 #define LIBRARY "/* stand-in for Chart.js: LIBRARY-MARKER-7d1 */"
@@ -270,31 +270,80 @@ static char *json_block(const char *page) {
     return strndup(start, (size_t)(end - start));
 }
 
-Test(html_report, every_case_and_tensor__listed_with_rule_and_origin) {
+Test(html_report, every_case_and_tensor__in_the_data_with_rule_and_origin) {
     fixture f;
     make_run(&f, true);
     const read_results *runs[] = {&f.run};
     char *page = write_report(runs, 1, NULL, NULL);
+    char *json = json_block(page);
     cr_expect(strstr(page, "<title>cpparity FAILED") != NULL);
     cr_expect(strstr(page, ">alpha</a>") != NULL, "alpha in the grid");
     cr_expect(strstr(page, ">beta</a>") != NULL, "beta in the grid");
-    /* Every tensor of every item has a row of the tensor tables. */
-    for (int t = 0; t < 7; t++) {
-        char cell[160];
-        snprintf(cell, sizeof cell, "<td>%s</td>", fail_tensors[t]);
-        cr_expect(strstr(page, cell) != NULL, "%s has a row", fail_tensors[t]);
-    }
-    cr_expect_eq(count(page, "<tr class=\"failed\"><td>logits</td><td>1</td>"), 1,
-                 "the failing logits row is marked");
+    /* The tensors are data the page's script draws, never rows written as HTML. */
+    cr_expect(strstr(page, "<table class=\"tensors\"") == NULL);
+    cr_expect(strstr(page, "<details class=\"tensors\" id=\"tensors-0\" data-item=\"0\">") != NULL);
+    cr_expect(strstr(page, "<details class=\"tensors\" id=\"tensors-1\" data-item=\"1\" open>") !=
+                  NULL,
+              "the failed item's tensors are open");
+    /* Every tensor name once, in first-seen order. */
+    cr_expect(strstr(json, "\"names\":[\"loss\",\"logits\","
+                           "\"grads/model.layers.0.self_attn.q_proj.weight\","
+                           "\"grads/model.layers.1.mlp.up_proj.weight\",\"grads/lm_head.weight\","
+                           "\"grads/model.norm.weight\"]") != NULL);
     /* Rule and origins: ratio 2 (case), floor 1e-04 (suite), ceiling 0.01 (default). */
-    cr_expect(strstr(page, "<td>&le; 2 &times; naive + 0.0001; naive &le; 0.01</td>"
-                           "<td>ratio case, floor suite, ceiling default</td>") != NULL);
+    cr_expect(strstr(json, "\"tolerances\":[[2,0.0001,0.01,\"case\",\"suite\",\"default\"]]") !=
+              NULL);
+    /* The failing logits row on rank 1: error 0.03 over the naive limit 0.001, ratio 30, not
+     * passed (flags 0); its reason is a template of its error and limit. */
+    cr_expect_eq(count(json, "[1,1,0.03,0.001,0,30,0.001,null,0.00045,0,1,0]"), 1);
+    cr_expect(strstr(json, "\"reasons\":[\"error within the limit\",\"error {e} \\u003e limit {l} "
+                           "= 2 x naive 4.5e-04 + floor 1e-04\"]") != NULL);
+    /* The error-against-limit plot takes its points from the items' rows. */
+    cr_expect(strstr(json, "\"series\":[{\"name\":\"f32 cp 1 (PASS)\",\"item\":0},"
+                           "{\"name\":\"f32 cp 2 (FAIL)\",\"item\":1}]") != NULL);
+    cr_expect(strstr(json, "\"items\":[[[0,0,1e-6,0.001,0,0.001,0.001,null,0.00045,0,0,1],"
+                           "[1,0,2e-6,0.001,0,0.002,0.001,null,0.00045,0,0,1]],") != NULL);
+    cr_expect(strstr(json, ",\nnull,\nnull]") != NULL, "beta's items compared nothing");
     /* Provenance, escaped. */
     cr_expect(strstr(page, "node-&lt;7&gt;") != NULL);
     cr_expect(strstr(page, "abc1234") != NULL);
     cr_expect(strstr(page, "FAULT INJECTED") == NULL, "no fault was planted");
     /* The library is inlined whole. */
     cr_expect_eq(count(page, LIBRARY), 1);
+    free(json);
+    free(page);
+}
+
+/* Point 3 of issue 33: each tensor carries the limit of the rule that decided it and the rule's
+ * name, in the data, the grid's tooltip and the failures. */
+Test(html_report, tensors__deciding_limit_and_rule_in_the_data) {
+    fixture f;
+    make_run(&f, true);
+    /* loss at cp 2: the CP-only limit 5e-4 is tighter than the naive 1e-3, so cp 1 decides */
+    f.fail_rows[0].cp1_limit = 5e-4;
+    /* lm_head on rank 1 as on rank 0 (gradients are identical on every rank): a repeated row */
+    f.fail_rows[6] = make_row("grads/lm_head.weight", "grads", 1, 1e-5, 1e-3, true);
+    /* a reason holding a brace is kept literally */
+    snprintf(f.fail_rows[4].reason, sizeof f.fail_rows[4].reason, "odd {e} reason");
+    const read_results *runs[] = {&f.run};
+    char *page = write_report(runs, 1, NULL, NULL);
+    char *json = json_block(page);
+    cr_expect(strstr(json, "\"rules\":[\"naive\",\"cp 1\"]") != NULL, "%s", json);
+    /* [name, rank, error, deciding limit, rule, ratio, naive limit, CP-only limit, naive error,
+     *  tolerance, reason, flags] */
+    cr_expect(strstr(json, "\"items\":[[[0,0,1e-6,0.001,0,") != NULL, "item 0: naive decides");
+    cr_expect(strstr(json, "[[0,0,1e-5,0.0005,1,0.02,0.001,0.0005,0.00045,0,0,1],") != NULL,
+              "item 1's loss: deciding limit 0.0005, rule 1 (cp 1)");
+    cr_expect(strstr(json, "[4,0,1e-5,0.001,0,0.01,0.001,null,0.00045,0,0,1],1]") != NULL,
+              "lm_head on rank 1 repeats the row of rank 0");
+    cr_expect(strstr(json, ",[\"odd {e} reason\"]") != NULL, "a literal reason");
+    /* The grid's tooltip and the failures name the worst tensor, its limit and rule. */
+    cr_expect(strstr(page, "title=\"f32 cp 2: FAIL; worst logits rank 1: error 0.03 &gt; limit "
+                           "0.001 (naive), error / limit 30; ") != NULL);
+    cr_expect(strstr(page, "</a>: logits rank 1: error 0.03 &gt; limit 0.001 (naive), error / "
+                           "limit 30<br>") != NULL);
+    cr_expect(strstr(page, "<td>0.001 (naive)</td><td>30</td>") != NULL, "the items table");
+    free(json);
     free(page);
 }
 
@@ -335,7 +384,8 @@ Test(html_report, failing_refused_not_run_items__reasons_shown_escaped) {
     make_run(&f, true);
     const read_results *runs[] = {&f.run};
     char *page = write_report(runs, 1, NULL, NULL);
-    cr_expect(strstr(page, FAIL_REASON_HTML) != NULL, "the failing tensor's reason");
+    cr_expect(strstr(page, "error {e} \\u003e limit {l} = 2 x naive 4.5e-04 + floor 1e-04") != NULL,
+              "the failing tensor's reason, in the data");
     cr_expect(strstr(page, NOT_RUN_REASON) != NULL, "why an item did not run");
     cr_expect(strstr(page, REFUSAL) != NULL, "the refusal");
     cr_expect(strstr(page, "<h2>Failures: 1 item in 1 case</h2>") != NULL);
@@ -367,7 +417,7 @@ Test(html_report, json_block__cannot_end_its_script_and_lists_every_canvas) {
     /* The profile: both ranks, NaN as a gap, the padding and the second document's start. */
     cr_expect(strstr(json, "\"rank\":1,\"offset\":4,\"length\":4,\"bin\":1,\"limit\":0.001,"
                            "\"error\":[0.02,0.02,0.02,0.02]") != NULL);
-    cr_expect(strstr(json, "\"error\":[null,1e-06,1e-06,1e-06]") != NULL);
+    cr_expect(strstr(json, "\"error\":[null,1e-6,1e-6,1e-6]") != NULL);
     cr_expect(strstr(json, "\"padding\":[[0,1]],\"documents\":[4],\"seq_len\":8") != NULL);
     cr_expect(strstr(page, "No logits error profile") == NULL);
     free(json);
@@ -435,8 +485,8 @@ Test(html_report, long_profiles__binned_keeping_their_spikes) {
     char *page = write_report(runs, 1, NULL, NULL);
     char *json = json_block(page);
     cr_expect(strstr(json, "\"padded\":9000,\"bin\":3,") != NULL);
-    const char *values = strstr(json, "\"error\":[null,1e-06,");
-    cr_assert_not_null(values, "the first bin is all NaN, a gap; the next ones 1e-06");
+    const char *values = strstr(json, "\"error\":[null,1e-6,");
+    cr_assert_not_null(values, "the first bin is all NaN, a gap; the next ones 1e-6");
     const char *end = strchr(values, ']');
     int points = 1;
     for (const char *c = values; c < end; c++) {
@@ -514,7 +564,7 @@ Test(html_report, zigzag_profiles__each_rank_drawn_at_the_positions_it_holds) {
     cr_expect(strstr(json, "\"layout\":\"zigzag\",\"ranks\":[{\"rank\":0,\"offset\":0,"
                            "\"length\":2,\"bin\":1,") != NULL);
     cr_expect(strstr(json, "{\"rank\":0,\"offset\":6,\"length\":2,\"bin\":1,\"limit\":0.001,"
-                           "\"error\":[0.003,1e-06]}") != NULL,
+                           "\"error\":[0.003,1e-6]}") != NULL,
               "the second chunk at position 6 with its own errors");
     cr_expect(strstr(json, "{\"rank\":1,\"offset\":2,\"length\":4,") != NULL);
     cr_expect(strstr(json, "\"name\":\"f32 cp 2 zigzag (FAIL)\"") != NULL,
@@ -551,7 +601,7 @@ Test(html_report, finely_interleaved_ranks__drawn_over_global_bins) {
     char *json = json_block(page);
     /* 2 ranks × 1200 positions over 4096 points: bins of 1, every other one null */
     cr_expect(strstr(json, "{\"rank\":0,\"offset\":0,\"length\":1200,\"bin\":1,\"limit\":0.001,"
-                           "\"error\":[1e-06,null,1e-06,null,") != NULL);
+                           "\"error\":[1e-6,null,1e-6,null,") != NULL);
     cr_expect(strstr(json, "{\"rank\":1,\"offset\":0,\"length\":1200,\"bin\":1,\"limit\":0.001,"
                            "\"error\":[null,0.02,null,0.02,") != NULL);
     cr_expect_eq(count(json, "{\"rank\":"), 2, "one series per rank, not one per run");
