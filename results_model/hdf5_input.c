@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "results_model/hdf5_guard.h"
 #include "results_model/hdf5_util.h"
 
 /* "object/name", without a doubled slash for the root. */
@@ -71,12 +72,14 @@ static bool path_exists(const hdf5_input *input, const char *path) {
 bool hdf5_input_exists(const hdf5_input *input, const char *object, const char *name) {
     char path[1024];
     join(path, sizeof path, object, name);
+    hdf5_guard_at(path, NULL);
     return path_exists(input, object) && path_exists(input, path);
 }
 
 /* Opens attribute name of object, or records why not. */
 static hid_t open_attribute(const hdf5_input *input, const char *object, const char *name,
                             cpparity_error *error) {
+    hdf5_guard_at(object, name);
     if (!path_exists(input, object) ||
         H5Aexists_by_name(input->file, object, name, H5P_DEFAULT) <= 0) {
         cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s: %s: no attribute '%s'", input->path,
@@ -186,6 +189,7 @@ cpparity_status hdf5_input_int64(const hdf5_input *input, const char *object, co
 /* Opens dataset path of class kind, or records why not. */
 static hid_t open_dataset(const hdf5_input *input, const char *path, H5T_class_t kind,
                           cpparity_error *error) {
+    hdf5_guard_at(path, NULL);
     if (!path_exists(input, path)) {
         cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s: %s: missing", input->path, path);
         return H5I_INVALID_HID;
@@ -324,6 +328,7 @@ cpparity_status hdf5_input_names(const hdf5_input *input, const char *path, size
                                  char **names, int64_t *count, cpparity_error *error) {
     *names = NULL;
     *count = 0;
+    hdf5_guard_at(path, NULL);
     if (!path_exists(input, path)) {
         return CPPARITY_OK;
     }

@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "results_model/hdf5_guard.h"
 #include "results_model/hdf5_util.h"
 #include "results_model/results_file.h"
 
@@ -20,6 +22,7 @@ typedef struct reader {
     cpparity_error *error;
     const char *case_name; /* the case being read, for messages */
     const char *suite;
+    char at[CPPARITY_PATH]; /* the HDF5 group being read: where hdf5_guard_at says it is */
 } reader;
 
 /* Records bad input: "PATH: what" (and HDF5's innermost message when it has one). */
@@ -36,6 +39,7 @@ static cpparity_status bad(const reader *r, const char *format, ...) {
 
 /* Opens attribute name of object, or records why it is missing (a negative id then). */
 static hid_t open_attribute(const reader *r, hid_t object, const char *where, const char *name) {
+    hdf5_guard_at(where[0] == '/' ? where : r->at, name);
     const hid_t attribute =
         H5Aexists(object, name) > 0 ? H5Aopen(object, name, H5P_DEFAULT) : H5I_INVALID_HID;
     if (attribute < 0) {
@@ -113,6 +117,9 @@ static cpparity_status read_table(const reader *r, hid_t object, const char *whe
     hid_t dataset = H5I_INVALID_HID, space = H5I_INVALID_HID, type = H5I_INVALID_HID;
     cpparity_status status = CPPARITY_ERROR_INPUT;
     hsize_t length = 0;
+    char at[CPPARITY_PATH + 64];
+    snprintf(at, sizeof at, "%s/%s", strcmp(r->at, "/") == 0 ? "" : r->at, name);
+    hdf5_guard_at(at, NULL);
     if (H5Lexists(object, name, H5P_DEFAULT) <= 0 ||
         (dataset = H5Dopen2(object, name, H5P_DEFAULT)) < 0) {
         status = bad(r, "%s has no %s table", where, name);
@@ -163,6 +170,7 @@ static cpparity_status read_metrics(const reader *r, hid_t group, const char *wh
 /* /discrimination, when there is one. */
 static cpparity_status read_discrimination(const reader *r, hid_t file) {
     read_results *results = r->results;
+    hdf5_guard_at("/discrimination", NULL);
     if (H5Lexists(file, "discrimination", H5P_DEFAULT) <= 0) {
         return CPPARITY_OK;
     }
@@ -188,6 +196,9 @@ static cpparity_status read_int64_dataset(const reader *r, hid_t group, const ch
     *count = 0;
     hid_t dataset = H5I_INVALID_HID, space = H5I_INVALID_HID;
     cpparity_status status = CPPARITY_ERROR_INPUT;
+    char at[CPPARITY_PATH + 64];
+    snprintf(at, sizeof at, "%s/%s", r->at, name);
+    hdf5_guard_at(at, NULL);
     if (H5Lexists(group, name, H5P_DEFAULT) <= 0 ||
         (dataset = H5Dopen2(group, name, H5P_DEFAULT)) < 0) {
         status = bad(r, "%s has no dataset '%s'", where, name);
@@ -254,9 +265,14 @@ static herr_t read_profile_dataset(hid_t group, const char *name, const H5L_info
     if (strncmp(name, "logits@rank", strlen("logits@rank")) != 0) {
         return 0;
     }
-    char where[CPPARITY_CASE_NAME + 96];
+    char where[CPPARITY_CASE_NAME + 96], at[CPPARITY_PATH + 64];
     snprintf(where, sizeof where, "case '%s' %s cp_%lld profiles/%s", item->case_name, item->dtype,
              (long long)item->cp, name);
+    snprintf(at, sizeof at, "%s/profiles/%s", r->at, name);
+    hdf5_guard_at(at, NULL);
+    char item_at[CPPARITY_PATH]; /* r->at is the profile's while its attributes are read */
+    snprintf(item_at, sizeof item_at, "%s", r->at);
+    snprintf(r->at, sizeof r->at, "%.*s", (int)sizeof r->at - 1, at);
     hid_t dataset = H5Dopen2(group, name, H5P_DEFAULT), space = H5I_INVALID_HID;
     cpparity_status status = dataset < 0 ? bad(r, "cannot open %s", where) : CPPARITY_OK;
     hsize_t length = 0;
@@ -290,6 +306,7 @@ static herr_t read_profile_dataset(hid_t group, const char *name, const H5L_info
                      &profile->position_offset) != CPPARITY_OK)) {
         status = CPPARITY_ERROR_INPUT;
     }
+    hdf5_guard_at(at, NULL);
     if (status == CPPARITY_OK && length > 0 &&
         H5Dread(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, profile->error) < 0) {
         status = bad(r, "%s cannot be read (damaged or truncated)", where);
@@ -298,8 +315,13 @@ static herr_t read_profile_dataset(hid_t group, const char *name, const H5L_info
         profile->rank = (int)rank;
         profile->length = (int64_t)length;
     }
+    snprintf(r->at, sizeof r->at, "%s", item_at);
     if (status == CPPARITY_OK && profile->position_offset < 0 && length > 0) {
+        char profiles_at[CPPARITY_PATH + 16];
+        snprintf(profiles_at, sizeof profiles_at, "%s/profiles", item_at);
+        snprintf(r->at, sizeof r->at, "%.*s", (int)sizeof r->at - 1, profiles_at);
         status = read_profile_positions(r, group, where, item, profile);
+        snprintf(r->at, sizeof r->at, "%s", item_at);
     }
     hdf5_close(space);
     hdf5_close(dataset);
@@ -334,8 +356,11 @@ static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_inf
     memset(item, 0, sizeof *item);
     snprintf(item->case_name, sizeof item->case_name, "%s", r->case_name);
     snprintf(item->suite, sizeof item->suite, "%s", r->suite);
-    char where[CPPARITY_CASE_NAME + 64];
+    char where[CPPARITY_CASE_NAME + 64], dtype_at[CPPARITY_PATH];
     snprintf(where, sizeof where, "case '%s' %s", r->case_name, name);
+    snprintf(dtype_at, sizeof dtype_at, "%s", r->at);
+    snprintf(r->at + strlen(r->at), sizeof r->at - strlen(r->at), "/%s", name);
+    hdf5_guard_at(r->at, NULL);
     const hid_t group = H5Gopen2(dtype_group, name, H5P_DEFAULT);
     cpparity_status status = group < 0 ? bad(r, "cannot open %s", where) : CPPARITY_OK;
     if (status == CPPARITY_OK) {
@@ -370,6 +395,7 @@ static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_inf
             status =
                 read_string(r, group, where, "algorithm", item->algorithm, sizeof item->algorithm);
         }
+        hdf5_guard_at(r->at, "profiles");
         if (status == CPPARITY_OK && H5Lexists(group, "profiles", H5P_DEFAULT) > 0) {
             const hid_t profiles = H5Gopen2(group, "profiles", H5P_DEFAULT);
             if (profiles < 0 || H5Literate(profiles, H5_INDEX_NAME, H5_ITER_INC, NULL,
@@ -386,6 +412,7 @@ static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_inf
         }
     }
     hdf5_close(group);
+    snprintf(r->at, sizeof r->at, "%s", dtype_at);
     return status == CPPARITY_OK ? 0 : -1;
 }
 
@@ -449,6 +476,8 @@ static herr_t read_case_group(hid_t cases, const char *name, const H5L_info_t *i
     char where[CPPARITY_CASE_NAME + 32], case_name[CPPARITY_CASE_NAME] = "",
                                          suite[CPPARITY_PATH] = "";
     snprintf(where, sizeof where, "/cases/%s", name);
+    snprintf(r->at, sizeof r->at, "/cases/%s", name);
+    hdf5_guard_at(r->at, NULL);
     const hid_t group = H5Gopen2(cases, name, H5P_DEFAULT);
     if (group < 0) {
         bad(r, "cannot open %s", where);
@@ -466,6 +495,8 @@ static herr_t read_case_group(hid_t cases, const char *name, const H5L_info_t *i
     }
     for (int d = 0; d < CPPARITY_DTYPE_COUNT && result >= 0; d++) {
         const char *dtype = cpparity_dtype_names[d];
+        snprintf(r->at, sizeof r->at, "/cases/%s/%s", name, dtype);
+        hdf5_guard_at(r->at, NULL);
         if (H5Lexists(group, dtype, H5P_DEFAULT) <= 0) {
             continue;
         }
@@ -485,6 +516,7 @@ static herr_t read_case_group(hid_t cases, const char *name, const H5L_info_t *i
 /* /provenance: strings, ranks and the seed. */
 static cpparity_status read_provenance(const reader *r, hid_t file) {
     run_provenance *p = &r->results->provenance;
+    hdf5_guard_at("/provenance", NULL);
     const hid_t group = H5Lexists(file, "provenance", H5P_DEFAULT) > 0
                             ? H5Gopen2(file, "provenance", H5P_DEFAULT)
                             : H5I_INVALID_HID;
@@ -553,6 +585,7 @@ static cpparity_status read_open_file(reader *r, hid_t file) {
         status = read_discrimination(r, file);
     }
     if (status == CPPARITY_OK) {
+        hdf5_guard_at("/cases", NULL);
         const hid_t cases = H5Lexists(file, "cases", H5P_DEFAULT) > 0
                                 ? H5Gopen2(file, "cases", H5P_DEFAULT)
                                 : H5I_INVALID_HID;
@@ -576,11 +609,12 @@ static cpparity_status read_open_file(reader *r, hid_t file) {
     return status;
 }
 
-cpparity_status results_file_read(const char *path, read_results *results, cpparity_error *error) {
+/* results_file_read in this process, unguarded. */
+static cpparity_status read_path(const char *path, read_results *results, cpparity_error *error) {
     memset(results, 0, sizeof *results);
     cpparity_error_clear(error);
     snprintf(results->path, sizeof results->path, "%s", path);
-    reader r = {results, 0, 0, 0, error, "", ""};
+    reader r = {results, 0, 0, 0, error, "", "", "/"};
     struct stat file_status;
     if (stat(path, &file_status) != 0) {
         return bad(&r, "cannot read: %s", strerror(errno));
@@ -596,12 +630,28 @@ cpparity_status results_file_read(const char *path, read_results *results, cppar
     return read_open_file(&r, file);
 }
 
+/* The whole read, in the guard's child (hdf5_guard.h): context is the path. */
+static cpparity_status read_in_child(void *context, cpparity_error *error) {
+    read_results results;
+    const cpparity_status status = read_path(context, &results, error);
+    read_results_free(&results);
+    return status;
+}
+
+cpparity_status results_file_read(const char *path, read_results *results, cpparity_error *error) {
+    memset(results, 0, sizeof *results);
+    snprintf(results->path, sizeof results->path, "%s", path);
+    const cpparity_status status =
+        hdf5_guard_read_path(path, read_in_child, (void *)(uintptr_t)path, error);
+    return status == CPPARITY_OK ? read_path(path, results, error) : status;
+}
+
 cpparity_status results_file_read_image(const void *image, size_t size, const char *name,
                                         read_results *results, cpparity_error *error) {
     memset(results, 0, sizeof *results);
     cpparity_error_clear(error);
     snprintf(results->path, sizeof results->path, "%s", name);
-    reader r = {results, 0, 0, 0, error, "", ""};
+    reader r = {results, 0, 0, 0, error, "", "", "/"};
     hid_t file = H5I_INVALID_HID;
     const cpparity_status status = hdf5_open_image(image, size, name, &file, error);
     if (status != CPPARITY_OK) {

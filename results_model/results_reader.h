@@ -75,7 +75,9 @@ typedef struct read_results {
     int64_t discrimination_count;
 } read_results;
 
-/* Reads path into results (zeroed first; free with read_results_free even after a failure). */
+/* Reads path into results (zeroed first; free with read_results_free even after a failure),
+ * after reading it once in a forked child (hdf5_guard.h): a file that crashes or hangs HDF5 is
+ * CPPARITY_ERROR_INPUT "PATH is damaged: ...". */
 cpparity_status results_file_read(const char *path, read_results *results, cpparity_error *error);
 
 /* The same from an HDF5 file image in memory (size bytes, only read), named name in messages and

@@ -123,6 +123,9 @@ static cpparity_status parse(judge_options *options, int argc, char **argv, cppa
             break;
         }
         case OPTION_CACHE:
+            if (run_arguments_reference_cache(optarg, error) != CPPARITY_OK) {
+                return CPPARITY_ERROR_INPUT;
+            }
             options->reference_cache = optarg;
             break;
         case OPTION_THREADS: {
@@ -346,6 +349,15 @@ static int judge(const judge_options *options, int argc, char **argv) {
     interrupt_set_activity("the float64 reference of case '%s'", loaded.c->name);
     status = reference_cache_get_with_naive(&cache, 0, loaded.c, loaded.c->seed, set.dtype,
                                             &reference, &seconds, &error);
+    if (status == CPPARITY_OK && cache.directory != NULL) { /* as `run` reports it */
+        printf("# reference cache %s: %s\n", cache.directory,
+               cache.reused > 0   ? "reused"
+               : cache.stored > 0 ? "computed and stored"
+                                  : "computed, not stored");
+        if (cache.warning[0] != '\0') {
+            fprintf(stderr, "cpparity judge: reference cache: %s\n", cache.warning);
+        }
+    }
     int64_t next = 0;
     interrupt_set_activity("judging the dumps of case '%s'", loaded.c->name);
     if (status == CPPARITY_OK && with_baseline) {

@@ -47,8 +47,7 @@ static bool output_allowed(int output, run_command_kind kind) {
     return kind == RUN_COMMAND_RUN || output == RUN_OUTPUT_RESULTS;
 }
 
-/* --reference-cache DIR: a folder (made when missing, one level) that takes new files. */
-static cpparity_status reference_cache_folder(const char *folder, cpparity_error *error) {
+cpparity_status run_arguments_reference_cache(const char *folder, cpparity_error *error) {
     struct stat status;
     if (stat(folder, &status) != 0 && mkdir(folder, 0775) != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
@@ -369,7 +368,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
             options->random_cases = value;
             break;
         case OPTION_REFERENCE_CACHE:
-            status = reference_cache_folder(optarg, error);
+            status = run_arguments_reference_cache(optarg, error);
             options->reference_cache = optarg;
             break;
         case OPTION_THREADS:

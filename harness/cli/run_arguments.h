@@ -24,6 +24,10 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
                                     run_command_kind kind, cpparity_error *error);
 
 /* A flag's whole decimal number in [minimum, maximum], or an input error naming the flag. */
+/* --reference-cache DIR (run, selftest, judge): a folder, made when missing (one level), that
+ * takes new files; CPPARITY_ERROR_INPUT naming the flag otherwise. */
+cpparity_status run_arguments_reference_cache(const char *folder, cpparity_error *error);
+
 cpparity_status run_arguments_integer(const char *text, const char *flag, long long minimum,
                                       long long maximum, long long *value, cpparity_error *error);
 

@@ -717,7 +717,9 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         }
         phases[phase_count++] = items[i].cp;
     }
-    qsort(phases, (size_t)phase_count, sizeof *phases, compare_int64);
+    if (phase_count > 0) { /* phases is NULL when its allocation failed (phase_count 0 then) */
+        qsort(phases, (size_t)phase_count, sizeof *phases, compare_int64);
+    }
     if (status == CPPARITY_OK && *overflow_item < 0) {
         state.results[0] = (int64_t)sizeof(run_item) * item_count; /* rank 0's results table */
     }

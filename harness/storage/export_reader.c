@@ -1,16 +1,19 @@
 /* export_reader.c — see export_reader.h. */
 #include "harness/storage/export_reader.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/storage/export.h"
+#include "results_model/hdf5_guard.h"
 #include "results_model/hdf5_input.h"
 
 /* The largest suite an export holds: the loader's own limit (cases/README.md, Limits). */
 #define EXPORT_READER_MAX_SUITE ((int64_t)256 << 20)
 
-cpparity_status export_read(const char *path, export_reading *reading, cpparity_error *error) {
+/* export_read in this process, unguarded. */
+static cpparity_status read_path(const char *path, export_reading *reading, cpparity_error *error) {
     memset(reading, 0, sizeof *reading);
     hdf5_input input;
     int64_t seed = 0;
@@ -72,6 +75,21 @@ cpparity_status export_read(const char *path, export_reading *reading, cpparity_
         export_reading_free(reading);
     }
     return status;
+}
+
+/* The whole read, in the guard's child (hdf5_guard.h): context is the path. */
+static cpparity_status read_in_child(void *context, cpparity_error *error) {
+    export_reading reading;
+    const cpparity_status status = read_path(context, &reading, error);
+    export_reading_free(&reading);
+    return status;
+}
+
+cpparity_status export_read(const char *path, export_reading *reading, cpparity_error *error) {
+    memset(reading, 0, sizeof *reading);
+    const cpparity_status status =
+        hdf5_guard_read_path(path, read_in_child, (void *)(uintptr_t)path, error);
+    return status == CPPARITY_OK ? read_path(path, reading, error) : status;
 }
 
 void export_reading_free(export_reading *reading) {

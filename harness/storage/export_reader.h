@@ -24,6 +24,10 @@ typedef struct export_reading {
     size_t suite_length;
 } export_reading;
 
+/* Reads the export at path into reading, after reading it once in a forked child
+ * (results_model/hdf5_guard.h: a file that crashes or hangs HDF5 is CPPARITY_ERROR_INPUT "PATH is
+ * damaged: ..."); CPPARITY_ERROR_INPUT naming the file and the HDF5 path for anything else that
+ * is not an intact export of this cpparity. */
 cpparity_status export_read(const char *path, export_reading *reading, cpparity_error *error);
 
 void export_reading_free(export_reading *reading);

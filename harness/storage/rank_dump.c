@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/checked_size.h"
+#include "results_model/hdf5_guard.h"
 #include "results_model/hdf5_input.h"
 
 /* The root attributes: what made the dump and what it claims to be a run of. */
@@ -291,16 +292,43 @@ static cpparity_status read_input(hdf5_input *input, cpparity_status status, con
     return status;
 }
 
+/* What rank_dump_read reads, for the guard's child. */
+typedef struct dump_request {
+    const char *path;
+    const cpparity_case *c;
+    const cpparity_tensor_table *parameters;
+    const rank_dump_expect *expect;
+} dump_request;
+
+/* rank_dump_read in this process, unguarded. */
+static cpparity_status read_path(const dump_request *request, rank_dump *dump,
+                                 cpparity_error *error) {
+    memset(dump, 0, sizeof *dump);
+    cpparity_error_clear(error);
+    dump->path = request->path;
+    hdf5_input input;
+    const cpparity_status status = hdf5_input_open(&input, request->path, error);
+    return read_input(&input, status, request->path, request->c, request->parameters,
+                      request->expect, dump, error);
+}
+
+/* The whole read, in the guard's child (hdf5_guard.h). */
+static cpparity_status read_in_child(void *context, cpparity_error *error) {
+    rank_dump dump;
+    const cpparity_status status = read_path(context, &dump, error);
+    rank_dump_free(&dump);
+    return status;
+}
+
 cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
                                const cpparity_tensor_table *parameters,
                                const rank_dump_expect *expect, rank_dump *dump,
                                cpparity_error *error) {
     memset(dump, 0, sizeof *dump);
-    cpparity_error_clear(error);
     dump->path = path;
-    hdf5_input input;
-    const cpparity_status status = hdf5_input_open(&input, path, error);
-    return read_input(&input, status, path, c, parameters, expect, dump, error);
+    dump_request request = {path, c, parameters, expect};
+    const cpparity_status status = hdf5_guard_read_path(path, read_in_child, &request, error);
+    return status == CPPARITY_OK ? read_path(&request, dump, error) : status;
 }
 
 cpparity_status rank_dump_read_image(const void *image, size_t size, const char *name,

@@ -58,16 +58,19 @@ typedef struct rank_dump_expect {
 } rank_dump_expect;
 
 /* Reads path as a dump of case c, whose parameters table describes (model.md's names and
- * shapes), checked against expect (NULL: nothing expected, no row bound). CPPARITY_ERROR_INPUT
- * naming the file and the HDF5 path for anything that is not as docs/dump-format.md says;
- * CPPARITY_ERROR_RUNTIME when out of memory. dump is freed on failure. */
+ * shapes), checked against expect (NULL: nothing expected, no row bound), after reading it once
+ * in a forked child (results_model/hdf5_guard.h: a dump that crashes or hangs HDF5 is
+ * CPPARITY_ERROR_INPUT "PATH is damaged: ..."). CPPARITY_ERROR_INPUT naming the file and the HDF5
+ * path for anything that is not as docs/dump-format.md says; CPPARITY_ERROR_RUNTIME when out of
+ * memory. dump is freed on failure. */
 cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
                                const cpparity_tensor_table *parameters,
                                const rank_dump_expect *expect, rank_dump *dump,
                                cpparity_error *error);
 
 /* The same from an HDF5 file image in memory (size bytes, only read), called name in messages and
- * in dump->path (name must outlive dump): the fuzz target's entry (fuzz/rank_dump_fuzzer.c). */
+ * in dump->path (name must outlive dump), in this process (not guarded): the fuzz target's entry
+ * (fuzz/rank_dump_fuzzer.c), which guards it itself in its guarded mode. */
 cpparity_status rank_dump_read_image(const void *image, size_t size, const char *name,
                                      const cpparity_case *c,
                                      const cpparity_tensor_table *parameters,

@@ -9,7 +9,8 @@
 #     past the bound that --max-memory sets is refused (exit 2) saying so, with nothing written;
 #   - a baseline dump that is not cp 1 is refused naming --baseline and what was given;
 #   - a dump of another export is refused as such before its shapes are looked at;
-#   - an empty framework_version leaves no stray space.
+#   - an empty framework_version leaves no stray space;
+#   - --reference-cache makes its folder and reuses what it stored, as `run`'s does.
 # Exit 0 when all of that holds, 1 at the first surprise.
 set -u
 cpparity=$(realpath "$1") # absolute: part of it runs in another folder
@@ -150,6 +151,14 @@ grep -qF "rank_0.h5: /: a dump of another export or seed: its export_digest" "$w
     grep -qF "(case autopad-length-17" "$work/judge.out" ||
     fail "a dump of another export: $(cat "$work/judge.out")"
 ! grep -q "shape" "$work/judge.out" || fail "a dump of another export is refused for its shapes"
+
+# --- --reference-cache: a folder made when missing, as `run` makes it; reused the second time ----
+judge 0 "$work"/run/rank_*.h5 --reference-cache "$work/cache"
+grep -q "# reference cache $work/cache: computed and stored" "$work/judge.out" ||
+    fail "a judge's --reference-cache folder: $(grep 'reference cache' "$work/judge.out")"
+judge 0 "$work"/run/rank_*.h5 --reference-cache "$work/cache"
+grep -q "# reference cache $work/cache: reused" "$work/judge.out" ||
+    fail "a judge's --reference-cache is not reused: $(grep 'reference cache' "$work/judge.out")"
 
 # --- 6. an empty framework_version ---------------------------------------------------------------
 dumps "$work/noversion" --cp 2 --framework-version ""
