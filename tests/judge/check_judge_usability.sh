@@ -138,6 +138,14 @@ judge 2 "$work"/run/rank_*.h5 --baseline "$work/cp1bf16/rank_0.h5"
 grep -qF -- "--baseline $work/cp1bf16/rank_0.h5: /: a dump of cp 1 (rank 0), dtype bf16" \
     "$work/judge.out" || fail "a bf16 baseline for f32 dumps: $(cat "$work/judge.out")"
 
+# a cp no run can have (a file says anything): refused as a missing rank, nothing of its size made
+dumps "$work/hugecp" --cp 1
+"$python" -c 'import sys, h5py, numpy as np; h5py.File(sys.argv[1], "r+").attrs["cp"] = np.int64(2**63 - 1)' \
+    "$work/hugecp/rank_0.h5" || fail "rewriting cp"
+judge 2 "$work"/hugecp/rank_*.h5
+grep -q "no dump of rank 1: 1 dump given for cp 9223372036854775807" "$work/judge.out" ||
+    fail "cp = INT64_MAX: $(cat "$work/judge.out")"
+
 # --- 5. a dump of another export (other shapes: no lm_head) is named as such --------------------
 mv "$work/export.h5" "$work/export-autopad.h5"
 "$cpparity" export "$source_dir/cases/ci.yaml" --case tied-embeddings -o "$work/export.h5" \
