@@ -20,27 +20,8 @@ make_dumps=$source_dir/tests/judge/make_dumps.py
 work=$(mktemp -d /tmp/cpparity-judge-usability-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 checks=0
-fail() {
-    echo "FAILED: $*" >&2
-    for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
-    exit 1
-}
-dumps() { # OUT_DIR ARGS...: make_dumps.py on the export
-    local dir=$1
-    shift
-    rm -rf "$dir"
-    "$python" "$make_dumps" "$work/export.h5" "$dir" "$@" > "$work/make.out" 2>&1 ||
-        fail "make_dumps.py $*"
-}
-judge() { # EXPECTED_EXIT ARGS...: cpparity judge, its output in $work/judge.out
-    local expected=$1
-    shift
-    rm -f "$work/judged.h5"
-    "$cpparity" judge "$work/export.h5" "$@" --out "$work/judged.h5" > "$work/judge.out" 2>&1
-    local code=$?
-    [ $code = "$expected" ] || fail "judge $*: exit $code, expected $expected"
-    checks=$((checks + 1))
-}
+# fail, dumps and judge
+source "$source_dir/tests/judge/judge_steps.sh"
 excluded() { # RESULTS.h5 CP: the item's logits_excluded
     "$python" -c 'import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
