@@ -35,11 +35,11 @@
 #define GUARD_SANITIZED 0
 #endif
 
-#define GUARD_BASE_SECONDS 10.0                 /* a read of any file may take this long */
-#define GUARD_BYTES_PER_SECOND (32.0 * 1048576) /* and 1 s more per 32 MiB of file */
-#define GUARD_WHERE 512                         /* bytes of a breadcrumb, NUL included */
-#define GUARD_CRASH 256                         /* bytes of a crash's location, NUL included */
-#define GUARD_ALTERNATE_STACK (64 * 1024)       /* the crash handler's own stack */
+#define GUARD_BASE_SECONDS 10.0                /* a read of any file may take this long */
+#define GUARD_BYTES_PER_SECOND (8.0 * 1048576) /* and 1 s more per 8 MiB: slow network storage */
+#define GUARD_WHERE 512                        /* bytes of a breadcrumb, NUL included */
+#define GUARD_CRASH 256                        /* bytes of a crash's location, NUL included */
+#define GUARD_ALTERNATE_STACK (64 * 1024)      /* the crash handler's own stack */
 
 /* What the child tells its parent, in memory they share. */
 typedef struct guard_page {

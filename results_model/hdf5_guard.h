@@ -21,7 +21,7 @@
  *
  * The child reads the whole file, bulk data included: the earliest format's chunk indexes and
  * the global heap are parsed only when data are read. Limits: the child may run
- * hdf5_guard_seconds(bytes) (10 s, and 1 s more per 32 MiB of file; CPPARITY_HDF5_READ_SECONDS
+ * hdf5_guard_seconds(bytes) (10 s, and 1 s more per 8 MiB of file; CPPARITY_HDF5_READ_SECONDS
  * sets the 10) and may map what the machine has available (MemAvailable) beyond what the parent
  * maps already (not under AddressSanitizer, whose shadow memory an address-space limit breaks).
  * For single-threaded callers only (cpparity's judge, report and diff read before they start

@@ -100,7 +100,7 @@ Test(hdf5_guard, reader_exits_early__damaged) {
 Test(hdf5_guard, time_limit__grows_with_the_file) {
     unsetenv("CPPARITY_HDF5_READ_SECONDS");
     cr_expect_eq(hdf5_guard_seconds(0), 10.0);
-    cr_expect_eq(hdf5_guard_seconds((int64_t)64 << 20), 12.0); /* 1 s per 32 MiB */
+    cr_expect_eq(hdf5_guard_seconds((int64_t)64 << 20), 18.0); /* 1 s per 8 MiB */
     setenv("CPPARITY_HDF5_READ_SECONDS", "2", 1);
     cr_expect_eq(hdf5_guard_seconds(0), 2.0);
     setenv("CPPARITY_HDF5_READ_SECONDS", "soon", 1); /* not a number: the default */
