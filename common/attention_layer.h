@@ -19,6 +19,7 @@ typedef enum cpparity_layer_type {
 typedef enum cpparity_chunk_origin {
     CPPARITY_CHUNK_ORIGIN_ROW = 0,      /* grid starts at the row start shifted by left padding */
     CPPARITY_CHUNK_ORIGIN_DOCUMENT = 1, /* opt-in variant: grid starts at each document */
+    CPPARITY_CHUNK_ORIGIN_POSITION = 2, /* opt-in variant: chunks counted in position_ids */
 } cpparity_chunk_origin;
 
 typedef struct cpparity_attention_layer {
@@ -33,10 +34,11 @@ extern "C" { /* C linkage for CUDA (C++) translation units */
 #endif
 
 #define CPPARITY_LAYER_TYPE_COUNT 3
-#define CPPARITY_CHUNK_ORIGIN_COUNT 2
+#define CPPARITY_CHUNK_ORIGIN_COUNT 3
 
 /* "full_attention", "sliding_attention", "chunked_attention" (transformers' spelling), indexed by
- * cpparity_layer_type; "row", "document", indexed by cpparity_chunk_origin (common/names.h). */
+ * cpparity_layer_type; "row", "document", "position", indexed by cpparity_chunk_origin
+ * (common/names.h). */
 extern const char *const cpparity_layer_type_names[CPPARITY_LAYER_TYPE_COUNT];
 extern const char *const cpparity_chunk_origin_names[CPPARITY_CHUNK_ORIGIN_COUNT];
 

@@ -24,6 +24,11 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
     [CPPARITY_FAULT_CHUNK_LOCAL] = {"chunk-local",
                                     "the chunk grid restarts at every shard boundary",
                                     "kernel_cpu.c allowed_shard_local", true},
+    [CPPARITY_FAULT_CHUNK_POSITION_RESTART] = {"chunk-position-restart",
+                                               "chunks counted in positions restart at 0 with "
+                                               "each document, whatever its first position",
+                                               "mask_description.c mask_storage_build_planted",
+                                               false},
     [CPPARITY_FAULT_POSITIONS_LOCAL] = {"positions-local",
                                         "rotary positions are the token's index inside its shard",
                                         "model_f32.c f32_model_rope_positions", false},

@@ -10,7 +10,8 @@
 
 const char *const cpparity_layer_type_names[CPPARITY_LAYER_TYPE_COUNT] = {
     "full_attention", "sliding_attention", "chunked_attention"};
-const char *const cpparity_chunk_origin_names[CPPARITY_CHUNK_ORIGIN_COUNT] = {"row", "document"};
+const char *const cpparity_chunk_origin_names[CPPARITY_CHUNK_ORIGIN_COUNT] = {"row", "document",
+                                                                              "position"};
 
 const char *cpparity_layer_type_name(cpparity_layer_type type) {
     return cpparity_name_of(cpparity_layer_type_names, CPPARITY_LAYER_TYPE_COUNT, (int)type);
@@ -42,7 +43,8 @@ const cpparity_model_field cpparity_model_fields[CPPARITY_MODEL_FIELD_COUNT] = {
     FIELD(attention_chunk_size, CPPARITY_FIELD_SIZE, false, CPPARITY_LAYER_CHUNKED, 0,
           "C, tokens per chunk of a chunked layer (required by chunked layers)"),
     FIELD(chunk_origin, CPPARITY_FIELD_CHUNK_ORIGIN, false, -1, CPPARITY_CHUNK_ORIGIN_ROW,
-          "where the chunk grid starts: row (shifted by left padding) or document"),
+          "where the chunk grid starts: row (shifted by left padding), document (each document's "
+          "first token) or position (chunks counted in position_ids)"),
     FIELD(tie_word_embeddings, CPPARITY_FIELD_BOOLEAN, false, -1, 0,
           "lm_head shares embed_tokens' weight"),
 };

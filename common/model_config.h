@@ -34,8 +34,8 @@ typedef struct cpparity_model_config {
     cpparity_layer_type layer_types[CPPARITY_MAX_LAYERS]; /* one per layer */
     int64_t sliding_window;                               /* W >= 1 (used by sliding layers) */
     int64_t attention_chunk_size;                         /* C >= 1 (used by chunked layers) */
-    cpparity_chunk_origin chunk_origin;                   /* row (default) or document variant */
-    bool tie_word_embeddings;                             /* lm_head shares embed_tokens */
+    cpparity_chunk_origin chunk_origin; /* row (default), or the document or position variant */
+    bool tie_word_embeddings;           /* lm_head shares embed_tokens */
 } cpparity_model_config;
 
 /* How a configuration field is stored and written. */
@@ -44,7 +44,8 @@ typedef enum cpparity_model_field_type {
     CPPARITY_FIELD_POSITIVE = 1,     /* double, finite and > 0 */
     CPPARITY_FIELD_BOOLEAN = 2,      /* bool, YAML true/false, HDF5 int64 0/1 */
     CPPARITY_FIELD_LAYER_TYPES = 3,  /* layer_types: one name per layer (num_hidden_layers) */
-    CPPARITY_FIELD_CHUNK_ORIGIN = 4, /* cpparity_chunk_origin by name ("row", "document") */
+    CPPARITY_FIELD_CHUNK_ORIGIN = 4, /* cpparity_chunk_origin by name ("row", "document",
+                                        "position") */
 } cpparity_model_field_type;
 
 typedef struct cpparity_model_field {

@@ -61,10 +61,12 @@ static cpparity_status validate_arguments(int64_t batch, int64_t seq_len,
 }
 
 /* Chunk ids of one row: fdiv(t − origin, C) where origin is lp (row grid) or the start of t's
- * document (document grid). For the document grid the id is renumbered so that it never
- * decreases and equal ids mean "same document and same chunk of it". */
-static void fill_chunk_ids(int64_t *chunk, const int64_t *document, int64_t seq_len,
-                           int64_t left_padding, cpparity_attention_layer layer) {
+ * document (document grid), or fdiv(position_ids[t], C) (position grid). For the document and
+ * position grids the id is renumbered so that it never decreases and equal ids mean "same
+ * document and same chunk of it": inside a document positions rise by exactly 1 (a step of any
+ * other size starts a new one), so fdiv(position, C) never decreases there either. */
+static void fill_chunk_ids(int64_t *chunk, const int64_t *document, const int64_t *position,
+                           int64_t seq_len, int64_t left_padding, cpparity_attention_layer layer) {
     if (layer.chunk_origin == CPPARITY_CHUNK_ORIGIN_ROW) {
         for (int64_t t = 0; t < seq_len; t++) {
             chunk[t] = floor_divide(t - left_padding, layer.chunk_size);
@@ -79,7 +81,9 @@ static void fill_chunk_ids(int64_t *chunk, const int64_t *document, int64_t seq_
             document_start = t;
             id += 1;
         }
-        int64_t in_document = floor_divide(t - document_start, layer.chunk_size);
+        int64_t in_document = layer.chunk_origin == CPPARITY_CHUNK_ORIGIN_POSITION
+                                  ? floor_divide(position[t], layer.chunk_size)
+                                  : floor_divide(t - document_start, layer.chunk_size);
         if (t > 0 && document_start != t && in_document != previous_in_document) {
             id += 1;
         }
@@ -147,7 +151,8 @@ cpparity_status reference_mask_init(reference_mask *mask, int64_t batch, int64_t
             }
         }
         if (mask->chunk != NULL) {
-            fill_chunk_ids(mask->chunk + b * seq_len, document, seq_len, left_padding, layer);
+            fill_chunk_ids(mask->chunk + b * seq_len, document, position, seq_len, left_padding,
+                           layer);
         }
     }
     return CPPARITY_OK;

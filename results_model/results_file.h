@@ -29,7 +29,8 @@
  *                       num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
  *                       intermediate_size, sliding_window, attention_chunk_size,
  *                       tie_word_embeddings (int64); rms_norm_eps, rope_theta (float64);
- *                       layer_types (string array); chunk_origin ("row" or "document").
+ *                       layer_types (string array); chunk_origin ("row", "document" or
+ *                       "position").
  *     rows              int64 [B, 3]: left padding, number of documents, right padding per row
  *     document_lengths  int64 [total documents]: every row's document lengths, row after row
  *     document_start_positions  int64 [total documents]: start_positions as declared, -1 where

@@ -54,6 +54,7 @@ enum {
     LEFT_PADDING = 1,  /* random leading padding (up to S/3) */
     RIGHT_PADDING = 2, /* random trailing padding */
     PACKED = 4,        /* random documents of 1 to S/4 tokens instead of one */
+    MID_STREAM = 8,    /* documents start at random positions (0 to 9), not at 0 */
     EMPTY_ROW = 8,     /* row 1 is padding only (every query of it fully masked) */
 };
 
@@ -84,6 +85,8 @@ static const test_case cases[] = {
     {"chunked-document-c40-gqa", 2, 280, 4, 2, 128, CHUNKED(40, DOCUMENT),
      LEFT_PADDING | RIGHT_PADDING | PACKED},
     {"chunked-document-c7", 2, 100, 2, 1, 8, CHUNKED(7, DOCUMENT), PACKED},
+    {"chunked-position-c11-mid-stream", 2, 160, 4, 2, 64, CHUNKED(11, POSITION),
+     LEFT_PADDING | PACKED | MID_STREAM},
     {"head-dim-1", 2, 70, 2, 2, 1, FULL, LEFT_PADDING | PACKED},
     {"head-dim-256", 2, 90, 2, 1, 256, SLIDING(40), LEFT_PADDING | PACKED},
 };
@@ -131,9 +134,10 @@ static void build_row(int8_t *attention_mask, int64_t *position_ids, int64_t S, 
             const int64_t longest = 1 + random_below(random, S / 4 > 1 ? S / 4 : 1);
             length = length < longest ? length : longest;
         }
+        const int64_t start = (layout & MID_STREAM) ? random_below(random, 10) : 0;
         for (int64_t i = 0; i < length; i++, t++) {
             attention_mask[t] = 1;
-            position_ids[t] = i;
+            position_ids[t] = start + i;
         }
     }
     for (; t < S; t++) {

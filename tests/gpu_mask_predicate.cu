@@ -41,7 +41,8 @@ static cpparity_status compare_layer(const mask_storage *storage, cpparity_atten
     const size_t tokens = (size_t)(storage->batch * S);
     cpparity_mask_description device_mask = mask_storage_describe(storage, layer);
     const cpparity_mask_description host_mask = device_mask;
-    void *document = NULL, *start = NULL, *valid = NULL, *padding = NULL, *allowed = NULL;
+    void *document = NULL, *start = NULL, *valid = NULL, *padding = NULL, *allowed = NULL,
+         *position = NULL;
     cpparity_status status = to_device(&document, storage->document, tokens * 8, error);
     if (status == CPPARITY_OK) {
         status = to_device(&start, storage->document_start, tokens * 8, error);
@@ -52,6 +53,9 @@ static cpparity_status compare_layer(const mask_storage *storage, cpparity_atten
     if (status == CPPARITY_OK) {
         status = to_device(&padding, storage->left_padding, (size_t)storage->batch * 8, error);
     }
+    if (status == CPPARITY_OK) {
+        status = to_device(&position, storage->position, tokens * 8, error);
+    }
     unsigned char *result = (unsigned char *)malloc((size_t)pairs);
     if (status == CPPARITY_OK && cudaMalloc(&allowed, (size_t)pairs) != cudaSuccess) {
         status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "CUDA: allocating results");
@@ -61,6 +65,7 @@ static cpparity_status compare_layer(const mask_storage *storage, cpparity_atten
         device_mask.document_start = (const int64_t *)start;
         device_mask.key_valid = (const int8_t *)valid;
         device_mask.left_padding = (const int64_t *)padding;
+        device_mask.position = (const int64_t *)position;
         evaluate<<<(unsigned)((pairs + 127) / 128), 128>>>(device_mask, (unsigned char *)allowed);
         const cudaError_t launched = cudaGetLastError();
         const cudaError_t finished = cudaDeviceSynchronize();
@@ -83,6 +88,7 @@ static cpparity_status compare_layer(const mask_storage *storage, cpparity_atten
     cudaFree(start);
     cudaFree(valid);
     cudaFree(padding);
+    cudaFree(position);
     cudaFree(allowed);
     return status;
 }
@@ -95,10 +101,11 @@ int main(void) {
                found != cudaSuccess ? cudaGetErrorString(found) : "0 devices");
         return SKIPPED;
     }
-    /* row 0: 3 left padding, documents 10, 1, 20, then 3 right padding; row 1: one document */
+    /* row 0: 3 left padding, documents 10, 1, 20 starting at positions 0, 4 and 6 (mid-stream:
+     * the position and document chunk grids differ), then 3 right padding; row 1: one document */
     int8_t attention_mask[BATCH * LENGTH];
     int64_t position_ids[BATCH * LENGTH];
-    const int64_t lengths[] = {10, 1, 20};
+    const int64_t lengths[] = {10, 1, 20}, starts[] = {0, 4, 6};
     int64_t t = 0;
     for (int i = 0; i < 3; i++, t++) {
         attention_mask[t] = 0;
@@ -107,7 +114,7 @@ int main(void) {
     for (int d = 0; d < 3; d++) {
         for (int64_t i = 0; i < lengths[d]; i++, t++) {
             attention_mask[t] = 1;
-            position_ids[t] = i;
+            position_ids[t] = starts[d] + i;
         }
     }
     for (; t < LENGTH; t++) {
@@ -130,6 +137,7 @@ int main(void) {
         {CPPARITY_LAYER_SLIDING, 5, 0, CPPARITY_CHUNK_ORIGIN_ROW},
         {CPPARITY_LAYER_CHUNKED, 0, 4, CPPARITY_CHUNK_ORIGIN_ROW},
         {CPPARITY_LAYER_CHUNKED, 0, 3, CPPARITY_CHUNK_ORIGIN_DOCUMENT},
+        {CPPARITY_LAYER_CHUNKED, 0, 4, CPPARITY_CHUNK_ORIGIN_POSITION},
     };
     int failed = 0, passed = 0;
     for (size_t l = 0; l < sizeof layers / sizeof *layers; l++) {

@@ -195,7 +195,8 @@ static int unwritten_forward_block(void *context, void *out, float *lse, const v
 
 Test(attention_blocks, a_block_row_without_keys_left_nonzero__is_counted_where_it_is) {
     problem p;
-    const test_row_layout rows[2] = {{0, 1, {29}, 0}, {0, 1, {29}, 0}}; /* one document each */
+    const test_row_layout rows[2] = {{0, 1, {29}, 0, {0}},
+                                     {0, 1, {29}, 0, {0}}}; /* one document each */
     problem_init(&p, layers[0], rows, 81);
     cpparity_attention_kernel wrong = *cpparity_cpu_f32_kernel();
     wrong.forward_block = unwritten_forward_block;

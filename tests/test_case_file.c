@@ -556,7 +556,7 @@ Test(case_file, unknown_layer_type__names_line_and_column) {
 
 Test(case_file, unknown_chunk_origin__names_line_and_column) {
     expect_input_error(CASE_A "    model: {chunk_origin: grid}\n", "9:27",
-                       "model.chunk_origin: expected row or document, got 'grid'");
+                       "model.chunk_origin: expected row, document or position, got 'grid'");
 }
 
 Test(case_file, row_not_adding_up__points_at_the_row) {

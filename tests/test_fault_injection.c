@@ -52,9 +52,9 @@ Test(fault_table, every_class_of_bug_classes_md_can_be_planted) {
         }
     }
     fclose(file);
-    /* the 29 classes of the first table (22, and 7 of ring and hybrid attention and the zigzag
-     * layout) and the 35 faults of the second */
-    cr_expect_eq(classes, 29 + CPPARITY_FAULT_COUNT - 1, "read %d rows from docs/bug-classes.md",
+    /* the 30 classes of the first table (23, and 7 of ring and hybrid attention and the zigzag
+     * layout) and the 36 faults of the second */
+    cr_expect_eq(classes, 30 + CPPARITY_FAULT_COUNT - 1, "read %d rows from docs/bug-classes.md",
                  classes);
 }
 
@@ -87,6 +87,29 @@ Test(fault_mask, padding_side_treats_the_first_real_count_tokens_as_valid) {
         cr_expect_eq(storage.key_valid[t], t < 6, "key_valid[%d]", t);
     }
     cr_expect_eq(storage.left_padding[0], 0);
+    mask_storage_free(&storage);
+}
+
+Test(fault_mask, chunk_position_restart__positions_rebuilt_from_document_starts) {
+    /* two documents: positions 0..2, then 5..9 (a document starting mid-stream, at 5) */
+    const int8_t attention_mask[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    const int64_t position_ids[8] = {0, 1, 2, 5, 6, 7, 8, 9};
+    mask_storage storage;
+    cr_assert_eq(mask_storage_build_planted(&storage, 1, 8, attention_mask, position_ids,
+                                            CPPARITY_FAULT_NONE, 4, NULL),
+                 CPPARITY_OK);
+    for (int t = 0; t < 8; t++) {
+        cr_expect_eq(storage.position[t], position_ids[t], "clean: position[%d]", t);
+    }
+    mask_storage_free(&storage);
+    cr_assert_eq(mask_storage_build_planted(&storage, 1, 8, attention_mask, position_ids,
+                                            CPPARITY_FAULT_CHUNK_POSITION_RESTART, 4, NULL),
+                 CPPARITY_OK);
+    const int64_t restarted[8] = {0, 1, 2, 0, 1, 2, 3, 4};
+    for (int t = 0; t < 8; t++) {
+        cr_expect_eq(storage.position[t], restarted[t], "planted: position[%d]", t);
+        cr_expect_eq(storage.document[t], t < 3 ? 0 : 1, "documents untouched: %d", t);
+    }
     mask_storage_free(&storage);
 }
 

@@ -87,6 +87,9 @@ Test(mask_predicate, random_layouts_every_layer_type__equals_the_definition) {
             {CPPARITY_LAYER_CHUNKED, 0, S + 1, CPPARITY_CHUNK_ORIGIN_ROW},
             {CPPARITY_LAYER_CHUNKED, 0, 3, CPPARITY_CHUNK_ORIGIN_DOCUMENT},
             {CPPARITY_LAYER_CHUNKED, 0, 2, CPPARITY_CHUNK_ORIGIN_DOCUMENT},
+            {CPPARITY_LAYER_CHUNKED, 0, 3, CPPARITY_CHUNK_ORIGIN_POSITION},
+            {CPPARITY_LAYER_CHUNKED, 0, 2, CPPARITY_CHUNK_ORIGIN_POSITION},
+            {CPPARITY_LAYER_CHUNKED, 0, 7, CPPARITY_CHUNK_ORIGIN_POSITION},
         };
         for (size_t l = 0; l < sizeof layers / sizeof *layers; l++) {
             for (int repeat = 0; repeat < 4; repeat++) {
@@ -132,6 +135,7 @@ Test(block_rows, random_blocks_every_layer_type__classes_never_skip_an_allowed_p
         {CPPARITY_LAYER_SLIDING, 4, 0, CPPARITY_CHUNK_ORIGIN_ROW},
         {CPPARITY_LAYER_CHUNKED, 0, 5, CPPARITY_CHUNK_ORIGIN_ROW},
         {CPPARITY_LAYER_CHUNKED, 0, 3, CPPARITY_CHUNK_ORIGIN_DOCUMENT},
+        {CPPARITY_LAYER_CHUNKED, 0, 4, CPPARITY_CHUNK_ORIGIN_POSITION},
     };
     int8_t attention_mask[2 * 29];
     int64_t position_ids[2 * 29], query_index[29], key_index[29];

@@ -111,8 +111,8 @@ static void expect_matches_finite_differences(reference_attention_shape shape,
 
 /* Left padding, right padding, packed documents (one of length 1) in one batch. */
 static const test_row_layout padded_and_packed[] = {
-    {3, 2, {4, 4}, 0},
-    {0, 3, {5, 1, 3}, 2},
+    {3, 2, {4, 4}, 0, {0}},
+    {0, 3, {5, 1, 3}, 2, {0}},
 };
 
 static const cpparity_attention_layer every_type[] = {

@@ -83,7 +83,7 @@ Test(attention_forward, every_layer_type_and_head_grouping__matches_naive_dense)
 
 Test(attention_forward, left_padding__fully_masked_rows_give_zero_and_minus_infinity) {
     const reference_attention_shape shape = {2, 10, 2, 1, 4};
-    const test_row_layout rows[] = {{3, 2, {4, 3}, 0}, {10, 0, {0}, 0}};
+    const test_row_layout rows[] = {{3, 2, {4, 3}, 0, {0}}, {10, 0, {0}, 0, {0}}};
     attention_fixture fixture;
     attention_fixture_init(&fixture, shape, layers[0], rows, 4, 7);
     double out[2 * 10 * 2 * 4], lse[2 * 2 * 10];
@@ -115,7 +115,7 @@ Test(attention_forward, left_padding__fully_masked_rows_give_zero_and_minus_infi
 
 Test(attention_forward, masked_keys_holding_nan__contribute_nothing) {
     const reference_attention_shape shape = {1, 12, 2, 2, 4};
-    const test_row_layout rows[] = {{2, 2, {5, 3}, 2}};
+    const test_row_layout rows[] = {{2, 2, {5, 3}, 2, {0}}};
     const cpparity_attention_layer window = {CPPARITY_LAYER_SLIDING, 3, 0,
                                              CPPARITY_CHUNK_ORIGIN_ROW};
     attention_fixture fixture;
@@ -143,7 +143,7 @@ Test(attention_forward, masked_keys_holding_nan__contribute_nothing) {
 
 Test(attention_forward, heads_not_a_multiple_of_kv_heads__refused) {
     const reference_attention_shape shape = {1, 4, 3, 2, 4};
-    const test_row_layout rows[] = {{0, 1, {4}, 0}};
+    const test_row_layout rows[] = {{0, 1, {4}, 0, {0}}};
     const reference_attention_shape valid = {1, 4, 2, 2, 4};
     attention_fixture fixture;
     attention_fixture_init(&fixture, valid, layers[0], rows, 4, 3);

@@ -55,7 +55,7 @@ static void expect_row_mask(const test_row_layout *layout, int64_t seq_len,
 }
 
 Test(mask, sliding_window_3_on_5__allows_exactly_3_keys_including_diagonal) {
-    const test_row_layout layout = {0, 1, {5}, 0};
+    const test_row_layout layout = {0, 1, {5}, 0, {0}};
     const char *const expected[] = {
         "10000", "11000", "11100", "01110", "00111",
     };
@@ -64,7 +64,7 @@ Test(mask, sliding_window_3_on_5__allows_exactly_3_keys_including_diagonal) {
 
 Test(mask, chunk_3_with_2_left_padding__grid_starts_after_padding) {
     /* tokens 0,1 are padding; real tokens 2..8 fall into chunks {2,3,4} {5,6,7} {8} */
-    const test_row_layout layout = {2, 1, {7}, 0};
+    const test_row_layout layout = {2, 1, {7}, 0, {0}};
     const char *const expected[] = {
         "000000000", "000000000", "001000000", "001100000", "001110000",
         "000001000", "000001100", "000001110", "000000001",
@@ -74,7 +74,7 @@ Test(mask, chunk_3_with_2_left_padding__grid_starts_after_padding) {
 
 Test(mask, chunk_2_on_packed_row__grid_is_the_row_not_the_documents) {
     /* documents [0..2] and [3..6]; row grid {0,1} {2,3} {4,5} {6}, intersected with documents */
-    const test_row_layout layout = {0, 2, {3, 4}, 0};
+    const test_row_layout layout = {0, 2, {3, 4}, 0, {0}};
     const char *const expected[] = {
         "1000000", "1100000", "0010000", "0001000", "0000100", "0000110", "0000001",
     };
@@ -83,16 +83,38 @@ Test(mask, chunk_2_on_packed_row__grid_is_the_row_not_the_documents) {
 
 Test(mask, chunk_2_with_document_origin__grid_restarts_at_each_document) {
     /* documents [0..2] and [3..6]; document grid {0,1} {2} and {3,4} {5,6} */
-    const test_row_layout layout = {0, 2, {3, 4}, 0};
+    const test_row_layout layout = {0, 2, {3, 4}, 0, {0}};
     const char *const expected[] = {
         "1000000", "1100000", "0010000", "0001000", "0001100", "0000010", "0000011",
     };
     expect_row_mask(&layout, 7, chunked(2, CPPARITY_CHUNK_ORIGIN_DOCUMENT), expected);
 }
 
+Test(mask, chunk_7_with_position_origin__chunks_counted_in_position_ids) {
+    /* documents at positions 0..1 and 3..8 (the second starts mid-stream, at position 3): chunks
+     * of 7 positions split the second at position 7 (token 6), where the document grid (from
+     * token 2) and the row grid (from token 0, splitting at token 7) do not */
+    const test_row_layout layout = {0, 2, {2, 6}, 0, {0, 3}};
+    const char *const position[] = {
+        "10000000", "11000000", "00100000", "00110000",
+        "00111000", "00111100", "00000010", "00000011",
+    };
+    expect_row_mask(&layout, 8, chunked(7, CPPARITY_CHUNK_ORIGIN_POSITION), position);
+    const char *const document[] = {
+        "10000000", "11000000", "00100000", "00110000",
+        "00111000", "00111100", "00111110", "00111111",
+    };
+    expect_row_mask(&layout, 8, chunked(7, CPPARITY_CHUNK_ORIGIN_DOCUMENT), document);
+    const char *const row[] = {
+        "10000000", "11000000", "00100000", "00110000",
+        "00111000", "00111100", "00111110", "00000001",
+    };
+    expect_row_mask(&layout, 8, chunked(7, CPPARITY_CHUNK_ORIGIN_ROW), row);
+}
+
 Test(mask, packed_row_with_padding_both_sides__documents_and_keys_masked) {
     /* 1 left pad, documents of 3, 1 and 2 tokens, 2 right pads */
-    const test_row_layout layout = {1, 3, {3, 1, 2}, 2};
+    const test_row_layout layout = {1, 3, {3, 1, 2}, 2, {0}};
     const char *const expected[] = {
         "000000000", "010000000", "011000000", "011100000", "000010000",
         "000001000", "000001100", "000000000", "000000000",
@@ -187,7 +209,7 @@ Test(mask, random_layouts__block_classification_equals_brute_force) {
         /* W in {1, 2, odd, S-1, S, > S}; C in {1, 2, a non-divisor of S, S, > S} */
         const int64_t windows[] = {1, 2, 3, 5, seq_len > 1 ? seq_len - 1 : 1, seq_len, seq_len + 3};
         const int64_t chunks[] = {1, 2, 3, 5, seq_len, seq_len + 1};
-        cpparity_attention_layer layers[2 + 7 + 2 * 6];
+        cpparity_attention_layer layers[2 + 7 + 3 * 6];
         int count = 0;
         layers[count++] = full;
         for (size_t w = 0; w < sizeof windows / sizeof *windows; w++) {
@@ -196,6 +218,7 @@ Test(mask, random_layouts__block_classification_equals_brute_force) {
         for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
             layers[count++] = chunked(chunks[c], CPPARITY_CHUNK_ORIGIN_ROW);
             layers[count++] = chunked(chunks[c], CPPARITY_CHUNK_ORIGIN_DOCUMENT);
+            layers[count++] = chunked(chunks[c], CPPARITY_CHUNK_ORIGIN_POSITION);
         }
         for (int l = 0; l < count; l++) {
             for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
@@ -208,7 +231,7 @@ Test(mask, random_layouts__block_classification_equals_brute_force) {
 }
 
 Test(mask, left_padding__query_rows_of_padding_see_no_key) {
-    const test_row_layout layout = {3, 1, {5}, 0};
+    const test_row_layout layout = {3, 1, {5}, 0, {0}};
     int8_t attention_mask[8];
     int64_t position_ids[8];
     cr_assert(test_row_fill(&layout, 8, attention_mask, position_ids));
@@ -256,7 +279,7 @@ Test(mask, sliding_and_chunked_masks__visit_pairs_in_proportion_to_allowed) {
     enum { S = 2048, BLOCK = 64 };
     int8_t *attention_mask = malloc(S);
     int64_t *position_ids = malloc(S * sizeof *position_ids);
-    const test_row_layout layout = {0, 1, {S}, 0};
+    const test_row_layout layout = {0, 1, {S}, 0, {0}};
     cr_assert(test_row_fill(&layout, S, attention_mask, position_ids));
     struct {
         cpparity_attention_layer layer;

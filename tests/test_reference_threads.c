@@ -109,8 +109,8 @@ static const cpparity_attention_layer every_mask[] = {
 /* S = 67 (prime) with 8-token tiles: left and right padding, packed documents (one of length 1)
  * and a document boundary inside a tile; grouped-query heads. */
 static const test_row_layout padded_and_packed[] = {
-    {3, 3, {20, 1, 30}, 13},
-    {0, 2, {40, 25}, 2},
+    {3, 3, {20, 1, 30}, 13, {0}},
+    {0, 2, {40, 25}, 2, {0}},
 };
 
 Test(reference_threads, prime_length_padding_and_packed_documents__same_bits_for_1_2_16_threads) {

@@ -714,7 +714,7 @@ Test(ring_attention, every_layout_and_mask_on_1_to_4_ranks__matches_the_whole_se
 
 Test(ring_attention, causal_contiguous_blocks__are_skipped_and_zigzag_ones_are_not) {
     /* plain causal rows: one document each, no padding, so only causality removes blocks */
-    const test_row_layout rows[2] = {{0, 1, {24}, 0}, {0, 1, {24}, 0}};
+    const test_row_layout rows[2] = {{0, 1, {24}, 0, {0}}, {0, 1, {24}, 0, {0}}};
     problem p;
     problem_init_rows(&p, block_layers[0], rows, 5);
     cpparity_attention_kernel counting = *cpparity_cpu_f32_kernel();

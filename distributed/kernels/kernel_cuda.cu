@@ -577,6 +577,7 @@ typedef struct call_scratch {
     void *document_start; /* [B, S] int64 */
     void *key_valid;      /* [B, S] int8 */
     void *left_padding;   /* [B] int64 */
+    void *position;       /* [B, S] int64 (chunks counted in positions only) */
     void *delta;          /* [B, H, S] float (backward) */
 } call_scratch;
 
@@ -666,7 +667,7 @@ static cpparity_status check_call(const cpparity_attention_dims *d,
     const bool chunked = mask->layer_type == 2;
     if (mask->layer_type < 0 || mask->layer_type > 2 ||
         (mask->layer_type == 1 && mask->window < 1) ||
-        (chunked && (mask->chunk_size < 1 || mask->chunk_origin < 0 || mask->chunk_origin > 1))) {
+        (chunked && (mask->chunk_size < 1 || mask->chunk_origin < 0 || mask->chunk_origin > 2))) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "mask description with layer type %d, window %lld, chunk size "
                                   "%lld, chunk origin %d",
@@ -675,7 +676,8 @@ static cpparity_status check_call(const cpparity_attention_dims *d,
     }
     if (mask->document == NULL || mask->key_valid == NULL ||
         (chunked && mask->chunk_origin == 1 && mask->document_start == NULL) ||
-        (chunked && mask->chunk_origin == 0 && mask->left_padding == NULL)) {
+        (chunked && mask->chunk_origin == 0 && mask->left_padding == NULL) ||
+        (chunked && mask->chunk_origin == 2 && mask->position == NULL)) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "the mask description lacks an array its layer reads");
     }
@@ -726,7 +728,12 @@ static cpparity_status copy_mask(cpparity_mask_description *device_mask, call_sc
         status = copy_to_device(&scratch->left_padding, mask->left_padding,
                                 (size_t)mask->batch * sizeof(int64_t), stream, error);
     }
+    if (status == CPPARITY_OK && mask->layer_type == 2 && mask->chunk_origin == 2) {
+        status = copy_to_device(&scratch->position, mask->position, tokens * sizeof(int64_t),
+                                stream, error);
+    }
     *device_mask = *mask;
+    device_mask->position = (const int64_t *)scratch->position;
     device_mask->document = (const int64_t *)scratch->document;
     device_mask->document_start = (const int64_t *)scratch->document_start;
     device_mask->key_valid = (const int8_t *)scratch->key_valid;
@@ -776,8 +783,8 @@ static cpparity_status wait_for_stream(cudaStream_t stream, cpparity_error *erro
  * failure of these steps when status was CPPARITY_OK (its message then in error). */
 static cpparity_status finish_call(call_scratch *scratch, cudaStream_t stream,
                                    cpparity_status status, cpparity_error *error) {
-    void *const taken[] = {scratch->document, scratch->document_start, scratch->key_valid,
-                           scratch->left_padding, scratch->delta};
+    void *const taken[] = {scratch->document,     scratch->document_start, scratch->key_valid,
+                           scratch->left_padding, scratch->position,       scratch->delta};
     cpparity_error failure;
     for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) {
         const cpparity_status freed = free_on_stream(taken[i], stream, &failure);
@@ -1022,7 +1029,7 @@ static const cpparity_attention_kernel cuda_f32_kernel = {
     NULL,
     cuda_f32_forward,
     cuda_f32_backward,
-    CPPARITY_KERNEL_SUPPORTS_ALL,
+    CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION,
     0,
     NULL,
     NULL,
@@ -1042,7 +1049,7 @@ static const cpparity_attention_kernel cuda_bf16_kernel = {
     NULL,
     cuda_bf16_forward,
     cuda_bf16_backward,
-    CPPARITY_KERNEL_SUPPORTS_ALL,
+    CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION,
     0,
     NULL,
     NULL,

@@ -118,12 +118,12 @@ cpparity_status kernel_registry_add(const cpparity_attention_kernel *kernel,
                                   kernel->name, kernel->struct_size, CPPARITY_KERNEL_ABI_OLDEST,
                                   (size_t)CPPARITY_KERNEL_ABI2_STRUCT_SIZE);
     }
-    if ((kernel->capabilities & ~CPPARITY_KERNEL_SUPPORTS_ALL) != 0) {
+    if ((kernel->capabilities & ~CPPARITY_KERNEL_CAPABILITY_BITS) != 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "kernel registry: kernel %s declares capability bits 0x%x "
                                   "unknown to ABI %u",
                                   kernel->name,
-                                  kernel->capabilities & ~CPPARITY_KERNEL_SUPPORTS_ALL,
+                                  kernel->capabilities & ~CPPARITY_KERNEL_CAPABILITY_BITS,
                                   kernel->abi_version);
     }
     if (kernel->head_dim_count < 0 || kernel->head_dim_count > 64 ||

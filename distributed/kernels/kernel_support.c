@@ -30,7 +30,13 @@ static bool row_has_fully_masked_query(const cpparity_mask_description *mask, in
         if (mask->layer_type == 1 && q - mask->window + 1 > first) {
             first = q - mask->window + 1;
         }
-        if (mask->layer_type == 2) {
+        if (mask->layer_type == 2 && mask->chunk_origin == 2) {
+            /* inside a document positions rise by 1: q's chunk starts pos mod C tokens back */
+            const int64_t position = mask->position[b * S + q];
+            const int64_t chunk_start =
+                q - (position - floor_divide(position, mask->chunk_size) * mask->chunk_size);
+            first = chunk_start > first ? chunk_start : first;
+        } else if (mask->layer_type == 2) {
             const int64_t origin =
                 mask->chunk_origin == 1 ? mask->document_start[b * S + q] : mask->left_padding[b];
             const int64_t chunk_start =
@@ -54,8 +60,9 @@ uint32_t kernel_call_needs(const cpparity_mask_description *mask,
     if (mask->layer_type == 1) {
         needs |= CPPARITY_KERNEL_SUPPORTS_SLIDING;
     } else if (mask->layer_type == 2) {
-        needs |= mask->chunk_origin == 1 ? CPPARITY_KERNEL_SUPPORTS_CHUNKED_DOCUMENT
-                                         : CPPARITY_KERNEL_SUPPORTS_CHUNKED_ROW;
+        needs |= mask->chunk_origin == 2   ? CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION
+                 : mask->chunk_origin == 1 ? CPPARITY_KERNEL_SUPPORTS_CHUNKED_DOCUMENT
+                                           : CPPARITY_KERNEL_SUPPORTS_CHUNKED_ROW;
     }
     const int64_t S = mask->seq_len;
     int64_t *counts = malloc((size_t)(S + 1) * sizeof *counts);
@@ -93,6 +100,8 @@ const char *kernel_capability_name(uint32_t capability) {
         return "chunks from the row start";
     case CPPARITY_KERNEL_SUPPORTS_CHUNKED_DOCUMENT:
         return "chunks from each document";
+    case CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION:
+        return "chunks counted in positions";
     case CPPARITY_KERNEL_SUPPORTS_FULLY_MASKED_ROWS:
         return "fully masked rows";
     case CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC:
@@ -114,7 +123,7 @@ bool kernel_supports_call(const cpparity_attention_kernel *kernel,
     const uint32_t missing = kernel_call_needs(mask, dims) & ~kernel->capabilities;
     if (missing != 0) {
         size_t used = (size_t)snprintf(why, size, "needs");
-        for (uint32_t bit = 1; bit <= CPPARITY_KERNEL_SUPPORTS_ALL && used < size; bit <<= 1) {
+        for (uint32_t bit = 1; bit <= CPPARITY_KERNEL_CAPABILITY_BITS && used < size; bit <<= 1) {
             if (missing & bit) {
                 used += (size_t)snprintf(why + used, size - used, "%s %s",
                                          used > strlen("needs") ? "," : "",

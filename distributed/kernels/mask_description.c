@@ -8,6 +8,7 @@
 void mask_storage_free(mask_storage *storage) {
     free(storage->document);
     free(storage->document_start);
+    free(storage->position);
     free(storage->key_valid);
     free(storage->left_padding);
     memset(storage, 0, sizeof *storage);
@@ -30,10 +31,11 @@ cpparity_status mask_storage_build_planted(mask_storage *storage, int64_t batch,
     storage->seq_len = seq_len;
     storage->document = malloc(tokens * sizeof(int64_t));
     storage->document_start = malloc(tokens * sizeof(int64_t));
+    storage->position = malloc(tokens * sizeof(int64_t));
     storage->key_valid = malloc(tokens);
     storage->left_padding = malloc((size_t)batch * sizeof(int64_t));
-    if (!storage->document || !storage->document_start || !storage->key_valid ||
-        !storage->left_padding) {
+    if (!storage->document || !storage->document_start || !storage->position ||
+        !storage->key_valid || !storage->left_padding) {
         mask_storage_free(storage);
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "out of memory (mask of %lld x "
@@ -51,6 +53,8 @@ cpparity_status mask_storage_build_planted(mask_storage *storage, int64_t batch,
     const bool one_document = fault == CPPARITY_FAULT_MASK_DROPPED; /* fault site: mask-dropped */
     const int64_t split_every = /* fault site: docs-local (a new document at every shard start) */
         fault == CPPARITY_FAULT_DOCS_LOCAL ? shard_length : 0;
+    const bool positions_restart = /* fault site: chunk-position-restart */
+        fault == CPPARITY_FAULT_CHUNK_POSITION_RESTART;
     for (int64_t b = 0; b < batch; b++) {
         const int64_t row = b * seq_len;
         int64_t leading = 0, real = 0;
@@ -74,6 +78,7 @@ cpparity_status mask_storage_build_planted(mask_storage *storage, int64_t batch,
             }
             storage->document[row + t] = document;
             storage->document_start[row + t] = start;
+            storage->position[row + t] = positions_restart ? t - start : position_ids[row + t];
         }
     }
     return CPPARITY_OK;
@@ -93,5 +98,6 @@ cpparity_mask_description mask_storage_describe(const mask_storage *storage,
     mask.document_start = storage->document_start;
     mask.key_valid = storage->key_valid;
     mask.left_padding = storage->left_padding;
+    mask.position = storage->position;
     return mask;
 }

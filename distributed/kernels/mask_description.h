@@ -1,7 +1,8 @@
 /*
  * mask_description.h — the compact mask the implementation rebuilds over the whole padded
  * sequence after gathering every rank's attention_mask and position_ids (once per step):
- * document ids and starts, key validity and left padding per row, never an S×S array.
+ * document ids and starts, positions, key validity and left padding per row, never an S×S
+ * array.
  */
 #ifndef CPPARITY_DISTRIBUTED_MASK_DESCRIPTION_H
 #define CPPARITY_DISTRIBUTED_MASK_DESCRIPTION_H
@@ -22,6 +23,7 @@ typedef struct mask_storage {
     int64_t seq_len;         /* S (padded) */
     int64_t *document;       /* [B, S] */
     int64_t *document_start; /* [B, S] */
+    int64_t *position;       /* [B, S] position_ids (chunks counted in positions) */
     int8_t *key_valid;       /* [B, S] */
     int64_t *left_padding;   /* [B] */
 } mask_storage;
@@ -32,7 +34,8 @@ cpparity_status mask_storage_build(mask_storage *storage, int64_t batch, int64_t
                                    cpparity_error *error);
 
 /* The same with a fault of the mask planted (fault.h: mask-dropped, chunk-no-left-pad,
- * docs-local, padding-side, pad-leak) inside the building loops, which every run executes;
+ * chunk-position-restart, docs-local, padding-side, pad-leak) inside the building loops, which
+ * every run executes;
  * shard_length is L (docs-local splits documents at every multiple of it). The other faults
  * build the true mask. */
 cpparity_status mask_storage_build_planted(mask_storage *storage, int64_t batch, int64_t seq_len,

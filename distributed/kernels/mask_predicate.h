@@ -23,9 +23,15 @@ static inline CPPARITY_HOST_DEVICE int64_t mask_floor_div(int64_t value, int64_t
     return (value % divisor != 0 && value < 0) ? quotient - 1 : quotient;
 }
 
-/* Chunk index of token t of row b (row grid shifted by left padding, or document grid). */
+/* Chunk index of token t of row b (row grid shifted by left padding, document grid, or counted
+ * in position_ids). Document and position grids restart with each document, so only the row
+ * grid's index never decreases along a row; the document term tells chunks of two documents
+ * apart. */
 static inline CPPARITY_HOST_DEVICE int64_t mask_chunk_index(const cpparity_mask_description *mask,
                                                             int64_t b, int64_t t) {
+    if (mask->chunk_origin == 2) {
+        return mask_floor_div(mask->position[b * mask->seq_len + t], mask->chunk_size);
+    }
     const int64_t origin = mask->chunk_origin == 1 ? mask->document_start[b * mask->seq_len + t]
                                                    : mask->left_padding[b];
     return mask_floor_div(t - origin, mask->chunk_size);

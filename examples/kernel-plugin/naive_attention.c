@@ -45,6 +45,11 @@
 #else
 #define PLUGIN_BLOCK_CALLS 1
 #endif
+#if defined(PLUGIN_ABI2) || defined(PLUGIN_ABI2_RECOMPILED)
+#define PLUGIN_CHUNKED_POSITION 0 /* written before chunk_origin 2 existed */
+#else
+#define PLUGIN_CHUNKED_POSITION 1
+#endif
 #define TILE 16 /* keys per backward tile */
 
 /* Floor division (toward −∞): the chunk grid counts from the row's first real token, so indices
@@ -81,6 +86,12 @@ static int allowed(const cpparity_mask_description *m, int64_t b, int64_t q, int
     if (m->layer_type == 1 && outside_window(m, q, k, backward)) {
         return 0;
     }
+#if PLUGIN_CHUNKED_POSITION
+    if (m->layer_type == 2 && m->chunk_origin == 2) { /* chunks counted in position_ids */
+        return floor_divide(m->position[b * S + k], m->chunk_size) ==
+               floor_divide(m->position[b * S + q], m->chunk_size);
+    }
+#endif
     if (m->layer_type == 2) {
         const int64_t origin =
             m->chunk_origin == 1 ? m->document_start[b * S + q] : m->left_padding[b];
@@ -315,7 +326,11 @@ static const cpparity_attention_kernel kernel = {
     .forward = forward,
     .backward = backward,
 #ifdef PLUGIN_LACKS_SLIDING
-    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL & ~CPPARITY_KERNEL_SUPPORTS_SLIDING,
+    .capabilities = (CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION) &
+                    ~CPPARITY_KERNEL_SUPPORTS_SLIDING,
+#elif PLUGIN_CHUNKED_POSITION
+    /* SUPPORTS_ALL is ABI 3's first set: a capability added since is named (kernel.h) */
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION,
 #else
     .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL,
 #endif

@@ -35,12 +35,13 @@ def global_masks(config, token_indices, position_ids, attention_mask, documents_
     """
     padded_len = position_ids.shape[1] * dist.get_world_size()
     mask = all_gather_global(attention_mask, token_indices, padded_len)
+    positions = all_gather_global(position_ids, token_indices, padded_len)
     if documents_from_shard:
         local_ids = document_ids(position_ids) + dist.get_rank() * position_ids.shape[1]
         documents = all_gather_global(local_ids, token_indices, padded_len)
     else:
-        documents = document_ids(all_gather_global(position_ids, token_indices, padded_len))
-    return build_masks(mask, documents, config)
+        documents = document_ids(positions)
+    return build_masks(mask, documents, config, positions)
 
 
 def global_mean_loss(summed_loss, valid_count):

@@ -53,11 +53,12 @@ def document_ids(position_ids):
     return torch.cumsum(starts.to(torch.int64), dim=1) - 1
 
 
-def build_masks(attention_mask, documents, config):
+def build_masks(attention_mask, documents, config, position_ids=None):
     """{layer type: allowed [B, S, S] bool} from masks.md's predicate on the whole row.
 
-    attention_mask and documents ([B, S], documents as from `document_ids`) must cover the
-    global sequence: a mask rebuilt from one shard alone splits documents and chunks.
+    attention_mask, documents ([B, S], documents as from `document_ids`) and position_ids (read
+    by `chunk_origin: position` only) must cover the global sequence: a mask rebuilt from one
+    shard alone splits documents and chunks.
     """
     seq_len = attention_mask.shape[1]
     index = torch.arange(seq_len)
@@ -65,15 +66,21 @@ def build_masks(attention_mask, documents, config):
     allowed = ((key <= query)[None]
                & (attention_mask == 1)[:, None, :]
                & (documents[:, :, None] == documents[:, None, :]))
-    if config.chunk_origin == "row":
-        # the grid starts after the left padding: lp = the number of leading zeros
-        origin = (torch.cumsum(attention_mask, dim=1) == 0).sum(dim=1, keepdim=True)
+    if config.chunk_origin == "position":
+        # chunks counted in position_ids (transformers' packed rows); documents stay apart above
+        chunk = torch.div(position_ids, config.attention_chunk_size, rounding_mode="floor")
     else:
-        # the grid starts at each document's first token
-        is_start = torch.ones_like(documents, dtype=torch.bool)
-        is_start[:, 1:] = documents[:, 1:] != documents[:, :-1]
-        origin = torch.cummax(torch.where(is_start, index, torch.zeros_like(index)), dim=1).values
-    chunk = torch.div(index[None] - origin, config.attention_chunk_size, rounding_mode="floor")
+        if config.chunk_origin == "row":
+            # the grid starts after the left padding: lp = the number of leading zeros
+            origin = (torch.cumsum(attention_mask, dim=1) == 0).sum(dim=1, keepdim=True)
+        else:
+            # the grid starts at each document's first token
+            is_start = torch.ones_like(documents, dtype=torch.bool)
+            is_start[:, 1:] = documents[:, 1:] != documents[:, :-1]
+            origin = torch.cummax(torch.where(is_start, index, torch.zeros_like(index)),
+                                  dim=1).values
+        chunk = torch.div(index[None] - origin, config.attention_chunk_size,
+                          rounding_mode="floor")
     return {
         "full_attention": allowed,
         "sliding_attention": allowed & (key > query - config.sliding_window)[None],

@@ -60,7 +60,9 @@ static void describe(const cpparity_case *c, char *features, size_t size) {
     if (chunked) {
         snprintf(fragment, sizeof fragment, "chunked x%d (C=%lld%s)", chunked,
                  (long long)m->attention_chunk_size,
-                 m->chunk_origin == CPPARITY_CHUNK_ORIGIN_DOCUMENT ? ",document" : "");
+                 m->chunk_origin == CPPARITY_CHUNK_ORIGIN_DOCUMENT   ? ",document"
+                 : m->chunk_origin == CPPARITY_CHUNK_ORIGIN_POSITION ? ",position"
+                                                                     : "");
         append(features, size, fragment);
     }
     int left = 0, right = 0, packed = 0;

@@ -105,7 +105,7 @@ static void append_case(text_buffer *buffer, uint64_t *state, int64_t number) {
     }
     append(buffer, "], sliding_window: %lld, attention_chunk_size: %lld, chunk_origin: %s}\n",
            (long long)length_at_edges(state, S + 8), (long long)length_at_edges(state, S + 8),
-           chance(state, 50) ? "row" : "document");
+           cpparity_chunk_origin_names[between(state, 0, CPPARITY_CHUNK_ORIGIN_COUNT - 1)]);
     append(buffer, "    rows:\n");
     for (int64_t b = 0; b < B; b++) {
         int64_t left = chance(state, 30) ? between(state, 0, S) : 0;
@@ -121,7 +121,15 @@ static void append_case(text_buffer *buffer, uint64_t *state, int64_t number) {
             rest -= length;
             documents++;
         }
-        append(buffer, "]%s}\n", chance(state, 20) ? ", padding_positions: continue" : "");
+        append(buffer, "]");
+        if (chance(state, 25)) { /* documents starting mid-stream: the chunk origins differ */
+            append(buffer, ", start_positions: [");
+            for (int64_t d = 0; d < documents; d++) {
+                append(buffer, "%s%lld", d > 0 ? ", " : "", (long long)between(state, 0, 12));
+            }
+            append(buffer, "]");
+        }
+        append(buffer, "%s}\n", chance(state, 20) ? ", padding_positions: continue" : "");
     }
 }
 

@@ -47,10 +47,12 @@
  * in row b,
  *     allowed = k <= q && key_valid[b][k] && document[b][q] == document[b][k]
  *               && (layer_type != 1 || k > q - window)
- *               && (layer_type != 2 || floor((k - o) / chunk_size) == floor((q - o) / chunk_size))
- * where o = left_padding[b] (chunk_origin 0) or document_start[b][q] (chunk_origin 1) and floor
- * rounds toward −∞. Padding masks keys only. scores = scale · q·k over allowed keys; a query row
- * with no allowed key has out = 0 and lse = −∞. Backward OVERWRITES dq, dk and dv with the
+ *               && (layer_type != 2 || chunk(k) == chunk(q))
+ * where chunk(t) = floor((t - o) / chunk_size) with o = left_padding[b] (chunk_origin 0) or
+ * document_start[b][q] (chunk_origin 1), or chunk(t) = floor(position[b][t] / chunk_size)
+ * (chunk_origin 2: chunks counted in position_ids, transformers' chunks on packed rows), and
+ * floor rounds toward −∞. Padding masks keys only. scores = scale · q·k over allowed keys; a query
+ * row with no allowed key has out = 0 and lse = −∞. Backward OVERWRITES dq, dk and dv with the
  * gradients of Σ dout ⊙ out.
  *
  * What backward receives: q, k, v, dout, and an out and lse for the same q, k, v and mask. Inside
@@ -88,7 +90,11 @@
  * items run, attention-level items judge them) or both NULL (whole-sequence calls only, as for
  * ABI 2: ring and hybrid items NOT CLAIMED, "no block calls"); a version 3 descriptor's
  * struct_size covers them (CPPARITY_KERNEL_ABI3_STRUCT_SIZE). Earlier builds of cpparity
- * speaking version 3 required both and refused (exit 2) a descriptor leaving them NULL.
+ * speaking version 3 required both and refused (exit 2) a descriptor leaving them NULL. Later,
+ * still version 3: chunk_origin 2 (chunks counted in position_ids, docs/masks.md) with
+ * cpparity_mask_description.position appended and its capability bit
+ * CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION (bit 9, outside CPPARITY_KERNEL_SUPPORTS_ALL): a
+ * kernel without the bit is never given chunk_origin 2 (such layers are NOT CLAIMED for it).
  */
 #ifndef CPPARITY_KERNEL_H
 #define CPPARITY_KERNEL_H
@@ -122,20 +128,35 @@ extern "C" {
 #define CPPARITY_KERNEL_SUPPORTS_FULLY_MASKED_ROWS (1u << 6) /* query rows with no allowed key */
 #define CPPARITY_KERNEL_SUPPORTS_DETERMINISTIC (1u << 7)     /* identical bits call after call */
 #define CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS (1u << 8)  /* calls may overlap (Threads) */
-#define CPPARITY_KERNEL_SUPPORTS_ALL 0x1ffu                  /* every capability above */
+/* Every capability above: what ABI 3 had when it was first published. A kernel that declares it
+ * does not claim the capabilities added since (below), which a kernel names one by one: a plugin
+ * recompiled against a newer header never claims what its code was not written for. */
+#define CPPARITY_KERNEL_SUPPORTS_ALL 0x1ffu
+/* --- added in ABI 3 later: named explicitly, never part of CPPARITY_KERNEL_SUPPORTS_ALL --- */
+#define CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION                                                  \
+    (1u << 9) /* layer_type 2, chunk_origin 2: reads                                               \
+                  cpparity_mask_description.position */
+/* Every capability bit this header defines (a descriptor declaring any other is refused). */
+#define CPPARITY_KERNEL_CAPABILITY_BITS (CPPARITY_KERNEL_SUPPORTS_ALL | (1u << 9))
 
 /* Mask of one layer over the whole (padded) sequence, per batch row. */
 typedef struct cpparity_mask_description {
     int64_t batch;                 /* B */
     int64_t seq_len;               /* S, the padded length */
     int32_t layer_type;            /* 0 full, 1 sliding, 2 chunked */
-    int32_t chunk_origin;          /* 0 row grid shifted by left padding, 1 document starts */
+    int32_t chunk_origin;          /* 0 row grid shifted by left padding, 1 document starts,
+                                      2 position_ids (only to a kernel declaring
+                                      CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION) */
     int64_t window;                /* W >= 1 (sliding) */
     int64_t chunk_size;            /* C >= 1 (chunked) */
     const int64_t *document;       /* [B, S] document id, never decreasing along a row */
     const int64_t *document_start; /* [B, S] index of the first token of t's document */
     const int8_t *key_valid;       /* [B, S] 1 = real token, 0 = padding */
     const int64_t *left_padding;   /* [B] leading padding tokens of each row */
+    /* --- appended in ABI 3 with chunk_origin 2: read only by a kernel declaring
+     * CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION (an older cpparity never sets chunk_origin 2) ---
+     */
+    const int64_t *position; /* [B, S] position_ids of each token (the model's RoPE positions) */
 } cpparity_mask_description;
 
 /* The rows of a block call (ABI 3): which global tokens its query and key rows are. */

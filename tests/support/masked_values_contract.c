@@ -62,6 +62,15 @@ static const contract_problem problems[] = {
      {5, 0},
      {0, 9},
      23},
+    {"chunked C=7 (position)",
+     2,
+     70,
+     2,
+     1,
+     {CPPARITY_LAYER_CHUNKED, 0, 7, CPPARITY_CHUNK_ORIGIN_POSITION},
+     {5, 0},
+     {0, 9},
+     23},
 };
 
 /* Every tensor of one problem, with a run's outputs. */
@@ -141,7 +150,9 @@ static bool kernel_takes(const contract_state *state) {
     } else if (layer->type == CPPARITY_LAYER_CHUNKED) {
         needs |= layer->chunk_origin == CPPARITY_CHUNK_ORIGIN_ROW
                      ? CPPARITY_KERNEL_SUPPORTS_CHUNKED_ROW
-                     : CPPARITY_KERNEL_SUPPORTS_CHUNKED_DOCUMENT;
+                 : layer->chunk_origin == CPPARITY_CHUNK_ORIGIN_DOCUMENT
+                     ? CPPARITY_KERNEL_SUPPORTS_CHUNKED_DOCUMENT
+                     : CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION;
     }
     if ((kernel->capabilities & needs) != needs) {
         return false;

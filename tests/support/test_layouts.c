@@ -34,7 +34,7 @@ bool test_row_fill(const test_row_layout *layout, int64_t seq_len, int8_t *atten
     for (int64_t d = 0; d < layout->documents; d++) {
         for (int64_t i = 0; i < layout->document_lengths[d] && t < seq_len; i++, t++) {
             attention_mask[t] = 1;
-            position_ids[t] = i;
+            position_ids[t] = layout->document_starts[d] + i;
         }
     }
     for (int64_t i = 0; i < layout->right_padding && t < seq_len; i++, t++) {
@@ -75,6 +75,15 @@ test_row_layout test_row_random(test_random *random, int64_t seq_len) {
         if (length > remaining) {
             length = remaining;
         }
+        int64_t start =
+            test_random_between(random, 0, 2) == 0 ? test_random_between(random, 1, 9) : 0;
+        const int64_t before = layout.documents; /* a start continuing the document before would
+                                                    join it (docs/masks.md): one more */
+        if (before > 0 &&
+            start == layout.document_starts[before - 1] + layout.document_lengths[before - 1]) {
+            start++;
+        }
+        layout.document_starts[layout.documents] = start;
         layout.document_lengths[layout.documents++] = length;
         remaining -= length;
     }
@@ -113,7 +122,12 @@ void test_dense_mask(bool *dense, int64_t batch, int64_t seq_len, const int8_t *
                 if (layer.type == CPPARITY_LAYER_SLIDING) {
                     allowed = allowed && k > q - layer.window;
                 }
-                if (layer.type == CPPARITY_LAYER_CHUNKED) {
+                if (layer.type == CPPARITY_LAYER_CHUNKED &&
+                    layer.chunk_origin == CPPARITY_CHUNK_ORIGIN_POSITION) {
+                    double size = (double)layer.chunk_size; /* chunks counted in positions */
+                    allowed = allowed && floor((double)position[k] / size) ==
+                                             floor((double)position[q] / size);
+                } else if (layer.type == CPPARITY_LAYER_CHUNKED) {
                     int64_t origin = layer.chunk_origin == CPPARITY_CHUNK_ORIGIN_ROW
                                          ? left_padding
                                          : document_start(position, q);

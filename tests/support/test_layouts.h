@@ -35,15 +35,18 @@ typedef struct test_row_layout {
     int64_t documents;
     int64_t document_lengths[16];
     int64_t right_padding;
+    int64_t document_starts[16]; /* the position_ids of each document's first token (0: from 0;
+                                    a document starting mid-stream has another) */
 } test_row_layout;
 
-/* Writes attention_mask (S) and position_ids (S) of one row: 0 on padding, positions restarting
- * at 0 per document. Returns false when the layout does not add up to seq_len. */
+/* Writes attention_mask (S) and position_ids (S) of one row: 0 on padding, positions counting
+ * from each document's start. Returns false when the layout does not add up to seq_len. */
 bool test_row_fill(const test_row_layout *layout, int64_t seq_len, int8_t *attention_mask,
                    int64_t *position_ids);
 
 /* A random layout of seq_len tokens: padding on either side or none, several documents with
- * length-1 documents likely, sometimes a row of padding only. */
+ * length-1 documents likely, a third of them starting mid-stream (a first position of 1 to 9,
+ * never the one that would continue the document before), sometimes a row of padding only. */
 test_row_layout test_row_random(test_random *random, int64_t seq_len);
 
 /* dense[(b·S + q)·S + k] = allowed(b, q, k) from the definition, for every b, q, k. */
