@@ -31,7 +31,7 @@ static void append(char *buffer, size_t size, size_t *used, const char *text) {
     }
 }
 
-static const char *signal_name(int signal_number) {
+const char *interrupt_signal_name(int signal_number) {
     switch (signal_number) {
     case SIGINT:
         return "SIGINT";
@@ -47,6 +47,12 @@ static const char *signal_name(int signal_number) {
         return "SIGFPE";
     case SIGILL:
         return "SIGILL";
+    case SIGABRT:
+        return "SIGABRT";
+    case SIGSYS:
+        return "SIGSYS";
+    case SIGKILL:
+        return "SIGKILL";
     default:
         return "a signal";
     }
@@ -60,7 +66,7 @@ static void clean_up_and_say(const char *what, int signal_number, bool crashed) 
     size_t used = 0;
     append(message, sizeof message, &used, prefixes[atomic_load(&prefix_current)]);
     append(message, sizeof message, &used, what);
-    append(message, sizeof message, &used, signal_name(signal_number));
+    append(message, sizeof message, &used, interrupt_signal_name(signal_number));
     const char *activity = activities[atomic_load(&activity_current)];
     if (activity[0] != '\0') {
         append(message, sizeof message, &used, " while running ");

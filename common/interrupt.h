@@ -34,6 +34,10 @@ void interrupt_enter_foreign_code(const char *name, const char *call);
 void interrupt_leave_foreign_code(void);
 
 /* Defers signals until the matching interrupt_resume (calls nest; any thread). */
+/* "SIGSEGV", "SIGTERM", ... for the signals cpparity handles or reports, else "a signal"; a
+ * constant string, async-signal-safe. */
+const char *interrupt_signal_name(int signal_number);
+
 void interrupt_defer(void);
 void interrupt_resume(void);
 

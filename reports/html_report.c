@@ -298,8 +298,7 @@ static void put_item_name(FILE *out, const read_item *item) {
 /* "grads/model.norm.weight rank 1: error 3e-07, limit 2.6e-06 (cp 1), error / limit 0.115": the
  * tensor that decided an item, with the limit of the rule that decided it. */
 static void put_worst_tensor(FILE *out, const metrics_row *row) {
-    const deciding_limit decided =
-        results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit);
+    const deciding_limit decided = html_tensor_deciding(row);
     html_put_text(out, row->tensor);
     fprintf(out, " rank %d: error ", (int)row->rank);
     put_number(out, row->relative_l2);
@@ -794,8 +793,7 @@ static void put_changes(FILE *out, const html_page *page) {
             put_number(out, entry->new_error);
             const metrics_row *row = changed_tensor(page->run, entry);
             if (row != NULL) { /* the limit of the rule that decides it now */
-                const deciding_limit decided =
-                    results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit);
+                const deciding_limit decided = html_tensor_deciding(row);
                 fputs(", limit ", out);
                 put_number(out, decided.limit);
                 fprintf(out, " (%s)", decided.rule);
@@ -918,8 +916,7 @@ static void put_item_table(FILE *out, const html_page *page, const html_case *c)
         }
         fputs("</td><td>", out);
         if (worst != NULL) {
-            const deciding_limit decided =
-                results_deciding_limit(worst->relative_l2, worst->limit, worst->cp1_limit);
+            const deciding_limit decided = html_tensor_deciding(worst);
             put_number(out, decided.limit);
             fprintf(out, " (%s)", decided.rule);
         }

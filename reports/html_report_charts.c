@@ -14,12 +14,8 @@
 
 static const char layer_prefix[] = "grads/model.layers.";
 
-double html_tensor_ratio(const metrics_row *row) {
-    return results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit).ratio;
-}
-
-double html_tensor_limit(const metrics_row *row) {
-    return results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit).limit;
+deciding_limit html_tensor_deciding(const metrics_row *row) {
+    return results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit);
 }
 
 static const read_item *item_at(const html_page *page, const html_case *c, int64_t i) {
@@ -272,7 +268,7 @@ static void put_profile_item(FILE *out, const read_item *item) {
     for (int64_t p = 0; p < item->profile_count; p++) {
         const read_profile *profile = &item->profiles[p];
         const metrics_row *row = logits_row(item, profile->rank);
-        const double limit = row != NULL ? html_tensor_limit(row) : NAN;
+        const double limit = row != NULL ? html_tensor_deciding(row).limit : NAN;
         if (runs > PROFILE_RUNS && profile->positions != NULL) {
             const int64_t count = item->profile_count;
             const int64_t wide = padded * count > PROFILE_POINTS
@@ -500,8 +496,8 @@ static const metrics_row *category_worst(const read_item *item, long layer, cons
         const bool member =
             strcmp(row->kind, "grads") == 0 &&
             (layer >= 0 ? layer_of(row->tensor) == layer : strcmp(row->tensor, other) == 0);
-        if (member && (worst == NULL || isnan(html_tensor_ratio(row)) ||
-                       html_tensor_ratio(row) > html_tensor_ratio(worst))) {
+        if (member && (worst == NULL || isnan(html_tensor_deciding(row).ratio) ||
+                       html_tensor_deciding(row).ratio > html_tensor_deciding(worst).ratio)) {
             worst = row;
         }
     }
@@ -516,7 +512,7 @@ static void put_category_value(FILE *out, const html_page *page, const html_case
     if (worst == NULL) {
         fputs("null", out);
     } else {
-        put_measure(out, html_tensor_ratio(worst));
+        put_measure(out, html_tensor_deciding(worst).ratio);
     }
 }
 

@@ -50,12 +50,10 @@ typedef struct html_page {
     html_tensor_data *tensors; /* the tables of the tensor data (html_tensor_data_build) */
 } html_page;
 
-/* error / limit under both rules of docs/tolerances.md, as the item's worst ratio is computed:
- * infinite for a positive error over a zero limit, NaN for a NaN error. */
-double html_tensor_ratio(const metrics_row *row);
-
-/* The limit that gives html_tensor_ratio: the CP-only limit where it is the tighter one. */
-double html_tensor_limit(const metrics_row *row);
+/* The limit that decided a tensor of the file (results_deciding_limit of its error and both
+ * rules' limits), with its rule and the error / limit ratio the item's worst ratio is computed
+ * from: infinite for a positive error over a zero limit, NaN for a NaN error. */
+deciding_limit html_tensor_deciding(const metrics_row *row);
 
 /* What a case's plots would show: tensors compared, logits profiles, gradients. */
 bool html_case_has_tensors(const html_page *page, const html_case *c);

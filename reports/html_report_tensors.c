@@ -229,8 +229,7 @@ void html_tensor_data_free(html_page *page) {
 /* The four keys of row into key[]; false when memory fails. */
 static bool index_row(html_tensor_data *data, const metrics_row *row, int32_t key[KEY_COUNT]) {
     char text[CPPARITY_REASON_TEXT + 8];
-    const deciding_limit decided =
-        results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit);
+    const deciding_limit decided = html_tensor_deciding(row);
     int64_t found[KEY_COUNT];
     found[KEY_NAME] = string_table_index(&data->tables[KEY_NAME], row->tensor);
     found[KEY_RULE] = string_table_index(&data->tables[KEY_RULE], decided.rule);
@@ -295,7 +294,7 @@ const metrics_row *html_worst_tensor(const read_item *item) {
     const metrics_row *worst = NULL;
     double worst_ratio = 0.0;
     for (int64_t t = 0; t < item->tensor_count; t++) {
-        const double ratio = html_tensor_ratio(&item->tensors[t]);
+        const double ratio = html_tensor_deciding(&item->tensors[t]).ratio;
         const bool above = isnan(ratio) ? !isnan(worst_ratio) || worst == NULL
                                         : !isnan(worst_ratio) && ratio > worst_ratio;
         if (worst == NULL || above) {
@@ -310,8 +309,7 @@ const metrics_row *html_worst_tensor(const read_item *item) {
  * same are one row repeated. */
 static void row_text(const metrics_row *row, const int32_t key[KEY_COUNT], char *text,
                      size_t size) {
-    const deciding_limit decided =
-        results_deciding_limit(row->relative_l2, row->limit, row->cp1_limit);
+    const deciding_limit decided = html_tensor_deciding(row);
     char error[40], limit[40], ratio[40], naive_limit[40], cp1_limit[40], naive_error[40];
     short_number_text(error, sizeof error, row->relative_l2);
     short_number_text(limit, sizeof limit, decided.limit);

@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "common/interrupt.h"
 #include "common/monotonic_clock.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -204,27 +205,6 @@ static void run_child(guard_page *page, pid_t parent, hdf5_guard_reader read, vo
     _exit(0);
 }
 
-static const char *signal_name(int number) {
-    switch (number) {
-    case SIGSEGV:
-        return "SIGSEGV";
-    case SIGBUS:
-        return "SIGBUS";
-    case SIGABRT:
-        return "SIGABRT";
-    case SIGFPE:
-        return "SIGFPE";
-    case SIGILL:
-        return "SIGILL";
-    case SIGSYS:
-        return "SIGSYS";
-    case SIGKILL:
-        return "SIGKILL";
-    default:
-        return "a signal";
-    }
-}
-
 /* Waits for child until seconds have passed, then kills it; *timed_out says which happened. */
 static int wait_for(pid_t child, double seconds, bool *timed_out) {
     const double deadline = monotonic_seconds() + seconds;
@@ -302,13 +282,13 @@ cpparity_status hdf5_guard_read(const char *file, int64_t bytes, hdf5_guard_read
         status =
             cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                "%s is damaged: reading %s crashed inside the HDF5 library (%s, %s)",
-                               file, where, signal_name(number), page->crash);
+                               file, where, interrupt_signal_name(number), page->crash);
     } else if (WIFSIGNALED(child_status)) {
         const int number = page->signal != 0 ? (int)page->signal : WTERMSIG(child_status);
         status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                     "%s: reading %s crashed cpparity's reader (%s%s%s): a bug of "
                                     "cpparity's, please report it with this file",
-                                    file, where, signal_name(number),
+                                    file, where, interrupt_signal_name(number),
                                     page->crash[0] != '\0' ? ", " : "", page->crash);
     } else {
         status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,

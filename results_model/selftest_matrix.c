@@ -16,9 +16,7 @@ static double tensor_ratio(const tensor_record *record) {
     if (!record->decision.passed && record->metrics.nonfinite > 0) {
         return INFINITY;
     }
-    const double ratio = results_deciding_limit(record->metrics.relative_l2, record->decision.limit,
-                                                record->decision.cp1_limit)
-                             .ratio;
+    const double ratio = tensor_record_deciding_limit(record).ratio;
     return isnan(ratio) ? INFINITY : ratio;
 }
 

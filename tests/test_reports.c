@@ -366,30 +366,12 @@ Test(deciding_limit, rules__tighter_limit_decides_and_ratio_is_the_larger) {
     cr_expect(isnan(results_deciding_limit(NAN, 2e-6, 3e-6).ratio));
 }
 
-Test(console, cp_only_failure__limit_column_is_the_cp_only_limit) {
+/* The console's table header and line of the CP-only item (make_cp_only_results; caller frees). */
+static char *console_text(bool passed) {
     cpparity_case source;
     run_results results;
     make_case(&source);
-    make_cp_only_results(&results, &source, false);
-    char *text = NULL;
-    size_t size = 0;
-    FILE *stream = open_memstream(&text, &size);
-    cr_assert_not_null(stream);
-    console_item(stream, &results.items[0]);
-    fclose(stream);
-    /* the error broke 2.03e-06, the CP-only limit: never "see below" against the naive 2.75e-06 */
-    EXPECT_CONTAINS(text, " 2.40e-06  2.03e-06 cp 1   FAIL\n");
-    cr_expect_null(strstr(text, "see below"), "%s", text);
-    cr_expect_null(strstr(text, "2.75e-06  "), "%s", text);
-    free(text);
-    run_results_free(&results);
-}
-
-Test(console, cp_only_tighter_on_a_pass__limit_column_is_the_cp_only_limit) {
-    cpparity_case source;
-    run_results results;
-    make_case(&source);
-    make_cp_only_results(&results, &source, true);
+    make_cp_only_results(&results, &source, passed);
     char *text = NULL;
     size_t size = 0;
     FILE *stream = open_memstream(&text, &size);
@@ -397,10 +379,24 @@ Test(console, cp_only_tighter_on_a_pass__limit_column_is_the_cp_only_limit) {
     console_table_header(stream);
     console_item(stream, &results.items[0]);
     fclose(stream);
+    run_results_free(&results);
+    return text;
+}
+
+Test(console, cp_only_failure__limit_column_is_the_cp_only_limit) {
+    char *text = console_text(false);
+    /* the error broke 2.03e-06, the CP-only limit: never "see below" against the naive 2.75e-06 */
+    EXPECT_CONTAINS(text, " 2.40e-06  2.03e-06 cp 1   FAIL\n");
+    cr_expect_null(strstr(text, "see below"), "%s", text);
+    cr_expect_null(strstr(text, "2.75e-06  "), "%s", text);
+    free(text);
+}
+
+Test(console, cp_only_tighter_on_a_pass__limit_column_is_the_cp_only_limit) {
+    char *text = console_text(true);
     EXPECT_CONTAINS(text, "    error     limit rule   result\n");
     EXPECT_CONTAINS(text, " 1.50e-06  2.03e-06 cp 1   PASS\n");
     free(text);
-    run_results_free(&results);
 }
 
 Test(markdown, cp_only_failure__limit_and_rule_are_the_cp_only_ones) {

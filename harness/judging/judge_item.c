@@ -332,10 +332,7 @@ static void decide_outcome(run_item *item) {
         if (out_of_bounds < 0 && !(record->baseline_error <= record->tolerance.ceiling)) {
             out_of_bounds = i;
         }
-        const double ratio =
-            results_deciding_limit(record->metrics.relative_l2, record->decision.limit,
-                                   record->decision.cp1_limit)
-                .ratio;
+        const double ratio = tensor_record_deciding_limit(record).ratio;
         if (!record->decision.passed) { /* a non-finite one (NaN ratio) first, else the largest */
             failures++;
             if (first_failure < 0 ||
