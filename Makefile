@@ -2,7 +2,8 @@
 #   make run    install what is missing, build, run the default suite on CPU ranks
 #   make test   install what is missing, build, run every test (unit, sanitized, CLI)
 # Other targets: make build (everything, tests included), make build-command (the cpparity command
-# alone, what `make run` builds), make other-builds, make coverage, make format, make clean.
+# alone, what `make run` builds), make other-builds, make coverage, make format, make clean,
+# make frameworks-matrix (docs/frameworks.md from the external tests' results).
 #
 # Warnings are errors in `make test` (and so in CI), never in a user's own `make build` or
 # `make run`: CMake's CMAKE_COMPILE_WARNING_AS_ERROR is passed on only there.
@@ -15,7 +16,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # libFuzzer runtimes (fuzz/): clang only recommends it, and recommends are not installed.
 DEBIAN_PACKAGES := cmake make gcc clang libclang-rt-dev pkg-config git libcriterion-dev \
                    libopenmpi-dev openmpi-bin libhdf5-dev libopenblas-dev libyaml-dev clang-format \
-                   valgrind python3 python3-torch python3-h5py python3-numpy libjs-chart.js chromium
+                   valgrind python3 python3-venv python3-torch python3-h5py python3-numpy libjs-chart.js chromium
 
 # nvcc is found on PATH, else at the CUDA toolkit's usual place; CUDA code is built only then.
 CUDACXX ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -25,7 +26,8 @@ endif
 
 WARNINGS_AS_ERRORS ?= OFF
 
-.PHONY: all deps configure build build-command other-builds coverage test run format clean bench
+.PHONY: all deps configure build build-command other-builds coverage test run format clean bench \
+        frameworks-matrix
 
 all: build
 
@@ -115,6 +117,19 @@ clean:
 # thread count, and the ratios (docs/benchmarks.md): THREADS=N (default 1), BENCH_FLAGS for both.
 THREADS ?= 1
 BENCH_FLAGS ?= --seq-len 4096
+# The parity matrix of the judged frameworks: every `external` test run with its results files
+# kept, then docs/frameworks.json and docs/frameworks.md made from them (scripts/
+# framework_matrix.py; the explanations come from docs/frameworks-notes.md). The PyTorch 2
+# environment is made on first use (scripts/torch2-env.sh).
+FRAMEWORK_RESULTS = $(abspath $(BUILD_DIR))/framework-results
+frameworks-matrix: build
+	rm -rf $(FRAMEWORK_RESULTS)
+	cd $(BUILD_DIR) && CPPARITY_MATRIX_RESULTS=$(FRAMEWORK_RESULTS) \
+	  ctest -L external --output-on-failure -j $(JOBS)
+	/usr/bin/python3 scripts/framework_matrix.py collect $(FRAMEWORK_RESULTS) \
+	  --cpparity $(BUILD_DIR)/cpparity --notes docs/frameworks-notes.md -o docs/frameworks.json
+	/usr/bin/python3 scripts/framework_matrix.py render docs/frameworks.json -o docs/frameworks.md
+
 bench: build
 	$(BUILD_DIR)/cpparity bench reference --json --threads $(THREADS) $(BENCH_FLAGS) \
 	  > $(BUILD_DIR)/bench-reference.jsonl

@@ -23,7 +23,8 @@ Layouts of `token_indices` (Sp = the padded length, k = chunks per rank):
 - "zigzag" (k = 2): 2*cp chunks of Sp/(2*cp); rank r holds chunks r and 2*cp-1-r, in that order.
 - "round-robin" (k = 2): 2*cp chunks of Sp/(2*cp); chunk c is on rank c mod cp, so rank r holds
   chunks r and r+cp, in that order. This module always uses 2*cp chunks for round-robin, two
-  chunks per rank (torch's context-parallel load balancer with two chunks per rank).
+  chunks per rank. (torch's context_parallel balances the load with the zigzag layout: its
+  head-tail load balancer gives rank r chunks r and 2*cp-1-r.)
 
 The default padded length of a layout is the smallest multiple of k*cp at least S
 (docs/masks.md, automatic padding). Any other Sp >= S that is a multiple of k*cp may be given

@@ -9,6 +9,13 @@
 #   run OUT_DIR RUN_ARGS...               run.py on that export, one dump per rank in OUT_DIR
 #   judge EXPECTED_EXIT DUMP_DIR ARGS...  cpparity judge of OUT_DIR's dumps, output in
 #                                         $work/judge.out; fail unless it exits EXPECTED_EXIT
+#   keep_result BACKEND LABEL             when $CPPARITY_MATRIX_RESULTS is set, keep the last
+#                                         judge's results file there as BACKEND/LABEL.h5: the
+#                                         input of docs/frameworks.md (scripts/framework_matrix.py)
+#   not_supported BACKEND FRAMEWORK VERSION CASE DTYPE CP REASON
+#                                         say that BACKEND does not claim CASE (not run, not a
+#                                         FAIL) and, when $CPPARITY_MATRIX_RESULTS is set, record
+#                                         it there as BACKEND/CASE-DTYPE-cpCP.not-supported.json
 fail() {
     echo "FAILED: $*" >&2
     for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
@@ -49,4 +56,25 @@ value = torch.ones(1)
 dist.all_reduce(value)
 dist.destroy_process_group()
 EOF
+}
+keep_result() {
+    [ -n "${CPPARITY_MATRIX_RESULTS:-}" ] || return 0
+    mkdir -p "$CPPARITY_MATRIX_RESULTS/$1" &&
+        cp "$work/judged.h5" "$CPPARITY_MATRIX_RESULTS/$1/$2.h5" ||
+        fail "cannot keep $work/judged.h5 in $CPPARITY_MATRIX_RESULTS/$1"
+}
+not_supported() {
+    local backend=$1 framework=$2 version=$3 case=$4 dtype=$5 cp=$6 reason=$7
+    echo "not supported: $backend $case $dtype cp $cp: $reason"
+    [ -n "${CPPARITY_MATRIX_RESULTS:-}" ] || return 0
+    mkdir -p "$CPPARITY_MATRIX_RESULTS/$backend" || fail "cannot write $CPPARITY_MATRIX_RESULTS"
+    "$python" - "$CPPARITY_MATRIX_RESULTS/$backend/$case-$dtype-cp$cp.not-supported.json" \
+        "$backend" "$framework" "$version" "$case" "$dtype" "$cp" "$reason" <<'EOF' ||
+import json, sys
+keys = ("backend", "framework", "framework_version", "case", "dtype", "cp", "reason")
+record = dict(zip(keys, sys.argv[2:]))
+record["cp"] = int(record["cp"])
+json.dump(record, open(sys.argv[1], "w"), indent=1)
+EOF
+        fail "cannot record $backend $case as not supported"
 }
