@@ -3,6 +3,10 @@
 
     run.py EXPORT.h5 --cp N --attention ulysses|ring|deepspeed-ulysses --out DIR [--dtype f32|bf16]
            [--wrong NAME]
+    run.py EXPORT.h5 --cp N --attention torch-cp-ring --out DIR [--rotate allgather|alltoall]
+           [--load-balancer head-tail|none] [--dtype f32|bf16] [--wrong NAME]
+    run.py EXPORT.h5 --cp N --attention torch-cp-flex --out DIR
+           [--load-balancer head-tail|ptrr|none] [--dtype f32|bf16] [--wrong NAME]
 
 Starts N processes (torch.multiprocessing, forked from this one so that none imports torch again;
 torch.distributed with gloo on 127.0.0.1). Each reads
@@ -11,7 +15,14 @@ Ulysses, zigzag for ring attention), runs one forward and backward step and writ
 DIR/rank_<r>.h5 for `cpparity judge EXPORT.h5 DIR/rank_*.h5`: its logits, the global loss and
 every parameter's full, all-reduced gradient. deepspeed-ulysses is DeepSpeed's own Ulysses
 (deepspeed.sequence.layer.DistributedAttention, deepspeed_ulysses.py; needs DeepSpeed installed,
-see tests/judge/check_external.sh), contiguous like ulysses.
+see tests/judge/check_external.sh), contiguous like ulysses. torch-cp-ring and torch-cp-flex are
+torch 2's own context parallelism (torch_context_parallel.py: context_parallel with SDPA's ring
+attention; torch_flex_context_parallel.py: flex_attention with its CP block mask), imported only
+for those choices (they need torch 2 with torch.distributed.tensor.experimental._context_parallel,
+2.15 in scripts/torch2-env.sh; tests/judge/check_torch2_context_parallel.sh): torch shards the
+inputs itself (--load-balancer: head-tail, zigzag; ptrr, flex only; none, contiguous) and the
+dump states the positions torch's sharding gave each rank. torch-cp-ring refuses a case whose
+mask is more than causal attention, saying why.
 
 --wrong plants one bug a CP implementation can have; the judge must fail it:
   mask-from-local-positions  each rank finds documents in its own positions only, so every
@@ -25,6 +36,16 @@ see tests/judge/check_external.sh), contiguous like ulysses.
   zigzag-second-chunk-first  (ring) each rank takes its two zigzag chunks of the inputs in the
                              wrong order (chunk 2*cp-1-r first), while its token indices, masks
                              and ring bookkeeping say chunk r comes first
+  load-balance-off-in-ring   (torch-cp-ring) torch shards the buffers head-tail, but its ring
+                             attention runs with load balancing off (_cp_options), so it skips
+                             and masks key blocks as if the shards were contiguous
+  token-indices-unsharded-order
+                             (torch-cp-ring) the dump states contiguous shards instead of the
+                             positions torch's sharding gave the rank
+  block-mask-on-local-queries
+                             (torch-cp-flex) each rank builds its block mask on its local query
+                             indices (create_block_mask on the shard) instead of torch's CP
+                             block mask, which rewrites them to global positions
 """
 
 import argparse
@@ -40,10 +61,13 @@ import torch.multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+try:  # the package installed into this python (pip install ./python)
+    import cpparity_dump
+except ImportError:  # else the package's folder of this clone, so that run.py runs from it
+    sys.path.append(os.path.join(HERE, "..", "..", "python"))
+    import cpparity_dump
 
 import cp_common  # noqa: E402
-import cpparity_dump  # noqa: E402
 from model import CausalLM, Config, shifted_labels, summed_cross_entropy  # noqa: E402
 from ring import RingAttention  # noqa: E402
 from ulysses import UlyssesAttention  # noqa: E402
@@ -53,6 +77,13 @@ WRONG = ("mask-from-local-positions", "labels-shifted-in-shard", "gradients-not-
 RING_ONLY = ("lse-merge-max-only", "zigzag-second-chunk-first")
 DTYPES = ("f32", "bf16")
 LAYOUTS = {"ulysses": "contiguous", "ring": "zigzag", "deepspeed-ulysses": "contiguous"}
+# torch 2's own CP (modules imported only when chosen): {choice: (module, its --wrong names)}
+TORCH2 = {"torch-cp-ring": ("torch_context_parallel",
+                            ("load-balance-off-in-ring", "token-indices-unsharded-order")),
+          "torch-cp-flex": ("torch_flex_context_parallel",
+                            ("block-mask-on-local-queries",))}
+ROTATE_METHODS = ("allgather", "alltoall")
+LOAD_BALANCERS = ("head-tail", "ptrr", "none")
 KERNELS = {"ulysses": "eager-masked-softmax", "ring": "eager-ring-lse-merge",
            "deepspeed-ulysses": "deepspeed-ulysses"}  # + "-<DeepSpeed version>"
 
@@ -77,6 +108,10 @@ def run_rank(rank, args, port):
 
 
 def write_step_dump(rank, args):
+    if args.attention in TORCH2:
+        backend = importlib.import_module(TORCH2[args.attention][0])
+        backend.write_step_dump(rank, args, os.path.join(args.out, f"rank_{rank}.h5"))
+        return
     cp = args.cp
     export = cpparity_dump.read_export(args.export)
     config = Config(export.model)
@@ -130,21 +165,58 @@ def write_step_dump(rank, args):
         kernel=kernel)
 
 
+def has_torch_context_parallel():
+    """Whether this torch has the context-parallel package torch_*context_parallel.py use."""
+    try:
+        return importlib.util.find_spec(
+            "torch.distributed.tensor.experimental._context_parallel") is not None
+    except ImportError:  # torch.distributed.tensor itself is missing (torch 1.13)
+        return False
+
+
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("export", help="a `cpparity export` file")
     parser.add_argument("--cp", type=int, required=True, help="number of ranks (processes)")
-    parser.add_argument("--attention", choices=tuple(LAYOUTS), required=True,
+    parser.add_argument("--attention", choices=tuple(LAYOUTS) + tuple(TORCH2), required=True,
                         help="the context-parallel attention scheme")
     parser.add_argument("--out", required=True, help="directory for rank_<r>.h5 (created)")
     parser.add_argument("--dtype", choices=DTYPES, default="f32",
                         help="f32, or model.md's bf16 mixed precision (default f32)")
-    parser.add_argument("--wrong", choices=WRONG, help="plant a CP bug (see above)")
+    parser.add_argument("--rotate", choices=ROTATE_METHODS,
+                        help="torch-cp-ring: how torch's ring rotates key/value blocks "
+                             "(set_rotate_method; default allgather, torch's default)")
+    parser.add_argument("--load-balancer", choices=LOAD_BALANCERS,
+                        help="torch-cp-ring and torch-cp-flex: torch's load balancer before "
+                             "sharding (default head-tail; ptrr for torch-cp-flex only)")
+    parser.add_argument("--wrong", choices=WRONG + sum((names for _, names in TORCH2.values()),
+                                                      ()),
+                        help="plant a CP bug (see above)")
     args = parser.parse_args(argv)
     if args.cp < 1:
         parser.error(f"--cp {args.cp}: expected >= 1")
+    if args.attention in TORCH2:
+        module, own_wrong = TORCH2[args.attention]
+        if args.wrong is not None and args.wrong not in own_wrong:
+            parser.error(f"--wrong {args.wrong} is not a bug of {args.attention}: it takes "
+                         f"{', '.join(own_wrong)}")
+        if args.rotate is not None and args.attention != "torch-cp-ring":
+            parser.error("--rotate is an option of --attention torch-cp-ring")
+        if args.load_balancer == "ptrr" and args.attention != "torch-cp-flex":
+            parser.error("--load-balancer ptrr needs a block mask: --attention torch-cp-flex")
+        args.rotate = args.rotate or "allgather"
+        args.load_balancer = args.load_balancer or "head-tail"
+        if not has_torch_context_parallel():
+            parser.error(f"--attention {args.attention} needs torch's context parallelism "
+                         f"(torch.distributed.tensor.experimental._context_parallel), which "
+                         f"torch {torch.__version__} lacks: use scripts/torch2-env.sh's python")
+        return args
+    if args.rotate is not None or args.load_balancer is not None:
+        parser.error("--rotate and --load-balancer are options of torch-cp-ring/torch-cp-flex")
+    if args.wrong is not None and args.wrong not in WRONG:
+        parser.error(f"--wrong {args.wrong} is a bug of torch-cp-ring or torch-cp-flex")
     if args.wrong in RING_ONLY and args.attention != "ring":
         parser.error(f"--wrong {args.wrong} is a bug of ring attention: use --attention ring")
     if args.attention == "deepspeed-ulysses" and importlib.util.find_spec("deepspeed") is None:
@@ -158,6 +230,13 @@ def main(argv):
     os.makedirs(args.out, exist_ok=True)
     if args.attention == "deepspeed-ulysses":
         import deepspeed_ulysses  # noqa: F401  imported once here; the forked ranks inherit it
+    if args.attention in TORCH2:
+        backend = importlib.import_module(TORCH2[args.attention][0])  # likewise
+        if args.attention == "torch-cp-ring":
+            export = cpparity_dump.read_export(args.export)
+            reason = backend.unsupported_reason(export)
+            if reason is not None:
+                sys.exit(f"run.py: torch-cp-ring does not claim case {export.case}: {reason}")
     # fork, not spawn: a spawned rank starts a new interpreter and imports torch (and DeepSpeed)
     # again, seconds each; nothing here has started a thread or touched torch's thread pools yet
     mp.start_processes(run_rank, args=(args, free_port()), nprocs=args.cp, join=True,
