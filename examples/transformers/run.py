@@ -1,0 +1,97 @@
+"""Run transformers' own causal LM (hf_model.py) on a `cpparity export`, one dump per rank.
+
+    run.py EXPORT.h5 --out DIR [--backend transformers] [--cp 1] [--model llama|ministral|llama4]
+           [--dtype f32|bf16] [--attn sdpa|eager] [--wrong NAME]
+
+--backend transformers: cp 1, one process, the whole batch through transformers' forward and
+backward; DIR/rank_0.h5 holds the logits of every position, transformers' loss and every
+parameter's gradient under the export's names (framework "transformers", kernel e.g.
+"LlamaForCausalLM-sdpa"). --model defaults to the class that expresses the case's layer types
+(hf_model.model_for_case). A case the class cannot express (hf_model.unsupported_reason) is
+refused with exit 3 and the reason on stderr.
+
+(--backend hf-deepspeed-sp, DeepSpeed's Ulysses for HF models, is not written yet.)
+
+--wrong plants a bug the judge must fail:
+  labels-shifted-twice  the export's (already shifted) labels passed as labels= instead of
+                        shift_labels=, so transformers shifts them once more
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+try:  # the package installed into this python (pip install ./python)
+    import cpparity_dump
+except ImportError:  # else the package's folder of this clone
+    sys.path.append(os.path.join(HERE, "..", "..", "python"))
+    import cpparity_dump
+
+import hf_model  # noqa: E402
+
+UNSUPPORTED_EXIT = 3
+WRONG = ("labels-shifted-twice",)
+
+
+def parse_arguments(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 2)[2])
+    parser.add_argument("export", help="a `cpparity export` file")
+    parser.add_argument("--out", required=True, help="directory for rank_<r>.h5 (created)")
+    parser.add_argument("--backend", choices=("transformers",), default="transformers")
+    parser.add_argument("--cp", type=int, default=1, help="number of ranks (1 for transformers)")
+    parser.add_argument("--model", choices=tuple(hf_model.MODEL_CLASSES),
+                        help="the transformers class (default: the one the case needs)")
+    parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
+    parser.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa",
+                        help="transformers' attn_implementation (default sdpa)")
+    parser.add_argument("--wrong", choices=WRONG, help="plant a bug (see above)")
+    args = parser.parse_args(argv)
+    if args.backend == "transformers" and args.cp != 1:
+        parser.error("--backend transformers runs at --cp 1 only")
+    return args
+
+
+def main(argv=None):
+    args = parse_arguments(argv)
+    torch.set_num_threads(1)
+    export = cpparity_dump.read_export(args.export)
+    model_key = args.model or hf_model.model_for_case(export)
+    reason = hf_model.unsupported_reason(export, model_key)
+    if reason:
+        print(f"not supported by {hf_model.MODEL_CLASSES[model_key]}: {reason}", file=sys.stderr)
+        return UNSUPPORTED_EXIT
+    model = hf_model.build_model(export, model_key, args.attn)
+    inputs = hf_model.model_inputs(export)
+    if args.wrong == "labels-shifted-twice":
+        inputs["labels"] = inputs.pop("shift_labels")
+        loss, logits = _forward_backward_with_labels(model, inputs, args.dtype)
+    else:
+        loss, logits = hf_model.forward_backward(model, inputs, args.dtype)
+    os.makedirs(args.out, exist_ok=True)
+    cpparity_dump.write_rank_dump(
+        os.path.join(args.out, "rank_0.h5"), export=export, rank=0, cp=1,
+        token_indices=export.token_indices("contiguous", 1, 0), loss=loss, logits=logits,
+        gradients=hf_model.export_gradients(model, export), framework="transformers",
+        framework_version=hf_model.VERSION, dtype=args.dtype,
+        kernel=hf_model.kernel_name(model, args.attn))
+    return 0
+
+
+def _forward_backward_with_labels(model, inputs, dtype):
+    """The planted bug: the shifted labels given as labels=, transformers shifts them again."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        output = model(input_ids=inputs["input_ids"], position_ids=inputs["position_ids"],
+                       attention_mask=inputs["attention_mask"], labels=inputs["labels"],
+                       use_cache=False)
+    output.loss.backward()
+    return output.loss.detach().float(), output.logits.detach().float()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
