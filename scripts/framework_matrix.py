@@ -186,10 +186,9 @@ def collect(arguments):
         padded = entry.get("padded_seq_len", 0)
         if padded > features["seq_len"] or (padded == 0 and features["seq_len"] % entry["cp"]):
             entry["features"].append("autopad")
-    for entry in entries:
-        for key in ("ratio",):
-            if key in entry and math.isinf(entry[key]):
-                entry[key] = "inf"
+    for entry in entries:  # JSON has no infinity: a non-finite tensor's ratio is written "inf"
+        if math.isinf(entry.get("ratio", 0.0)):
+            entry["ratio"] = "inf"
     matrix = {"format": MATRIX_FORMAT, "format_version": MATRIX_FORMAT_VERSION,
               "notes": read_notes(arguments.notes),
               "entries": sorted(entries, key=lambda e: (e["backend"], e["case"], e["dtype"],

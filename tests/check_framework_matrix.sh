@@ -24,11 +24,8 @@ matrix check "$source_dir/docs/frameworks.json" "$source_dir/docs/frameworks.md"
     > "$work/check.out" 2>&1 || fail "docs/frameworks.md is not the rendering of its JSON"
 cat "$work/check.out"
 
-if ! gloo_works; then
-    echo "SKIP: torch with a gloo process group is not available to $python:"
-    tail -3 "$work/probe.out"
-    exit 77
-fi
+gloo_works ||
+    skip "torch with a gloo process group is not available to $python:" "$work/probe.out"
 export CPPARITY_MATRIX_RESULTS=$work/results
 export_case full-no-padding
 run "$work/run" --attention ulysses --cp 2

@@ -33,14 +33,8 @@ source_dir=$2
 work=$(mktemp -d /tmp/cpparity-ds-autosp-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, judge, keep_result, ...
-skip() { # REASON [LOG]: exit 77 with the reason and the log's last lines
-    echo "SKIP: $1"
-    [ $# -gt 1 ] && tail -8 "$2"
-    exit 77
-}
 
-python=$("$source_dir/scripts/torch2-env.sh" 2> "$work/env.out") ||
-    skip "the PyTorch 2 environment (scripts/torch2-env.sh) cannot be made:" "$work/env.out"
+torch2_python
 if ! gloo_works "import os
 os.environ.setdefault('DS_ACCELERATOR', 'cpu')
 import deepspeed

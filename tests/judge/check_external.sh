@@ -35,16 +35,10 @@ base_python=${4:-/usr/bin/python3}
 work=$(mktemp -d /tmp/cpparity-external-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, run, judge, keep_result
-skip() { # REASON [LOG]: exit 77 with the reason and the log's last lines
-    echo "SKIP: $1"
-    [ $# -gt 1 ] && tail -8 "$2"
-    exit 77
-}
 
 if [ "$venv" = --torch2 ]; then
     # the pinned PyTorch 2 environment: DeepSpeed's version is whatever its pins say
-    python=$("$source_dir/scripts/torch2-env.sh" 2> "$work/env.out") ||
-        skip "the PyTorch 2 environment (scripts/torch2-env.sh) cannot be made:" "$work/env.out"
+    torch2_python
     deepspeed_version=$(grep -o '^deepspeed==[^ ]*' "$source_dir/scripts/torch2-constraints.txt" |
         cut -d= -f3)
 else

@@ -29,25 +29,17 @@
 #     bug at cp 2: block masks made on local query indices (FAIL logits rank 1).
 # Every judged run's results file is kept (keep_result torch-cp-ring / torch-cp-flex) when
 # $CPPARITY_MATRIX_RESULTS is set. 35 runs of 1 to 4 ranks (each about 3 s, most of it imports)
-# and 40 exports; 2 to 2.5 minutes alone on two cores. Exit 0 when all of that holds, 1 at the first surprise, 77 (skip) when the PyTorch
-# 2 environment cannot be made or torch's CP or a gloo process group is unavailable in it.
+# and 40 exports; 2 to 2.5 minutes alone on two cores. Exit 0 when all of that holds, 1 at the
+# first surprise, 77 (skip) when the PyTorch 2 environment cannot be made or torch's CP or a
+# gloo process group is unavailable in it.
 set -u
 cpparity=$1
 source_dir=$2
 work=$(mktemp -d /tmp/cpparity-torch2-cp-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, run, judge, keep_result
-skip() { # REASON [LOG]: exit 77 with the reason and the log's last lines
-    echo "SKIP: $1"
-    [ $# -gt 1 ] && tail -8 "$2"
-    exit 77
-}
+source "$source_dir/tests/judge/example_steps.sh" # fail, skip, torch2_python, export_case, run, judge, ...
 
-python=$("$source_dir/scripts/torch2-env.sh" 2> "$work/env.out")
-code=$?
-[ $code = 77 ] &&
-    skip "the PyTorch 2 environment (scripts/torch2-env.sh) cannot be made:" "$work/env.out"
-[ $code = 0 ] || fail "scripts/torch2-env.sh: exit $code"
+torch2_python
 if ! gloo_works "from torch.distributed.tensor.experimental import context_parallel
 from torch.distributed.tensor.experimental._context_parallel import _attention
 from torch.nn.attention.flex_attention import flex_attention"; then

@@ -23,11 +23,8 @@ work=$(mktemp -d /tmp/cpparity-torch-cp-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, run, judge
 
-if ! gloo_works; then
-    echo "SKIP: torch with a gloo process group is not available to $python:"
-    tail -3 "$work/probe.out"
-    exit 77
-fi
+gloo_works ||
+    skip "torch with a gloo process group is not available to $python:" "$work/probe.out"
 
 
 for case in packed-documents-spanning-ranks-with-length-1 llama4-style-chunked-full \

@@ -28,17 +28,9 @@ source_dir=$2
 work=$(mktemp -d /tmp/cpparity-transformers-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, judge, keep_result, ...
-python=$("$source_dir/scripts/torch2-env.sh" 2> "$work/env.out")
-if [ $? = 77 ] || [ -z "$python" ]; then
-    echo "SKIP: the PyTorch 2 environment (scripts/torch2-env.sh) cannot be made:"
-    cat "$work/env.out"
-    exit 77
-fi
-if ! "$python" -c "import transformers" > "$work/import.out" 2>&1; then
-    echo "SKIP: transformers cannot be imported by $python:"
-    tail -5 "$work/import.out"
-    exit 77
-fi
+torch2_python
+"$python" -c "import transformers" > "$work/import.out" 2>&1 ||
+    skip "transformers cannot be imported by $python:" "$work/import.out"
 version=$("$python" -c "import transformers; print(transformers.__version__)")
 backend=transformers
 

@@ -9,6 +9,10 @@
 #   run OUT_DIR RUN_ARGS...               run.py on that export, one dump per rank in OUT_DIR
 #   judge EXPECTED_EXIT DUMP_DIR ARGS...  cpparity judge of OUT_DIR's dumps, output in
 #                                         $work/judge.out; fail unless it exits EXPECTED_EXIT
+#   skip REASON [LOG]                     print SKIP: REASON and the log's last lines, exit 77
+#   torch2_python                         set $python to the pinned PyTorch 2 environment's
+#                                         (scripts/torch2-env.sh, made on first use); skip with
+#                                         its reason when it cannot be made (its exit 77)
 #   keep_result BACKEND LABEL             when $CPPARITY_MATRIX_RESULTS is set, keep the last
 #                                         judge's results file there as BACKEND/LABEL.h5: the
 #                                         input of docs/frameworks.md (scripts/framework_matrix.py)
@@ -56,6 +60,18 @@ value = torch.ones(1)
 dist.all_reduce(value)
 dist.destroy_process_group()
 EOF
+}
+skip() {
+    echo "SKIP: $1"
+    [ $# -gt 1 ] && tail -8 "$2"
+    exit 77
+}
+torch2_python() {
+    python=$("$source_dir/scripts/torch2-env.sh" 2> "$work/env.out")
+    local code=$?
+    [ $code = 77 ] &&
+        skip "the PyTorch 2 environment (scripts/torch2-env.sh) cannot be made:" "$work/env.out"
+    [ $code = 0 ] || fail "scripts/torch2-env.sh: exit $code"
 }
 keep_result() {
     [ -n "${CPPARITY_MATRIX_RESULTS:-}" ] || return 0
