@@ -271,21 +271,22 @@ def render(matrix):
         lines += [f"## {backend}", ""]
         if backend in matrix["notes"]:
             lines += [matrix["notes"][backend], ""]
-        lines += ["| case | dtype | cp | layout | verdict | worst tensor (rank) | error | limit |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["| case | dtype | cp | layout | kernel | verdict | worst tensor (rank) | error "
+                  "| limit |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for entry in group:
             if entry["outcome"] == "not supported":
-                lines.append(f"| {entry['case']} | {entry['dtype']} | {entry['cp']} | – | "
+                lines.append(f"| {entry['case']} | {entry['dtype']} | {entry['cp']} | – | – | "
                              f"not supported: {entry['reason']} | | | |")
                 continue
             verdict = entry["outcome"] if entry["outcome"] == "PASS" else f"**{entry['outcome']}**"
+            first = (f"| {entry['case']} | {entry['dtype']} | {entry['cp']} | {entry['layout']} "
+                     f"| {entry['kernel']} |")
             if "tensor" in entry:
-                lines.append(f"| {entry['case']} | {entry['dtype']} | {entry['cp']} | "
-                             f"{entry['layout']} | {verdict} | {entry['tensor']} "
-                             f"({entry['rank']}) | {entry['error']:.3g} | {entry['limit']:.3g} |")
+                lines.append(f"{first} {verdict} | {entry['tensor']} ({entry['rank']}) | "
+                             f"{entry['error']:.3g} | {entry['limit']:.3g} |")
             else:
-                lines.append(f"| {entry['case']} | {entry['dtype']} | {entry['cp']} | "
-                             f"{entry['layout']} | {verdict}: {entry.get('message', '')} | | | |")
+                lines.append(f"{first} {verdict}: {entry.get('message', '')} | | | |")
         lines.append("")
     return "\n".join(lines)
 

@@ -8,6 +8,9 @@
     loss, logits = hf_model.forward_backward(model, inputs, dtype="f32")
     gradients = hf_model.export_gradients(model, export)   # {export name: gradient}
 
+deepspeed_sp.py runs these models under DeepSpeed's Ulysses sequence parallelism (run.py
+--backend hf-deepspeed-sp).
+
 Model classes (MODEL_CLASSES): "llama" LlamaForCausalLM (every layer full_attention), "ministral"
 MinistralForCausalLM (full and sliding_attention layers: layer_types with sliding_window, exactly
 W keys as docs/masks.md), "llama4" Llama4ForCausalLM, the text-only Llama 4 (full and
@@ -241,12 +244,13 @@ def forward_backward(model, inputs, dtype="f32"):
     return output.loss.detach().float(), output.logits.detach().float()
 
 
-def export_gradients(model, export):
-    """Every parameter's gradient under the export's names, Llama 4's q/k rows permuted back."""
+def export_gradients(model, export, gradient_of=lambda parameter: parameter.grad):
+    """Every parameter's gradient under the export's names, Llama 4's q/k rows permuted back.
+    `gradient_of(parameter)` reads one (default its .grad; DeepSpeed's ZeRO needs its own)."""
     parameters = dict(model.named_parameters())
     gradients = {}
     for name, (target, permutation) in _parameter_map(export, model.hf_model_key).items():
-        gradient = parameters[target].grad
+        gradient = gradient_of(parameters[target])
         if permutation is not None:
             restored = torch.empty_like(gradient)
             restored[torch.as_tensor(permutation)] = gradient

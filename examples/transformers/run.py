@@ -1,20 +1,32 @@
 """Run transformers' own causal LM (hf_model.py) on a `cpparity export`, one dump per rank.
 
-    run.py EXPORT.h5 --out DIR [--backend transformers] [--cp 1] [--model llama|ministral|llama4]
-           [--dtype f32|bf16] [--attn sdpa|eager] [--wrong NAME]
+    run.py EXPORT.h5 --out DIR [--backend transformers|hf-deepspeed-sp] [--cp N]
+           [--model llama|ministral|llama4] [--dtype f32|bf16] [--attn sdpa|eager]
+           [--zero-stage 0|1|2|3] [--loss trainer|alst-example] [--wrong NAME]
 
---backend transformers: cp 1, one process, the whole batch through transformers' forward and
-backward; DIR/rank_0.h5 holds the logits of every position, transformers' loss and every
-parameter's gradient under the export's names (framework "transformers", kernel e.g.
-"LlamaForCausalLM-sdpa"). --model defaults to the class that expresses the case's layer types
-(hf_model.model_for_case). A case the class cannot express (hf_model.unsupported_reason) is
-refused with exit 3 and the reason on stderr.
+--backend transformers (the default): cp 1, one process, the whole batch through transformers'
+forward and backward; DIR/rank_0.h5 holds the logits of every position, transformers' loss and
+every parameter's gradient under the export's names (framework "transformers", kernel e.g.
+"LlamaForCausalLM-sdpa").
 
-(--backend hf-deepspeed-sp, DeepSpeed's Ulysses for HF models, is not written yet.)
+--backend hf-deepspeed-sp: the same model under DeepSpeed's Ulysses sequence parallelism for
+HF models (UlyssesSPAttentionHF), set up by accelerate's ParallelismConfig(sp_backend=
+"deepspeed", sp_size=cp) on cp gloo CPU processes, attention sdpa (deepspeed_sp.py says what is
+judged); DIR/rank_<r>.h5 holds rank r's contiguous shard of the logits. --zero-stage picks
+DeepSpeed's ZeRO stage (default 0). --loss picks how the ranks' losses are combined: trainer
+(default; transformers' deepspeed_sp_compute_loss, what its Trainer does) or alst-example (the
+all-gather aggregation of accelerate's own ALST test script).
+
+--model defaults to the class that expresses the case's layer types (hf_model.model_for_case).
+A case the class cannot express (hf_model.unsupported_reason), or one DeepSpeed refuses, is not
+run: exit 3 and the reason on stderr.
 
 --wrong plants a bug the judge must fail:
-  labels-shifted-twice  the export's (already shifted) labels passed as labels= instead of
-                        shift_labels=, so transformers shifts them once more
+  labels-shifted-twice            (transformers) the export's already shifted labels passed as
+                                  labels= instead of shift_labels=, so transformers shifts
+                                  them once more
+  position-ids-restart-per-shard  (hf-deepspeed-sp) each rank's position_ids restart at 0 in
+                                  its shard: every rank but 0 rotates q and k by wrong positions
 """
 
 import argparse
@@ -34,7 +46,9 @@ except ImportError:  # else the package's folder of this clone
 import hf_model  # noqa: E402
 
 UNSUPPORTED_EXIT = 3
-WRONG = ("labels-shifted-twice",)
+BACKEND_WRONG = {"transformers": ("labels-shifted-twice",),
+                 "hf-deepspeed-sp": ("position-ids-restart-per-shard",)}
+WRONG = tuple(name for names in BACKEND_WRONG.values() for name in names)
 
 
 def parse_arguments(argv):
@@ -43,8 +57,12 @@ def parse_arguments(argv):
                                      epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("export", help="a `cpparity export` file")
     parser.add_argument("--out", required=True, help="directory for rank_<r>.h5 (created)")
-    parser.add_argument("--backend", choices=("transformers",), default="transformers")
+    parser.add_argument("--backend", choices=tuple(BACKEND_WRONG), default="transformers")
     parser.add_argument("--cp", type=int, default=1, help="number of ranks (1 for transformers)")
+    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), default=0,
+                        help="DeepSpeed's ZeRO stage (hf-deepspeed-sp; default 0)")
+    parser.add_argument("--loss", choices=("trainer", "alst-example"), default="trainer",
+                        help="how the SP ranks' losses are combined (hf-deepspeed-sp)")
     parser.add_argument("--model", choices=tuple(hf_model.MODEL_CLASSES),
                         help="the transformers class (default: the one the case needs)")
     parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
@@ -54,6 +72,16 @@ def parse_arguments(argv):
     args = parser.parse_args(argv)
     if args.backend == "transformers" and args.cp != 1:
         parser.error("--backend transformers runs at --cp 1 only")
+    if args.cp < 1:
+        parser.error(f"--cp {args.cp}: expected >= 1")
+    if args.wrong and args.wrong not in BACKEND_WRONG[args.backend]:
+        parser.error(f"--wrong {args.wrong} is a bug of --backend "
+                     f"{next(b for b, names in BACKEND_WRONG.items() if args.wrong in names)}")
+    if args.backend == "transformers" and (args.zero_stage or args.loss != "trainer"):
+        parser.error("--zero-stage and --loss are options of --backend hf-deepspeed-sp")
+    if args.backend == "hf-deepspeed-sp" and args.attn != "sdpa":
+        parser.error("--backend hf-deepspeed-sp runs sdpa only (DeepSpeed refuses eager: it "
+                     "needs the 4-D mask the wrapper discards)")
     return args
 
 
@@ -66,6 +94,11 @@ def main(argv=None):
     if reason:
         print(f"not supported by {hf_model.MODEL_CLASSES[model_key]}: {reason}", file=sys.stderr)
         return UNSUPPORTED_EXIT
+    if args.backend == "hf-deepspeed-sp":
+        import deepspeed_sp
+        return deepspeed_sp.run(args.export, args.out, cp=args.cp, model_key=model_key,
+                                dtype=args.dtype, zero_stage=args.zero_stage, loss=args.loss,
+                                wrong=args.wrong)
     model = hf_model.build_model(export, model_key, args.attn)
     inputs = hf_model.model_inputs(export)
     if args.wrong == "labels-shifted-twice":

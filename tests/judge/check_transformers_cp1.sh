@@ -18,7 +18,7 @@
 # planted bug (--wrong labels-shifted-twice: the already shifted labels given as labels=, so
 # transformers shifts them again): exit 1, FAIL loss rank 0.
 # cp 2 and 4 do not apply: this backend is transformers without any context parallelism
-# (DeepSpeed's sequence parallelism of transformers' models, hf-deepspeed-sp, is not built yet).
+# (DeepSpeed's sequence parallelism of transformers' models: check_hf_deepspeed_sp.sh).
 # Cost: about 32 runs of a few seconds each, 2.5 to 3 minutes on 2 cores.
 # Exit 0 when all of that holds, 1 at the first surprise, 77 (skip) when the PyTorch 2
 # environment cannot be made or transformers cannot be imported in it.
