@@ -58,10 +58,10 @@ rank but 0 are wrong.
 
 import os
 import socket
+import sys
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
@@ -73,7 +73,7 @@ UNSUPPORTED = 3
 LOSSES = ("trainer", "alst-example")
 ZERO_STAGES = (0, 1, 2, 3)
 WRONG = ("position-ids-restart-per-shard",)
-IGNORED_LABEL = -100
+IGNORED_LABEL = cpparity_dump.IGNORED_LABEL
 SHARED_MEMORY_OP = "deepspeed_shm_comm"  # DeepSpeed's CPU shared-memory all-reduce, not built
 POSITION_IDS_REFUSAL = "Ulysses SP requires position_ids in every forward() call"
 
@@ -92,25 +92,22 @@ def unshifted_labels(labels):
     if (labels[:, -1] != IGNORED_LABEL).any():
         raise ValueError("the export's last label of a row is not ignored: the adapter's shift "
                          "would lose it")
-    unshifted = np.full_like(labels, IGNORED_LABEL)
+    unshifted = torch.full_like(labels, IGNORED_LABEL)
     unshifted[:, 1:] = labels[:, :-1]
     return unshifted
 
 
 def dataloader_rows(export, padded_len):
-    """The batch as a user's dataset gives it: one dict of [S] tensors per row."""
-    arrays = export.pad_inputs(padded_len)
-    labels = unshifted_labels(arrays["labels"])
-    padded = bool((export.inputs["attention_mask"] == 0).any())
-    rows = []
-    for row in range(labels.shape[0]):
-        item = {"input_ids": arrays["input_ids"][row], "position_ids": arrays["position_ids"][row],
-                "labels": labels[row]}
-        if padded:  # transformers' padding mask; without padding none (packing from positions)
-            item["attention_mask"] = arrays["attention_mask"][row]
-        rows.append({name: torch.as_tensor(value, dtype=torch.int64)
-                     for name, value in item.items()})
-    return rows
+    """The batch as a user's dataset gives it: one dict of [S] tensors per row, from
+    hf_model.model_inputs (the 2-D attention_mask only when some token is padding), with the
+    labels unshifted."""
+    inputs = hf_model.model_inputs(export, padded_len)
+    batch = {"input_ids": inputs["input_ids"], "position_ids": inputs["position_ids"],
+             "labels": unshifted_labels(inputs["shift_labels"])}
+    if inputs["attention_mask"] is not None:
+        batch["attention_mask"] = inputs["attention_mask"]
+    return [{name: value[row] for name, value in batch.items()}
+            for row in range(batch["input_ids"].shape[0])]
 
 
 def alst_example_loss(model, outputs, shift_labels, cp):
@@ -222,7 +219,6 @@ def free_port():
 
 def run(export_path, out_dir, *, cp, model_key, dtype, zero_stage, loss, wrong):
     """Run the cp ranks; 0, or UNSUPPORTED with the reason on stderr (no dump written)."""
-    import sys
     options = {"export": export_path, "out": out_dir, "cp": cp, "model_key": model_key,
                "dtype": dtype, "zero_stage": zero_stage, "loss": loss, "wrong": wrong,
                "versions": versions()}
@@ -237,7 +233,7 @@ def run(export_path, out_dir, *, cp, model_key, dtype, zero_stage, loss, wrong):
         with open(refused) as reason:
             print(f"not supported by DeepSpeed's Ulysses SP: {reason.read().strip()}",
                   file=sys.stderr)
-        for rank in range(cp):  # a rank that got further wrote nothing; be sure
+        for rank in range(cp):  # no dump of an earlier run in out_dir may pass for this one's
             dump = os.path.join(out_dir, f"rank_{rank}.h5")
             if os.path.exists(dump):
                 os.remove(dump)

@@ -43,11 +43,12 @@ except ImportError:  # else the package's folder of this clone
     sys.path.append(os.path.join(HERE, "..", "..", "python"))
     import cpparity_dump
 
+import deepspeed_sp  # noqa: E402  (imports DeepSpeed only when it runs)
 import hf_model  # noqa: E402
 
-UNSUPPORTED_EXIT = 3
+UNSUPPORTED_EXIT = deepspeed_sp.UNSUPPORTED  # one exit code for both backends
 BACKEND_WRONG = {"transformers": ("labels-shifted-twice",),
-                 "hf-deepspeed-sp": ("position-ids-restart-per-shard",)}
+                 "hf-deepspeed-sp": deepspeed_sp.WRONG}
 WRONG = tuple(name for names in BACKEND_WRONG.values() for name in names)
 
 
@@ -59,9 +60,9 @@ def parse_arguments(argv):
     parser.add_argument("--out", required=True, help="directory for rank_<r>.h5 (created)")
     parser.add_argument("--backend", choices=tuple(BACKEND_WRONG), default="transformers")
     parser.add_argument("--cp", type=int, default=1, help="number of ranks (1 for transformers)")
-    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), default=0,
+    parser.add_argument("--zero-stage", type=int, choices=deepspeed_sp.ZERO_STAGES, default=0,
                         help="DeepSpeed's ZeRO stage (hf-deepspeed-sp; default 0)")
-    parser.add_argument("--loss", choices=("trainer", "alst-example"), default="trainer",
+    parser.add_argument("--loss", choices=deepspeed_sp.LOSSES, default="trainer",
                         help="how the SP ranks' losses are combined (hf-deepspeed-sp)")
     parser.add_argument("--model", choices=tuple(hf_model.MODEL_CLASSES),
                         help="the transformers class (default: the one the case needs)")
@@ -95,7 +96,6 @@ def main(argv=None):
         print(f"not supported by {hf_model.MODEL_CLASSES[model_key]}: {reason}", file=sys.stderr)
         return UNSUPPORTED_EXIT
     if args.backend == "hf-deepspeed-sp":
-        import deepspeed_sp
         return deepspeed_sp.run(args.export, args.out, cp=args.cp, model_key=model_key,
                                 dtype=args.dtype, zero_stage=args.zero_stage, loss=args.loss,
                                 wrong=args.wrong)
