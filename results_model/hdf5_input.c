@@ -76,6 +76,12 @@ bool hdf5_input_exists(const hdf5_input *input, const char *object, const char *
     return path_exists(input, object) && path_exists(input, path);
 }
 
+bool hdf5_input_has_attribute(const hdf5_input *input, const char *object, const char *name) {
+    hdf5_guard_at(object, name);
+    return path_exists(input, object) &&
+           H5Aexists_by_name(input->file, object, name, H5P_DEFAULT) > 0;
+}
+
 /* Opens attribute name of object, or records why not. */
 static hid_t open_attribute(const hdf5_input *input, const char *object, const char *name,
                             cpparity_error *error) {

@@ -38,6 +38,8 @@ void hdf5_input_close(hdf5_input *input);
 /* Whether object (a group path such as "/" or "/gradients") has a link called name. */
 bool hdf5_input_exists(const hdf5_input *input, const char *object, const char *name);
 
+/* Whether object (a group or dataset path) exists and has an attribute called name. */
+bool hdf5_input_has_attribute(const hdf5_input *input, const char *object, const char *name);
 /* A scalar string attribute of object, fixed- or variable-length, into text (at most size − 1
  * bytes; a longer one is refused). */
 cpparity_status hdf5_input_string(const hdf5_input *input, const char *object, const char *name,

@@ -17,6 +17,7 @@
 #include "common/interrupt.h"
 #include "common/model_parameters.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/judge_kernel.h"
 #include "harness/cli/run_arguments.h"
 #include "harness/judging/discrimination.h"
 #include "harness/judging/judge_item.h"
@@ -25,6 +26,7 @@
 #include "harness/running/memory_estimate.h"
 #include "harness/running/run.h"
 #include "harness/running/run_outputs.h"
+#include "harness/storage/attention_export_reader.h"
 #include "harness/storage/export_reader.h"
 #include "harness/suite/case_file.h"
 #include "harness/version.h"
@@ -269,6 +271,28 @@ static double tightest_limit(const run_results *results) {
     return tightest;
 }
 
+/* An attention-level export: its one kernel dump judged (judge_kernel.h), after refusing the
+ * options that belong to rank dumps. */
+static int judge_kernel_dump(const judge_options *options, const attention_export_reading *reading,
+                             const char *const *paths, int argc, char **argv) {
+    const char *refused = options->dump_count != 1      ? "one KERNEL_DUMP.h5 (not several dumps)"
+                          : options->baseline_count > 0 ? "no --baseline (it is for rank dumps)"
+                          : options->reference_cache != NULL
+                              ? "no --reference-cache (each layer's float64 attention is "
+                                "computed as `run` computes it)"
+                              : NULL;
+    if (refused != NULL) {
+        fprintf(stderr, "cpparity judge: %s is an attention-level export: it takes %s\n",
+                options->export_path, refused);
+        return 2;
+    }
+    reference_set_threads(options->threads > 0 ? options->threads
+                                               : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    const judge_kernel_request request = {
+        options->export_path, reading, options->dumps[0], paths, options->store, argc, argv};
+    return judge_kernel(&request);
+}
+
 static int judge(const judge_options *options, int argc, char **argv) {
     cpparity_error error;
     cpparity_error_clear(&error);
@@ -288,8 +312,18 @@ static int judge(const judge_options *options, int argc, char **argv) {
     run_results results = {0};
     baseline_table baselines = {0};
     cpparity_status status = run_outputs_claim(paths, claims, &error);
-    if (status == CPPARITY_OK) {
+    attention_export_reading attention = {0};
+    if (status == CPPARITY_OK) { /* an attention-level export is judged with a kernel dump */
         interrupt_set_activity("reading the export %s", options->export_path);
+        status = attention_export_read(options->export_path, &attention, &error);
+    }
+    if (status == CPPARITY_OK && attention.is_attention_export) {
+        const int code = judge_kernel_dump(options, &attention, paths, argc, argv);
+        attention_export_reading_free(&attention);
+        run_outputs_release(claims);
+        return code;
+    }
+    if (status == CPPARITY_OK) {
         status = load_case(options->export_path, &loaded, &error);
     } else {
         memset(&loaded, 0, sizeof loaded);

@@ -162,7 +162,40 @@ static void draw(float *values, double *wide, int64_t count, uint64_t seed, cons
     const uint64_t stream = fixture_stream(name);
     for (int64_t i = 0; i < count; i++) {
         values[i] = (float)(amplitude * fixture_uniform(seed, stream, i));
-        wide[i] = values[i];
+        if (wide != NULL) {
+            wide[i] = values[i];
+        }
+    }
+}
+
+/* Layer `layer`'s q, k, v and dout from seed (and their float64 copies when wide_* are given). */
+static void draw_layer(const cpparity_case *c, uint64_t seed, int64_t layer, float *q, float *k,
+                       float *v, float *dout, double *wide_q, double *wide_k, double *wide_v,
+                       double *wide_dout) {
+    const cpparity_model_config *m = &c->model;
+    const int64_t query = c->batch_size * c->seq_len * m->num_attention_heads * m->head_dim;
+    const int64_t key = c->batch_size * c->seq_len * m->num_key_value_heads * m->head_dim;
+    const uint64_t layer_seed = seed + (uint64_t)layer * 0x9e3779b97f4a7c15u;
+    draw(q, wide_q, query, layer_seed, "q", 2.0);
+    draw(k, wide_k, key, layer_seed, "k", 2.0);
+    draw(v, wide_v, key, layer_seed, "v", 1.0);
+    draw(dout, wide_dout, query, layer_seed, "dout", 1.0);
+}
+
+void attention_item_draw_inputs(const cpparity_case *c, uint64_t seed, int64_t layer, float *q,
+                                float *k, float *v, float *dout) {
+    draw_layer(c, seed, layer, q, k, v, dout, NULL, NULL, NULL, NULL);
+}
+
+float attention_item_scale(const cpparity_case *c) {
+    return (float)(1.0 / sqrt((double)c->model.head_dim));
+}
+
+/* Tells the observer, if any, which calls come next. */
+static void observe(const attention_item_observer *observer, int64_t layer,
+                    attention_call_phase phase) {
+    if (observer != NULL && observer->phase != NULL) {
+        observer->phase(observer->context, layer, phase);
     }
 }
 
@@ -453,7 +486,8 @@ static bool check_concurrent(const cpparity_attention_kernel *kernel,
 static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t layer,
                                  uint64_t seed, const cpparity_attention_kernel *kernel,
                                  const cpparity_batch *batch, const mask_storage *storage,
-                                 attention_buffers *b, bool concurrent, layer_checks *checks,
+                                 attention_buffers *b, bool concurrent,
+                                 const attention_item_observer *observer, layer_checks *checks,
                                  char *unsupported, size_t unsupported_size,
                                  cpparity_error *error) {
     const cpparity_model_config *m = &c->model;
@@ -463,17 +497,16 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
     const cpparity_attention_layer attention_layer = cpparity_model_layer(m, layer);
     const cpparity_mask_description mask = mask_storage_describe(storage, attention_layer);
     const cpparity_attention_dims dims = {B, S, H, Hkv, Dh};
+    observe(observer, layer, ATTENTION_CALL_SUPPORTS);
     if (!kernel_supports_call(kernel, &mask, &dims, unsupported, unsupported_size)) {
         return CPPARITY_OK; /* the caller reports the item NOT RUN */
     }
     unsupported[0] = '\0';
-    const uint64_t layer_seed = seed + (uint64_t)layer * 0x9e3779b97f4a7c15u;
-    draw(b->q, b->wide_q, query, layer_seed, "q", 2.0);
-    draw(b->k, b->wide_k, key, layer_seed, "k", 2.0);
-    draw(b->v, b->wide_v, key, layer_seed, "v", 1.0);
-    draw(b->dout, b->wide_dout, query, layer_seed, "dout", 1.0);
-    const float scale = (float)(1.0 / sqrt((double)Dh));
+    draw_layer(c, seed, layer, b->q, b->k, b->v, b->dout, b->wide_q, b->wide_k, b->wide_v,
+               b->wide_dout);
+    const float scale = attention_item_scale(c);
     char message[512] = "";
+    observe(observer, layer, ATTENTION_CALL_OWN);
     if (kernel_call_forward(kernel, b->out, b->lse, b->q, b->k, b->v, &mask, &dims, scale, message,
                             sizeof message) != 0 ||
         kernel_call_backward(kernel, b->dq, b->dk, b->dv, b->dout, b->q, b->k, b->v, b->out, b->lse,
@@ -530,6 +563,7 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
     if (status != CPPARITY_OK) {
         return status;
     }
+    observe(observer, layer, ATTENTION_CALL_ALONE);
     if (kernel_call_backward(kernel, b->alone_dq, b->alone_dk, b->alone_dv, b->dout, b->q, b->k,
                              b->v, b->rounded_out, b->rounded_lse, &mask, &dims, scale, message,
                              sizeof message) != 0) {
@@ -548,6 +582,7 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
         b->block_out, b->block_lse, b->block_dq, b->block_dk, b->block_dv, 0, {-1, -1, -1, -1}};
     const attention_block_inputs block_inputs = {b->q, b->dout,        b->k,
                                                  b->v, b->rounded_out, b->rounded_lse};
+    observe(observer, layer, ATTENTION_CALL_BLOCKS);
     if (blocks && attention_blocks_call(kernel, &mask, &dims, scale, &block_inputs, &block, message,
                                         sizeof message) != 0) {
         item->outcome = RUN_ERROR;
@@ -614,6 +649,7 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
     }
     const int64_t counts[5] = {query, rows, query, key, key}; /* out, lse, dq, dk, dv */
     if (kernel_declares_deterministic(kernel)) { /* a second call must give the same bits */
+        observe(observer, layer, ATTENTION_CALL_AGAIN);
         kernel_call_forward(kernel, b->again[0], b->again[1], b->q, b->k, b->v, &mask, &dims, scale,
                             message, sizeof message);
         kernel_call_backward(kernel, b->again[2], b->again[3], b->again[4], b->dout, b->q, b->k,
@@ -637,7 +673,7 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
 /* The item with a kernel that takes host buffers (a CPU kernel, or a CUDA one staged). */
 static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint64_t seed,
                                    const cpparity_attention_kernel *kernel, bool concurrent,
-                                   cpparity_error *error) {
+                                   const attention_item_observer *observer, cpparity_error *error) {
     const cpparity_model_config *m = &c->model;
     const int64_t B = c->batch_size, S = c->seq_len;
     int64_t query = 0, key = 0, rows = 0;
@@ -679,7 +715,7 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
          status == CPPARITY_OK && layer < m->num_hidden_layers && item->outcome != RUN_ERROR;
          layer++) {
         char unsupported[512] = "";
-        status = run_layer(item, c, layer, seed, kernel, &batch, &storage, &b, concurrent,
+        status = run_layer(item, c, layer, seed, kernel, &batch, &storage, &b, concurrent, observer,
                            &checks[ran], unsupported, sizeof unsupported, error);
         if (unsupported[0] == '\0') {
             ran++;
@@ -718,7 +754,11 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
     }
     if (!kernel_has_block_calls(kernel)) { /* what was not judged, and why */
         const size_t used = strlen(item->message);
-        if (kernel->abi_version < 3u) {
+        if (observer != NULL && observer->without_block_calls != NULL) {
+            snprintf(item->message + used, sizeof item->message - used,
+                     "%sblock calls not judged: %s", used > 0 ? "; " : "",
+                     observer->without_block_calls);
+        } else if (kernel->abi_version < 3u) {
             snprintf(item->message + used, sizeof item->message - used,
                      "%sblock calls not judged: kernel %s speaks ABI %u, which has none",
                      used > 0 ? "; " : "", kernel->name, (unsigned)kernel->abi_version);
@@ -804,6 +844,13 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
 
 cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint64_t seed,
                                    const cpparity_attention_kernel *kernel, cpparity_error *error) {
+    return attention_item_run_observed(item, c, seed, kernel, NULL, error);
+}
+
+cpparity_status attention_item_run_observed(run_item *item, const cpparity_case *c, uint64_t seed,
+                                            const cpparity_attention_kernel *kernel,
+                                            const attention_item_observer *observer,
+                                            cpparity_error *error) {
     if (kernel->dtype != CPPARITY_KERNEL_DTYPE_FLOAT32 || item->dtype != CPPARITY_DTYPE_F32) {
         item->outcome = RUN_NOT_RUN;
         snprintf(item->message, sizeof item->message,
@@ -815,7 +862,7 @@ cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint6
         return CPPARITY_OK;
     }
     if (kernel->device != CPPARITY_KERNEL_DEVICE_CUDA) {
-        return run_on_host(item, c, seed, kernel, true, error);
+        return run_on_host(item, c, seed, kernel, true, observer, error);
     }
     cpparity_attention_kernel staged;
     char why[512] = "";
@@ -825,7 +872,7 @@ cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint6
         return CPPARITY_OK;
     }
     /* a CUDA kernel's calls share the staging's stream: they are not made concurrently here */
-    const cpparity_status status = run_on_host(item, c, seed, &staged, false, error);
+    const cpparity_status status = run_on_host(item, c, seed, &staged, false, observer, error);
     kernel_device_staging_release(&staged);
     return status;
 }

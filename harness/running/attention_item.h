@@ -29,10 +29,45 @@
 #include "results_model/results.h"
 #include "distributed/kernels/kernel.h"
 
+/* Which calls of one layer come next (attention_item_observer): the kernel's supports(); its
+ * forward and its backward given that forward's out and lse; its backward given the reference's
+ * (backward alone); its block calls; the second forward and backward of a kernel declared
+ * deterministic. */
+typedef enum attention_call_phase {
+    ATTENTION_CALL_SUPPORTS,
+    ATTENTION_CALL_OWN,
+    ATTENTION_CALL_ALONE,
+    ATTENTION_CALL_BLOCKS,
+    ATTENTION_CALL_AGAIN
+} attention_call_phase;
+
+/* Told the layer and phase before each group of calls: for a kernel that replays recorded
+ * outputs (harness/running/kernel_replay.h) instead of computing them. */
+typedef struct attention_item_observer {
+    void (*phase)(void *context, int64_t layer, attention_call_phase phase);
+    void *context;
+    const char *without_block_calls; /* why a kernel has no block calls, when it is not its ABI
+                                        (NULL: the ABI's words) */
+} attention_item_observer;
+
 /* Runs and judges item (begun with run_item_begin) for case c; the item's message names the
  * seed of its inputs. CPPARITY_ERROR_RUNTIME only when out of memory or the reference fails. */
 cpparity_status attention_item_run(run_item *item, const cpparity_case *c, uint64_t seed,
                                    const cpparity_attention_kernel *kernel, cpparity_error *error);
+
+/* The same, telling observer (NULL: nobody) where the calls are. */
+cpparity_status attention_item_run_observed(run_item *item, const cpparity_case *c, uint64_t seed,
+                                            const cpparity_attention_kernel *kernel,
+                                            const attention_item_observer *observer,
+                                            cpparity_error *error);
+
+/* Layer `layer`'s inputs as the item draws them from seed: q and dout [B, S, H, Dh], k and v
+ * [B, S, Hkv, Dh] (what `cpparity export` writes for attention-level cases). */
+void attention_item_draw_inputs(const cpparity_case *c, uint64_t seed, int64_t layer, float *q,
+                                float *k, float *v, float *dout);
+
+/* The scale the kernel is called with: the float32 1/sqrt(head_dim). */
+float attention_item_scale(const cpparity_case *c);
 
 /* The seed attention-level items draw their inputs from when --seed is not given: fresh for
  * each run (from the system's random source), mixed with the case's own seed. */

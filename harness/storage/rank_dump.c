@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/checked_size.h"
+#include "harness/storage/attention_export_format.h"
 #include "results_model/hdf5_guard.h"
 #include "results_model/hdf5_input.h"
 
@@ -23,9 +24,13 @@ static cpparity_status read_attributes(const hdf5_input *input, rank_dump *dump,
                                   input->path, RANK_DUMP_FORMAT);
     }
     if (strcmp(format, RANK_DUMP_FORMAT) != 0) {
+        const bool kernel_dump = strcmp(format, KERNEL_DUMP_FORMAT) == 0;
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "%s: /: format is \"%s\", not \"%s\" (docs/dump-format.md)",
-                                  input->path, format, RANK_DUMP_FORMAT);
+                                  "%s: /: format is \"%s\", not \"%s\"%s (docs/dump-format.md)",
+                                  input->path, format, RANK_DUMP_FORMAT,
+                                  kernel_dump ? ": a kernel dump is judged against the "
+                                                "attention-level export it was made from"
+                                              : "");
     }
     status = hdf5_input_int64(input, "/", "format_version", &version, error);
     if (status == CPPARITY_OK && version != RANK_DUMP_VERSION) {

@@ -133,8 +133,7 @@ static void append_case(text_buffer *buffer, uint64_t *state, int64_t number) {
     }
 }
 
-/* The cases as suite text (malloc'd, NUL-terminated; free it), or NULL when out of memory. */
-static char *random_cases_text(uint64_t seed, int64_t count) {
+char *random_cases_text(uint64_t seed, int64_t count) {
     text_buffer buffer = {malloc(4096), 0, 4096, true};
     buffer.ok = buffer.text != NULL;
     uint64_t state = seed;
@@ -162,11 +161,15 @@ cpparity_status random_cases_load(uint64_t seed, int64_t count, cpparity_suite *
     if (text == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (--random)");
     }
-    char display[96];
-    snprintf(display, sizeof display, "--random %lld --seed %llu", (long long)count,
-             (unsigned long long)seed);
+    char display[RANDOM_CASES_DISPLAY];
+    random_cases_display(seed, count, display);
     const cpparity_status status =
         cpparity_suite_load_text(text, strlen(text), display, suite, error);
     free(text);
     return status;
+}
+
+void random_cases_display(uint64_t seed, int64_t count, char display[RANDOM_CASES_DISPLAY]) {
+    snprintf(display, RANDOM_CASES_DISPLAY, "--random %lld --seed %llu", (long long)count,
+             (unsigned long long)seed);
 }

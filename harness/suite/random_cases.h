@@ -19,4 +19,12 @@
 cpparity_status random_cases_load(uint64_t seed, int64_t count, cpparity_suite *suite,
                                   cpparity_error *error);
 
+/* The same cases as suite text (malloc'd, NUL-terminated; free it), or NULL when out of memory:
+ * what `cpparity export --random` keeps, so that `judge` loads the very cases again. */
+char *random_cases_text(uint64_t seed, int64_t count);
+
+/* How such a suite is named in messages and results: "--random N --seed S". */
+#define RANDOM_CASES_DISPLAY 96
+void random_cases_display(uint64_t seed, int64_t count, char display[RANDOM_CASES_DISPLAY]);
+
 #endif
