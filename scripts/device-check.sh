@@ -123,7 +123,9 @@ rows=(
   "gpu-ctests device 90" "device-suite-local-8 device 60" "ci-suite-local-4 device 60"
   "ring-suite-local-4 device 60" "hybrid-suite-local-4 device 40" "selftest-cuda device 90"
   "selftest-cuda-ring device 60" "selftest-cuda-hybrid device 40"
-  "kernels-suite-cuda device 40" "nccl-one-rank device 30" "determinism device 60"
+  "kernels-suite-cuda device 40" "python-kernel-sdpa-cuda device 20"
+  "python-kernel-flex-cuda device 90" "python-kernel-flash-attn device 5"
+  "nccl-one-rank device 30" "determinism device 60"
   "cp-step-times device 10" "cp-ring-vs-ulysses device 90" "bench-attention device 120"
 )
 declare -A kind_of weight_of result_of
@@ -201,7 +203,8 @@ if [ -z "$nvcc" ]; then
   done
   for name in gpu-mask-predicate gpu-kernel-cuda libraries-resolved gpu-ctests device-suite-local-8 \
     ci-suite-local-4 ring-suite-local-4 hybrid-suite-local-4 selftest-cuda selftest-cuda-ring \
-    selftest-cuda-hybrid kernels-suite-cuda \
+    selftest-cuda-hybrid kernels-suite-cuda python-kernel-sdpa-cuda python-kernel-flex-cuda \
+    python-kernel-flash-attn \
     nccl-one-rank determinism cp-step-times cp-ring-vs-ulysses bench-attention; do
     skip "$name" "needs nvcc"
   done
@@ -289,6 +292,33 @@ else
   after kernels-suite-cuda build-cpparity ||
     check kernels-suite-cuda "$cpparity" run cases/kernels.yaml --device cuda --comm local \
       --allow-not-run --out "$work/kernels.h5"
+  # Python kernels through a kernel dump (docs/dump-format.md, "The kernel dump"): SDPA's math
+  # backend and compiled flex_attention (its Triton kernels) on CUDA, judged against the float64
+  # reference on a subset of cases/kernels.yaml (compiling flex for each shape is the cost)
+  python_kernel() { # SCRIPT: exports the cases, runs SCRIPT on CUDA, judges its dump
+    local dir=$work/python-kernel-${1%.py}
+    rm -rf "$dir" && mkdir -p "$dir" &&
+      "$cpparity" export cases/kernels.yaml --case prime-length-37 --case all-padding-row \
+        --case head-dim-128 --case multi-query --case every-mask-on-a-mixed-batch \
+        --case block-edges-crossed -o "$dir/export.h5" &&
+      LD_LIBRARY_PATH=$machine_library_path python3 "examples/python-kernel/$1" \
+        "$dir/export.h5" -o "$dir/dump.h5" --device cuda &&
+      "$cpparity" judge "$dir/export.h5" "$dir/dump.h5" --out "$dir/judged.h5"
+  }
+  export -f python_kernel
+  after python-kernel-sdpa-cuda build-cpparity ||
+    check python-kernel-sdpa-cuda python_kernel sdpa_math.py
+  after python-kernel-flex-cuda build-cpparity ||
+    check python-kernel-flex-cuda python_kernel flex_attention.py
+  # FlashAttention computes in fp16/bf16 only, and attention-level items judge float32 kernels
+  # in this version (harness/running/attention_item.h): said, not run, until they judge bf16
+  if [ -n "$no_device" ]; then
+    skip python-kernel-flash-attn "$no_device"
+  elif ! LD_LIBRARY_PATH=$machine_library_path python3 -c 'import flash_attn' > /dev/null 2>&1; then
+    skip python-kernel-flash-attn "flash_attn is not installed here (no network to pip install it)"
+  else
+    skip python-kernel-flash-attn "flash_attn computes in fp16/bf16 only; attention-level items judge float32 kernels in this version"
+  fi
   after nccl-one-rank build-cpparity ||
     check nccl-one-rank "$cpparity" run cases/device.yaml --device cuda --comm nccl \
       --allow-not-run --out "$work/nccl.h5"
