@@ -43,7 +43,7 @@ import math
 import torch
 import torch.nn.attention.flex_attention as flex
 
-from kernel_example import cpparity_kernel, layer_with, parse_arguments
+from kernel_example import layer_with, parse_arguments, write_autograd_dump
 
 WRONG = ("chunk-origin-local", "lse-log2")
 LN2 = math.log(2.0)
@@ -117,25 +117,11 @@ def main():
     if not on_gpu:
         allow_cpu_backward()
     attend = compiled_flex_attention() if on_gpu else flex.flex_attention
-    export = cpparity_kernel.read_attention_export(args.export)
-    kernel = "flex_attention" + ("-cuda-compiled" if on_gpu else "") + (
-        f"-wrong-{args.wrong}" if args.wrong else "")
-    with cpparity_kernel.KernelDumpWriter(
-            args.out, export, kernel=kernel, kernel_version=str(torch.__version__),
-            framework="torch", framework_version=str(torch.__version__), deterministic=False,
-            block_calls=False, backward_uses_out_lse=False) as dump:
-        for case in export.cases:
-            for layer in case.layers:
-                try:
-                    outputs = run_layer(attend, case, layer, args.wrong, args.device)
-                except (RuntimeError, ValueError, NotImplementedError) as refusal:
-                    if not on_gpu:  # the eager CPU path runs every layer: an error is a bug
-                        raise
-                    dump.unsupported(case, layer, f"compiled flex_attention: "
-                                                  f"{str(refusal).splitlines()[0][:300]}")
-                    continue
-                dump.write_layer(case, layer, *outputs)
-    print(f"wrote {args.out}: {kernel}, {len(export.cases)} cases")
+    # the eager CPU path runs every layer: an error there is a bug, never a refusal
+    write_autograd_dump(args, "flex_attention-cuda-compiled" if on_gpu else "flex_attention",
+                        lambda case, layer: run_layer(attend, case, layer, args.wrong,
+                                                      args.device),
+                        refused=(RuntimeError, ValueError, NotImplementedError) if on_gpu else ())
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ import copy
 import os
 import sys
 
-__all__ = ["cpparity_kernel", "parse_arguments", "layer_with", "expand_kv_heads", "sum_kv_heads"]
+__all__ = ["cpparity_kernel", "parse_arguments", "write_autograd_dump", "layer_with",
+           "expand_kv_heads", "sum_kv_heads"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 try:  # the package installed into this python (pip install ./python)
@@ -38,6 +39,30 @@ def parse_arguments(description, wrong_variants):
                         help="where the kernel runs (default cpu); its outputs come back to "
                              "the host for the dump")
     return parser.parse_args()
+
+
+def write_autograd_dump(args, kernel, run_layer, refused=()):
+    """The dump (args.out) of a kernel on every layer of args.export whose backward is autograd's
+    (it takes no out and lse) and which has no block calls: run_layer(case, layer) gives out,
+    lse, dq, dk, dv. A layer whose run raises one of the exception types refused is written
+    unsupported, with the exception's first line (NOT CLAIMED); anything else stops the dump."""
+    import torch
+
+    export = cpparity_kernel.read_attention_export(args.export)
+    name = kernel + (f"-wrong-{args.wrong}" if args.wrong else "")
+    with cpparity_kernel.KernelDumpWriter(
+            args.out, export, kernel=name, kernel_version=str(torch.__version__),
+            framework="torch", framework_version=str(torch.__version__), deterministic=False,
+            block_calls=False, backward_uses_out_lse=False) as dump:
+        for case in export.cases:
+            for layer in case.layers:
+                try:
+                    outputs = run_layer(case, layer)
+                except refused as refusal:
+                    dump.unsupported(case, layer, f"{name}: {str(refusal).splitlines()[0][:300]}")
+                    continue
+                dump.write_layer(case, layer, *outputs)
+    print(f"wrote {args.out}: {name}, {len(export.cases)} cases")
 
 
 def layer_with(layer, **rule):

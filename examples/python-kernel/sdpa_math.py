@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from kernel_example import cpparity_kernel, expand_kv_heads, layer_with, parse_arguments
+from kernel_example import expand_kv_heads, layer_with, parse_arguments, write_autograd_dump
 
 WRONG = ("window-off-by-one",)
 
@@ -67,17 +67,8 @@ def run_layer(case, layer, wrong, device):
 
 def main():
     args = parse_arguments(__doc__.splitlines()[0], WRONG)
-    export = cpparity_kernel.read_attention_export(args.export)
-    kernel = "sdpa-math" + ("-cuda" if args.device == "cuda" else "") + (
-        f"-wrong-{args.wrong}" if args.wrong else "")
-    with cpparity_kernel.KernelDumpWriter(
-            args.out, export, kernel=kernel, kernel_version=str(torch.__version__),
-            framework="torch", framework_version=str(torch.__version__), deterministic=False,
-            block_calls=False, backward_uses_out_lse=False) as dump:
-        for case in export.cases:
-            for layer in case.layers:
-                dump.write_layer(case, layer, *run_layer(case, layer, args.wrong, args.device))
-    print(f"wrote {args.out}: {kernel}, {len(export.cases)} cases")
+    write_autograd_dump(args, "sdpa-math" + ("-cuda" if args.device == "cuda" else ""),
+                        lambda case, layer: run_layer(case, layer, args.wrong, args.device))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "harness/storage/attention_export_format.h"
+#include "harness/storage/export_reader.h"
 #include "results_model/hdf5_guard.h"
 #include "results_model/hdf5_input.h"
 
-#define MAX_SUITE ((int64_t)256 << 20) /* the loader's own limit (cases/README.md, Limits) */
-#define MAX_CASES 100000               /* --random's largest N */
+#define MAX_CASES 100000 /* --random's largest N */
 
 static cpparity_status read_cases(const hdf5_input *input, attention_export_reading *reading,
                                   cpparity_error *error) {
@@ -68,8 +68,6 @@ static cpparity_status read_path(const char *path, attention_export_reading *rea
     memset(reading, 0, sizeof *reading);
     hdf5_input input;
     int64_t version = 0;
-    int rank = 0;
-    int64_t dims[HDF5_INPUT_MAX_RANK] = {0};
     char format[64] = "";
     cpparity_status status = hdf5_input_open(&input, path, error);
     if (status != CPPARITY_OK) {
@@ -100,24 +98,8 @@ static cpparity_status read_path(const char *path, attention_export_reading *rea
                                    error);
     }
     if (status == CPPARITY_OK) {
-        status = hdf5_input_string(&input, "/source", "path", reading->suite_path,
-                                   sizeof reading->suite_path, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = hdf5_input_shape(&input, "/source/suite_yaml", H5T_INTEGER, &rank, dims, error);
-    }
-    if (status == CPPARITY_OK && (rank != 1 || dims[0] < 1 || dims[0] > MAX_SUITE)) {
-        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                    "%s: /source/suite_yaml: 1 to %lld bytes expected", path,
-                                    (long long)MAX_SUITE);
-    }
-    if (status == CPPARITY_OK) {
-        reading->suite_text = malloc((size_t)dims[0]);
-        reading->suite_length = (size_t)dims[0];
-        status = reading->suite_text == NULL
-                     ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
-                     : hdf5_input_read(&input, "/source/suite_yaml", H5T_INTEGER, 1, dims,
-                                       H5T_NATIVE_UINT8, reading->suite_text, error);
+        status = export_read_source(&input, reading->suite_path, sizeof reading->suite_path,
+                                    &reading->suite_text, &reading->suite_length, error);
     }
     if (status == CPPARITY_OK) {
         status = read_cases(&input, reading, error);

@@ -17,8 +17,6 @@ static cpparity_status read_path(const char *path, export_reading *reading, cppa
     memset(reading, 0, sizeof *reading);
     hdf5_input input;
     int64_t seed = 0;
-    int rank = 0;
-    int64_t dims[HDF5_INPUT_MAX_RANK] = {0};
     cpparity_status status = hdf5_input_open(&input, path, error);
     if (status == CPPARITY_OK &&
         !(hdf5_input_exists(&input, "/", "model") && hdf5_input_exists(&input, "/", "source"))) {
@@ -40,24 +38,8 @@ static cpparity_status read_path(const char *path, export_reading *reading, cppa
         reading->seed = (uint64_t)seed;
     }
     if (status == CPPARITY_OK) {
-        status = hdf5_input_string(&input, "/source", "path", reading->suite_path,
-                                   sizeof reading->suite_path, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = hdf5_input_shape(&input, "/source/suite_yaml", H5T_INTEGER, &rank, dims, error);
-    }
-    if (status == CPPARITY_OK && (rank != 1 || dims[0] < 1 || dims[0] > EXPORT_READER_MAX_SUITE)) {
-        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                    "%s: /source/suite_yaml: 1 to %lld bytes expected", path,
-                                    (long long)EXPORT_READER_MAX_SUITE);
-    }
-    if (status == CPPARITY_OK) {
-        reading->suite_text = malloc((size_t)dims[0]);
-        reading->suite_length = (size_t)dims[0];
-        status = reading->suite_text == NULL
-                     ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
-                     : hdf5_input_read(&input, "/source/suite_yaml", H5T_INTEGER, 1, dims,
-                                       H5T_NATIVE_UINT8, reading->suite_text, error);
+        status = export_read_source(&input, reading->suite_path, sizeof reading->suite_path,
+                                    &reading->suite_text, &reading->suite_length, error);
     }
     if (status == CPPARITY_OK) {
         char digest[CPPARITY_DIGEST_HEX];
@@ -90,6 +72,31 @@ cpparity_status export_read(const char *path, export_reading *reading, cpparity_
     const cpparity_status status =
         hdf5_guard_read_path(path, read_in_child, (void *)(uintptr_t)path, error);
     return status == CPPARITY_OK ? read_path(path, reading, error) : status;
+}
+
+cpparity_status export_read_source(const hdf5_input *input, char *suite_path, size_t size,
+                                   char **text, size_t *length, cpparity_error *error) {
+    int rank = 0;
+    int64_t dims[HDF5_INPUT_MAX_RANK] = {0};
+    *text = NULL;
+    *length = 0;
+    cpparity_status status = hdf5_input_string(input, "/source", "path", suite_path, size, error);
+    if (status == CPPARITY_OK) {
+        status = hdf5_input_shape(input, "/source/suite_yaml", H5T_INTEGER, &rank, dims, error);
+    }
+    if (status == CPPARITY_OK && (rank != 1 || dims[0] < 1 || dims[0] > EXPORT_READER_MAX_SUITE)) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                    "%s: /source/suite_yaml: 1 to %lld bytes expected", input->path,
+                                    (long long)EXPORT_READER_MAX_SUITE);
+    }
+    if (status == CPPARITY_OK) {
+        *text = malloc((size_t)dims[0]);
+        *length = (size_t)dims[0];
+        status = *text == NULL ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                               : hdf5_input_read(input, "/source/suite_yaml", H5T_INTEGER, 1, dims,
+                                                 H5T_NATIVE_UINT8, *text, error);
+    }
+    return status;
 }
 
 void export_reading_free(export_reading *reading) {

@@ -12,6 +12,7 @@
 
 #include "common/digest.h"
 #include "common/error.h"
+#include "results_model/hdf5_input.h"
 
 #define EXPORT_READER_TEXT 256 /* bytes of the case name and the suite path, NUL included */
 
@@ -31,5 +32,11 @@ typedef struct export_reading {
 cpparity_status export_read(const char *path, export_reading *reading, cpparity_error *error);
 
 void export_reading_free(export_reading *reading);
+
+/* /source of an open export, model-level or attention-level alike: its path attribute into
+ * suite_path (size bytes) and the suite's bytes (1 to 256 MiB) into a new *text of *length
+ * bytes (the caller frees it, also on failure). */
+cpparity_status export_read_source(const hdf5_input *input, char *suite_path, size_t size,
+                                   char **text, size_t *length, cpparity_error *error);
 
 #endif
