@@ -18,6 +18,7 @@
 #include "common/model_parameters.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/judge_kernel.h"
+#include "harness/cli/judge_provenance.h"
 #include "harness/cli/run_arguments.h"
 #include "harness/judging/discrimination.h"
 #include "harness/judging/judge_item.h"
@@ -29,7 +30,6 @@
 #include "harness/storage/attention_export_reader.h"
 #include "harness/storage/export_reader.h"
 #include "harness/suite/case_file.h"
-#include "harness/version.h"
 #include "reference/threads.h"
 #include "reports/console.h"
 
@@ -215,27 +215,6 @@ static void framework_label(const rank_dump *dump, char *text, size_t size) {
              dump->framework_version);
 }
 
-static void fill_provenance(run_provenance *p, const judge_dump_set *set, const judge_options *o,
-                            int argc, char **argv) {
-    snprintf(p->version, sizeof p->version, "%s", CPPARITY_VERSION);
-    snprintf(p->git_commit, sizeof p->git_commit, "%s", CPPARITY_GIT_COMMIT);
-    gethostname(p->host, sizeof p->host - 1);
-    size_t used = (size_t)snprintf(p->command_line, sizeof p->command_line, "cpparity");
-    for (int i = 0; i < argc && used < sizeof p->command_line; i++) {
-        used +=
-            (size_t)snprintf(p->command_line + used, sizeof p->command_line - used, " %s", argv[i]);
-    }
-    const rank_dump *first = &set->dumps[0];
-    snprintf(p->comm, sizeof p->comm, "judge");
-    snprintf(p->device, sizeof p->device, "framework");
-    framework_label(first, p->implementation, sizeof p->implementation);
-    snprintf(p->kernel, sizeof p->kernel, "%s", first->kernel);
-    snprintf(p->fault, sizeof p->fault, "none");
-    p->ranks = (int)set->cp;
-    snprintf(p->store, sizeof p->store, "%s", run_store_name(o->store));
-    run_provenance_start(p);
-}
-
 /* Judges one set of dumps as an item of the case. */
 static cpparity_status judge_set(const judge_case *loaded, const judge_dump_set *set,
                                  const reference_outputs *reference, const judge_options *options,
@@ -367,7 +346,8 @@ static int judge(const judge_options *options, int argc, char **argv) {
         run_outputs_release(claims);
         return (int)status;
     }
-    fill_provenance(&results.provenance, &set, options, argc, argv);
+    judge_provenance(&results.provenance, argc, argv, options->store, set.dumps[0].framework,
+                     set.dumps[0].framework_version, set.dumps[0].kernel, (int)set.cp);
     results.item_count = item_count;
     console_preamble(stdout, &results.provenance, 1, item_count);
     char framework[64];

@@ -4,23 +4,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/interrupt.h"
+#include "common/monotonic_clock.h"
+#include "harness/cli/judge_provenance.h"
 #include "harness/running/attention_blocks.h"
 #include "harness/running/attention_item.h"
 #include "harness/running/kernel_replay.h"
 #include "harness/running/run.h"
 #include "harness/suite/case_file.h"
-#include "harness/version.h"
 #include "reports/console.h"
-
-static double monotonic_seconds(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
 
 /* The export's cases, found in its own suite (each must be there, attention-level, with the
  * seed the export names), into cases and their dump shapes into shapes (count of room each). */
@@ -67,36 +60,14 @@ static cpparity_status find_cases(const judge_kernel_request *r, const cpparity_
     return CPPARITY_OK;
 }
 
-static void fill_provenance(run_provenance *p, const judge_kernel_request *r,
-                            const kernel_dump *dump) {
-    snprintf(p->version, sizeof p->version, "%s", CPPARITY_VERSION);
-    snprintf(p->git_commit, sizeof p->git_commit, "%s", CPPARITY_GIT_COMMIT);
-    gethostname(p->host, sizeof p->host - 1);
-    size_t used = (size_t)snprintf(p->command_line, sizeof p->command_line, "cpparity");
-    for (int i = 0; i < r->argc && used < sizeof p->command_line; i++) {
-        used += (size_t)snprintf(p->command_line + used, sizeof p->command_line - used, " %s",
-                                 r->argv[i]);
-    }
-    snprintf(p->comm, sizeof p->comm, "judge");
-    snprintf(p->device, sizeof p->device, "framework");
-    snprintf(p->implementation, sizeof p->implementation, "%.40s%s%.20s", dump->framework,
-             dump->framework_version[0] ? " " : "", dump->framework_version);
-    snprintf(p->kernel, sizeof p->kernel, "%.120s%s%.120s", dump->kernel,
-             dump->kernel_version[0] ? " " : "", dump->kernel_version);
-    snprintf(p->fault, sizeof p->fault, "none");
-    p->ranks = 1;
-    snprintf(p->store, sizeof p->store, "%s", run_store_name(r->store));
-    run_provenance_start(p);
-}
-
 /* One case judged as `run` judges an attention-level item (run_item.c), its calls replayed. */
-static cpparity_status judge_case(const judge_kernel_request *r, const cpparity_case *c,
-                                  int64_t index, kernel_replay *replay, run_item *item,
-                                  cpparity_error *error) {
+static cpparity_status judge_case(const judge_kernel_request *r, const char *suite_path,
+                                  const cpparity_case *c, int64_t index, kernel_replay *replay,
+                                  run_item *item, cpparity_error *error) {
     memset(item, 0, sizeof *item);
     item->source = c;
-    snprintf(item->suite_path, sizeof item->suite_path, "%.200s:/source/suite_yaml (%.200s)",
-             r->export_path, r->reading->suite_path);
+    snprintf(item->suite_path, sizeof item->suite_path, "%.*s", (int)sizeof item->suite_path - 1,
+             suite_path);
     item->cp = 1;
     item->dtype = CPPARITY_DTYPE_F32;
     item->worst_tensor = -1;
@@ -106,7 +77,7 @@ static cpparity_status judge_case(const judge_kernel_request *r, const cpparity_
     snprintf(item->token_layout, sizeof item->token_layout, "%s",
              cpparity_layout_name(CPPARITY_LAYOUT_CONTIGUOUS));
     interrupt_set_activity("case '%s' (attention level, kernel dump %s)", c->name, r->dump_path);
-    kernel_replay_select(replay, index, c->seq_len);
+    kernel_replay_select(replay, index);
     const double started = monotonic_seconds();
     const cpparity_status status = attention_item_run_observed(
         item, c, r->reading->cases[index].input_seed, &replay->kernel, &replay->observer, error);
@@ -147,7 +118,11 @@ int judge_kernel(const judge_kernel_request *r) {
     }
     int code = 0;
     if (status == CPPARITY_OK) {
-        fill_provenance(&results.provenance, r, &dump);
+        char kernel[sizeof results.provenance.kernel];
+        snprintf(kernel, sizeof kernel, "%.120s%s%.120s", dump.kernel,
+                 dump.kernel_version[0] ? " " : "", dump.kernel_version);
+        judge_provenance(&results.provenance, r->argc, r->argv, r->store, dump.framework,
+                         dump.framework_version, kernel, 1);
         results.item_count = count;
         console_preamble(stdout, &results.provenance, count, count);
         printf("# kernel dump: kernel %s%s%s from %s%s%s; %s, %s, %s\n", dump.kernel,
@@ -161,7 +136,7 @@ int judge_kernel(const judge_kernel_request *r) {
         kernel_replay replay;
         kernel_replay_init(&replay, &dump);
         for (int64_t i = 0; status == CPPARITY_OK && i < count; i++) {
-            status = judge_case(r, cases[i], i, &replay, &results.items[i], &error);
+            status = judge_case(r, shown, cases[i], i, &replay, &results.items[i], &error);
             if (status == CPPARITY_OK) {
                 console_item(stdout, &results.items[i]);
             }

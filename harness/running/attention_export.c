@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checked_size.h"
 #include "common/output_file.h"
 #include "distributed/kernels/mask_description.h"
 #include "fixtures/batch_fixture.h"
@@ -162,15 +161,8 @@ static cpparity_status write_layer(hid_t layers, const char *where, const cppari
                   Hkv = m->num_key_value_heads, Dh = m->head_dim;
     const int64_t query = B * S * H * Dh, key = B * S * Hkv * Dh;
     const cpparity_attention_layer layer = cpparity_model_layer(m, l);
-    attention_item_draw_inputs(c, input_seed, l, b->q, b->k, b->v, b->dout);
-    for (int64_t i = 0; i < query; i++) {
-        b->wide_q[i] = b->q[i];
-        b->wide_dout[i] = b->dout[i];
-    }
-    for (int64_t i = 0; i < key; i++) {
-        b->wide_k[i] = b->k[i];
-        b->wide_v[i] = b->v[i];
-    }
+    attention_item_draw_inputs(c, input_seed, l, b->q, b->k, b->v, b->dout, b->wide_q, b->wide_k,
+                               b->wide_v, b->wide_dout);
     cpparity_status status = reference_layer(c, batch, layer, b, query, key, error);
     if (status != CPPARITY_OK) {
         return status;
@@ -232,13 +224,8 @@ static cpparity_status write_case(hid_t cases, const cpparity_case *c, int64_t o
     const cpparity_model_config *m = &c->model;
     const int64_t B = c->batch_size, S = c->seq_len;
     int64_t query = 0, key = 0, rows = 0;
-    if (!cpparity_elements_checked((int64_t[]){B, S, m->num_attention_heads, m->head_dim}, 4,
-                                   &query) ||
-        !cpparity_elements_checked((int64_t[]){B, S, m->num_key_value_heads, m->head_dim}, 4,
-                                   &key) ||
-        !cpparity_elements_checked((int64_t[]){B, S, m->num_attention_heads}, 3, &rows)) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "case %s: attention sizes overflow 64-bit counts", c->name);
+    if (attention_item_sizes(c, &query, &key, &rows, error) != CPPARITY_OK) {
+        return CPPARITY_ERROR_INPUT;
     }
     char where[300];
     snprintf(where, sizeof where, "/cases/%s", c->name);

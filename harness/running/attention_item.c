@@ -168,10 +168,9 @@ static void draw(float *values, double *wide, int64_t count, uint64_t seed, cons
     }
 }
 
-/* Layer `layer`'s q, k, v and dout from seed (and their float64 copies when wide_* are given). */
-static void draw_layer(const cpparity_case *c, uint64_t seed, int64_t layer, float *q, float *k,
-                       float *v, float *dout, double *wide_q, double *wide_k, double *wide_v,
-                       double *wide_dout) {
+void attention_item_draw_inputs(const cpparity_case *c, uint64_t seed, int64_t layer, float *q,
+                                float *k, float *v, float *dout, double *wide_q, double *wide_k,
+                                double *wide_v, double *wide_dout) {
     const cpparity_model_config *m = &c->model;
     const int64_t query = c->batch_size * c->seq_len * m->num_attention_heads * m->head_dim;
     const int64_t key = c->batch_size * c->seq_len * m->num_key_value_heads * m->head_dim;
@@ -182,9 +181,19 @@ static void draw_layer(const cpparity_case *c, uint64_t seed, int64_t layer, flo
     draw(dout, wide_dout, query, layer_seed, "dout", 1.0);
 }
 
-void attention_item_draw_inputs(const cpparity_case *c, uint64_t seed, int64_t layer, float *q,
-                                float *k, float *v, float *dout) {
-    draw_layer(c, seed, layer, q, k, v, dout, NULL, NULL, NULL, NULL);
+cpparity_status attention_item_sizes(const cpparity_case *c, int64_t *query, int64_t *key,
+                                     int64_t *rows, cpparity_error *error) {
+    const cpparity_model_config *m = &c->model;
+    const int64_t B = c->batch_size, S = c->seq_len;
+    if (!cpparity_elements_checked((int64_t[]){B, S, m->num_attention_heads, m->head_dim}, 4,
+                                   query) ||
+        !cpparity_elements_checked((int64_t[]){B, S, m->num_key_value_heads, m->head_dim}, 4,
+                                   key) ||
+        !cpparity_elements_checked((int64_t[]){B, S, m->num_attention_heads}, 3, rows)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "case %s: attention sizes overflow 64-bit counts", c->name);
+    }
+    return CPPARITY_OK;
 }
 
 float attention_item_scale(const cpparity_case *c) {
@@ -502,8 +511,8 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
         return CPPARITY_OK; /* the caller reports the item NOT RUN */
     }
     unsupported[0] = '\0';
-    draw_layer(c, seed, layer, b->q, b->k, b->v, b->dout, b->wide_q, b->wide_k, b->wide_v,
-               b->wide_dout);
+    attention_item_draw_inputs(c, seed, layer, b->q, b->k, b->v, b->dout, b->wide_q, b->wide_k,
+                               b->wide_v, b->wide_dout);
     const float scale = attention_item_scale(c);
     char message[512] = "";
     observe(observer, layer, ATTENTION_CALL_OWN);
@@ -677,13 +686,8 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
     const cpparity_model_config *m = &c->model;
     const int64_t B = c->batch_size, S = c->seq_len;
     int64_t query = 0, key = 0, rows = 0;
-    if (!cpparity_elements_checked((int64_t[]){B, S, m->num_attention_heads, m->head_dim}, 4,
-                                   &query) ||
-        !cpparity_elements_checked((int64_t[]){B, S, m->num_key_value_heads, m->head_dim}, 4,
-                                   &key) ||
-        !cpparity_elements_checked((int64_t[]){B, S, m->num_attention_heads}, 3, &rows)) {
-        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
-                                  "case %s: attention sizes overflow 64-bit counts", c->name);
+    if (attention_item_sizes(c, &query, &key, &rows, error) != CPPARITY_OK) {
+        return CPPARITY_ERROR_INPUT;
     }
     /* records per layer: the whole-sequence calls', then the block calls' when it has them */
     const int64_t per_layer =

@@ -62,9 +62,16 @@ cpparity_status attention_item_run_observed(run_item *item, const cpparity_case 
                                             cpparity_error *error);
 
 /* Layer `layer`'s inputs as the item draws them from seed: q and dout [B, S, H, Dh], k and v
- * [B, S, Hkv, Dh] (what `cpparity export` writes for attention-level cases). */
+ * [B, S, Hkv, Dh] (what `cpparity export` writes for attention-level cases), and their float64
+ * copies into wide_* (each may be NULL). */
 void attention_item_draw_inputs(const cpparity_case *c, uint64_t seed, int64_t layer, float *q,
-                                float *k, float *v, float *dout);
+                                float *k, float *v, float *dout, double *wide_q, double *wide_k,
+                                double *wide_v, double *wide_dout);
+
+/* The elements of case c's q (and out, dq, dout), k (and v, dk, dv) and lse into *query, *key and
+ * *rows; CPPARITY_ERROR_INPUT naming the case when they overflow int64. */
+cpparity_status attention_item_sizes(const cpparity_case *c, int64_t *query, int64_t *key,
+                                     int64_t *rows, cpparity_error *error);
 
 /* The scale the kernel is called with: the float32 1/sqrt(head_dim). */
 float attention_item_scale(const cpparity_case *c);

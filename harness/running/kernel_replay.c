@@ -84,8 +84,9 @@ static int backward(void *context, void *dq, void *dk, void *dv, const void *dou
 }
 
 /* The recorded outputs of the pair block names (by its token lists), or NULL with error. */
-static float *const *block_outputs(const kernel_replay *r, const cpparity_attention_block *block,
-                                   char *error, size_t capacity) {
+static float *const *block_outputs(const kernel_replay *r, const cpparity_attention_dims *dims,
+                                   const cpparity_attention_block *block, char *error,
+                                   size_t capacity) {
     const kernel_dump_layer *layer = current_layer(r, error, capacity);
     if (layer == NULL) {
         return NULL;
@@ -94,21 +95,21 @@ static float *const *block_outputs(const kernel_replay *r, const cpparity_attent
         snprintf(error, capacity, "kernel dump: a block call outside the layer's block calls");
         return NULL;
     }
-    int64_t *tokens = calloc((size_t)r->seq_len + 1, sizeof *tokens);
+    int64_t *tokens = calloc((size_t)dims->seq_len + 1, sizeof *tokens);
     if (tokens == NULL) {
         snprintf(error, capacity, "out of memory");
         return NULL;
     }
     int found_query = -1, found_key = -1;
     for (int i = 0; i < ATTENTION_QUERY_BLOCKS && found_query < 0; i++) {
-        const int64_t n = attention_query_block(r->seq_len, i, tokens);
+        const int64_t n = attention_query_block(dims->seq_len, i, tokens);
         found_query = n == block->query_len &&
                               memcmp(tokens, block->query_index, (size_t)n * sizeof *tokens) == 0
                           ? i
                           : -1;
     }
     for (int j = 0; j < ATTENTION_KEY_BLOCKS && found_key < 0; j++) {
-        const int64_t n = attention_key_block(r->seq_len, j, tokens);
+        const int64_t n = attention_key_block(dims->seq_len, j, tokens);
         found_key =
             n == block->key_len && memcmp(tokens, block->key_index, (size_t)n * sizeof *tokens) == 0
                 ? j
@@ -130,7 +131,7 @@ static int forward_block(void *context, void *out, float *lse, const void *q, co
                          const cpparity_attention_dims *dims, const cpparity_attention_block *block,
                          float scale, void *stream, char *error, size_t capacity) {
     (void)q, (void)k, (void)v, (void)mask, (void)scale, (void)stream;
-    float *const *from = block_outputs(context, block, error, capacity);
+    float *const *from = block_outputs(context, dims, block, error, capacity);
     if (from == NULL) {
         return 1;
     }
@@ -147,7 +148,7 @@ static int backward_block(void *context, void *dq, void *dk, void *dv, const voi
                           char *error, size_t capacity) {
     (void)dout, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)mask, (void)scale,
         (void)stream;
-    float *const *from = block_outputs(context, block, error, capacity);
+    float *const *from = block_outputs(context, dims, block, error, capacity);
     if (from == NULL) {
         return 1;
     }
@@ -181,7 +182,6 @@ static void phase(void *context, int64_t layer, attention_call_phase next) {
 void kernel_replay_init(kernel_replay *replay, const kernel_dump *dump) {
     memset(replay, 0, sizeof *replay);
     replay->dump = dump;
-    snprintf(replay->name, sizeof replay->name, "%s", dump->kernel);
     uint32_t capabilities =
         CPPARITY_KERNEL_CAPABILITY_BITS & ~CPPARITY_KERNEL_SUPPORTS_CONCURRENT_CALLS;
     if (!dump->deterministic) {
@@ -190,7 +190,7 @@ void kernel_replay_init(kernel_replay *replay, const kernel_dump *dump) {
     replay->kernel = (cpparity_attention_kernel){
         .abi_version = CPPARITY_KERNEL_ABI_VERSION,
         .struct_size = sizeof(cpparity_attention_kernel),
-        .name = replay->name,
+        .name = dump->kernel,
         .version = dump->kernel_version,
         .device = CPPARITY_KERNEL_DEVICE_CPU,
         .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
@@ -208,9 +208,8 @@ void kernel_replay_init(kernel_replay *replay, const kernel_dump *dump) {
     replay->layer = -1;
 }
 
-void kernel_replay_select(kernel_replay *replay, int64_t index, int64_t seq_len) {
+void kernel_replay_select(kernel_replay *replay, int64_t index) {
     replay->current =
         index >= 0 && index < replay->dump->case_count ? &replay->dump->cases[index] : NULL;
-    replay->seq_len = seq_len;
     replay->layer = -1;
 }

@@ -26,16 +26,14 @@ typedef struct kernel_replay {
     attention_item_observer observer; /* what it tells */
     const kernel_dump *dump;
     const kernel_dump_case *current; /* the case being judged */
-    int64_t seq_len;                 /* its S */
     int64_t layer;                   /* where the item is */
     attention_call_phase phase;
-    char name[KERNEL_DUMP_TEXT + 16];
 } kernel_replay;
 
 /* Sets replay up over dump (borrowed: it must outlive replay). */
 void kernel_replay_init(kernel_replay *replay, const kernel_dump *dump);
 
-/* Selects case index of the dump (its order in the export), of sequence length seq_len. */
-void kernel_replay_select(kernel_replay *replay, int64_t index, int64_t seq_len);
+/* Selects case index of the dump (its order in the export). */
+void kernel_replay_select(kernel_replay *replay, int64_t index);
 
 #endif
