@@ -154,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     fuzz_check_failure(TARGET, status, &error, DISPLAY_NAME, false);
-    if (dump.logits != NULL || dump.gradients != NULL || dump.positions != NULL) {
+    if (dump.file.file > 0 || dump.gradients != NULL || dump.positions != NULL) {
         fuzz_contract_broken(TARGET, "failure with something still held", status, &error);
     }
     return 0;

@@ -6,7 +6,9 @@
 #include "common/checked_size.h"
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
+#include "common/row_blocks.h"
 #include "reference/mask.h"
+#include "reference/model_layers.h"
 #include "reference/threads.h"
 
 /* One attention's scratch (attention_forward.c, attention_backward.c): tiles of `edge` = the
@@ -74,26 +76,38 @@ cpparity_status reference_memory_estimate(const cpparity_model_config *config, i
                                        CPPARITY_PRODUCT(&s, "a layer's activations", 3, F));
     const int64_t per_token =
         CPPARITY_SUM(&s, Dh, CPPARITY_PRODUCT(&s, "the activations", layers, layer),
-                     CPPARITY_PRODUCT(&s, "the activations", 2, D), 1, V);
+                     CPPARITY_PRODUCT(&s, "the activations", 2, D), 3);
     memory->masks = masks_bytes(&s, config, B, S);
     memory->model =
         CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the parameters", 16, P),
                      CPPARITY_PRODUCT(&s, "the reference's activations", 8, N, per_token),
                      memory->masks, cpparity_tensor_table_bytes(parameter_tensors),
-                     cpparity_tensor_table_bytes(14 * layers + 6));
+                     cpparity_tensor_table_bytes(14 * layers + 7));
+    /* lm_head.c: one row block's logits, and per thread a row of exponentials */
+    const int64_t threads = reference_threads();
+    memory->logits_forward =
+        CPPARITY_SUM(&s,
+                     CPPARITY_PRODUCT(&s, "a row block's logits", 8,
+                                      S < CPPARITY_ROW_BLOCK ? S : CPPARITY_ROW_BLOCK, V),
+                     CPPARITY_PRODUCT(&s, "the loss's scratch", threads, 8, V));
     memory->forward = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's projection", 8, N, D),
-                                   attention_bytes(&s, B, S, H, Dh, false));
+                                   attention_bytes(&s, B, S, H, Dh, false), memory->logits_forward);
     /* model_backward.c: the stream, residual and normed (D each), swiglu, gate, up (F each),
-     * attention and q (H·Dh), k and v (Hkv·Dh), logits (V) per token */
+     * attention and q (H·Dh), k and v (Hkv·Dh) per token */
     const int64_t gradients =
         CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's backward", 3, D),
                      CPPARITY_PRODUCT(&s, "the reference's backward", 3, F),
                      CPPARITY_PRODUCT(&s, "the reference's backward", 2, H, Dh),
-                     CPPARITY_PRODUCT(&s, "the reference's backward", 2, Hkv, Dh), V);
+                     CPPARITY_PRODUCT(&s, "the reference's backward", 2, Hkv, Dh));
     memory->attention_backward = attention_bytes(&s, B, S, H, Dh, true);
-    memory->backward =
-        CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's backward", 8, N, gradients),
-                     memory->attention_backward);
+    /* lm_head.c: one vocabulary chunk's logits for every token (while the layers' backward has
+     * not started: the larger of the two is held) */
+    memory->logits_backward = CPPARITY_PRODUCT(&s, "a vocabulary chunk's logits", 8, N,
+                                               V < LM_HEAD_CHUNK ? V : LM_HEAD_CHUNK);
+    memory->backward = CPPARITY_SUM(
+        &s, CPPARITY_PRODUCT(&s, "the reference's backward", 8, N, gradients),
+        memory->attention_backward > memory->logits_backward ? memory->attention_backward
+                                                             : memory->logits_backward);
     memory->features_off = CPPARITY_PRODUCT(&s, "the masks", 9, N); /* model_forward.c */
     if (!s.ok) {
         memset(memory, 0, sizeof *memory);

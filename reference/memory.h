@@ -4,16 +4,20 @@
  * Every figure is in bytes and follows the reference's own allocations; the caller adds what it
  * allocates itself (the batch it builds, the outputs it copies out).
  *
- * With N = B·S tokens, P parameters, e = REFERENCE_MASK_DEFAULT_BLOCK and A the saved activations
- * per token — Dh (rotary tables) + nL·(4D + 2 + 2H·Dh + 2Hkv·Dh + H + 3F) + 2D + 1 + V:
+ * With N = B·S tokens, P parameters, e = REFERENCE_MASK_DEFAULT_BLOCK, T threads and A the saved
+ * activations per token — Dh (rotary tables) + nL·(4D + 2 + 2H·Dh + 2Hkv·Dh + H + 3F) + 2D + 3
+ * (the final norm's input, rstd and output, the logits' log-sum-exp and the loss term): nothing
+ * of size N·V, the logits are never held whole (lm_head.c):
  *   model (reference_model_init to reference_model_free): parameters and gradients 16P,
  *     activations 8·N·A, the parameter and activation tables, and every layer's mask (mask.c:
  *     17 bytes a token, +8 chunked, + 8B(S+1) + 8B), built by forward;
- *   forward, on top: a projection 8ND and one attention's tile scratch (per reference thread,
- *     reference_threads() at the time of the estimate, at most one per work item:
- *     8(e² + e·Dh + 2e) + e², 64-byte aligned);
- *   backward, on top: the activation gradients 8N(3D + 3F + 2H·Dh + 2Hkv·Dh + V) and one
- *     attention backward: tile scratch 8(2e² + 2e·Dh) + e² per thread, delta 8·B·H·S, N bytes;
+ *   forward, on top: a projection 8ND and the larger share of one attention's tile scratch (per
+ *     reference thread, reference_threads() at the time of the estimate, at most one per work
+ *     item: 8(e² + e·Dh + 2e) + e², 64-byte aligned) plus one row block's logits and a row of
+ *     exponentials per thread, 8·256·V + 8TV (counted together);
+ *   backward, on top: the activation gradients 8N(3D + 3F + 2H·Dh + 2Hkv·Dh) and the larger of
+ *     one attention backward (tile scratch 8(2e² + 2e·Dh) + e² per thread, delta 8·B·H·S, N
+ *     bytes) and the LM head's vocabulary chunk 8·N·min(V, LM_HEAD_CHUNK);
  *   features_off, on top while forward builds the masks with a feature off (the discrimination
  *     check): an all-valid mask N and one-document positions 8N.
  * Not counted: the mask's block lists and other allocations that do not grow with the sizes.
@@ -33,6 +37,8 @@ typedef struct reference_memory {
     int64_t features_off;       /* on top of model while masks are built with a feature off */
     int64_t masks;              /* every layer's mask (of model) */
     int64_t attention_backward; /* one attention backward call alone (of backward) */
+    int64_t logits_forward;     /* the forward's row block of logits and its scratch (of forward) */
+    int64_t logits_backward;    /* the backward's vocabulary chunk of logits (of backward) */
 } reference_memory;
 
 /* The memory of the reference model of config for batches of batch × seq_len tokens into

@@ -20,7 +20,7 @@ static cpparity_status build_activation_table(reference_model *model, cpparity_e
     const cpparity_model_config *c = &model->config;
     const int64_t B = model->batch, S = model->seq_len, D = c->hidden_size;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
-    const int64_t F = c->intermediate_size, V = c->vocab_size;
+    const int64_t F = c->intermediate_size;
     cpparity_status status = add_activation(model, &model->rope_cos, 3, (int64_t[]){B, S, Dh / 2},
                                             "rope.cos", -1, error);
     if (status == CPPARITY_OK) {
@@ -68,8 +68,12 @@ static cpparity_status build_activation_table(reference_model *model, cpparity_e
                                 "final.normed", -1, error);
     }
     if (status == CPPARITY_OK) {
-        status =
-            add_activation(model, &model->logits, 3, (int64_t[]){B, S, V}, "logits", -1, error);
+        status = add_activation(model, &model->logits_lse, 2, (int64_t[]){B, S}, "logits_lse", -1,
+                                error);
+    }
+    if (status == CPPARITY_OK) {
+        status = add_activation(model, &model->token_loss, 2, (int64_t[]){B, S}, "token_loss", -1,
+                                error);
     }
     return status;
 }
@@ -89,6 +93,7 @@ cpparity_status reference_model_init(reference_model *model, const cpparity_mode
     model->config = *config;
     model->batch = batch;
     model->seq_len = seq_len;
+    model->rows = reference_rows_all(batch, seq_len);
     status = cpparity_model_parameter_table(config, &model->parameter_table, error);
     if (status == CPPARITY_OK) {
         status = cpparity_model_parameters_locate(config, &model->parameter_table,
@@ -115,8 +120,20 @@ cpparity_status reference_model_init(reference_model *model, const cpparity_mode
     return status;
 }
 
-const double *reference_model_logits(const reference_model *model) {
-    return model->activations + model->logits;
+void reference_model_logits_block(const reference_model *model, int64_t block, double *out) {
+    const row_block at = row_blocks_at(&model->rows.blocks, block);
+    lm_head_logits_rows(out,
+                        reference_model_final_normed(model) + at.flat * model->config.hidden_size,
+                        reference_model_head(model), at.end - at.begin, model->config.hidden_size,
+                        model->config.vocab_size);
+}
+
+const double *reference_model_final_normed(const reference_model *model) {
+    return model->activations + model->final_normed;
+}
+
+const double *reference_model_head(const reference_model *model) {
+    return model->parameters + model->parameter.lm_head;
 }
 
 void reference_model_free(reference_model *model) {

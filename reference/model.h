@@ -10,6 +10,12 @@
  *
  * Loss (masks.md): the sum of the token cross-entropies over labels != −100, divided by the
  * number of such labels in the whole batch. A batch without any valid label is an input error.
+ *
+ * The logits (B, S, V) are never held whole (docs/architecture.md, "Long context: row blocks"):
+ * the model keeps the final norm's output and each token's log-sum-exp, and
+ * reference_model_logits_block recomputes the logits of any row block (common/row_blocks.h),
+ * bit for bit those the forward computed. Every product over tokens is cut at the row blocks
+ * (model_layers.h), so the results are the same bits for every thread count.
  */
 #ifndef CPPARITY_REFERENCE_MODEL_H
 #define CPPARITY_REFERENCE_MODEL_H
@@ -22,6 +28,7 @@
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
 #include "reference/mask.h"
+#include "reference/model_layers.h"
 
 /* Offsets of one layer's saved activations in the activation storage. */
 typedef struct reference_layer_activations {
@@ -62,12 +69,14 @@ typedef struct reference_model {
     int64_t rope_cos, rope_sin;             /* (B,S,Dh/2) offsets in activations */
     reference_layer_activations layer[CPPARITY_MAX_LAYERS]; /* offsets in activations */
     int64_t final_input, final_rstd, final_normed;          /* (B,S,D), (B,S), (B,S,D) */
-    int64_t logits;                                         /* (B,S,V) offset in activations */
-    reference_mask masks[CPPARITY_MAX_LAYERS];              /* per layer, built by forward */
-    double loss_sum;                                        /* Σ token losses over valid labels */
-    int64_t valid_labels;       /* number of labels != −100 in the batch */
-    double loss;                /* loss_sum / valid_labels */
-    unsigned mask_features_off; /* REFERENCE_WITHOUT_* flags; 0 normally */
+    int64_t logits_lse;  /* (B,S) offset in activations: log Σ_v exp(logits) of each token */
+    int64_t token_loss;  /* (B,S) offset: the token's cross-entropy term (0 if ignored) */
+    reference_rows rows; /* the batch's row blocks, all held here */
+    reference_mask masks[CPPARITY_MAX_LAYERS]; /* per layer, built by forward */
+    double loss_sum;                           /* Σ token losses over valid labels */
+    int64_t valid_labels;                      /* number of labels != −100 in the batch */
+    double loss;                               /* loss_sum / valid_labels */
+    unsigned mask_features_off;                /* REFERENCE_WITHOUT_* flags; 0 normally */
 } reference_model;
 
 /* Validates config and allocates everything for batches of B × S. CPPARITY_ERROR_INPUT for an
@@ -83,8 +92,15 @@ cpparity_status reference_model_forward(reference_model *model, const cpparity_b
 cpparity_status reference_model_backward(reference_model *model, const cpparity_batch *batch,
                                          cpparity_error *error);
 
-/* The logits (B,S,V) of the last forward. */
-const double *reference_model_logits(const reference_model *model);
+/* The logits of row block `block` of the last forward (common/row_blocks.h, row_blocks_of(B, S)):
+ * out (rows of the block, V), bit for bit what the forward computed. */
+void reference_model_logits_block(const reference_model *model, int64_t block, double *out);
+
+/* The final norm's output (B,S,D) of the last forward: the LM head's input. */
+const double *reference_model_final_normed(const reference_model *model);
+
+/* The LM head's weight (V,D): lm_head.weight, or model.embed_tokens.weight when tied. */
+const double *reference_model_head(const reference_model *model);
 
 /* Releases everything; safe on a zeroed model. */
 void reference_model_free(reference_model *model);

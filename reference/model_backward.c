@@ -23,7 +23,6 @@ typedef struct backward_scratch {
     double *q;         /* (N, H·Dh) */
     double *k;         /* (N, Hkv·Dh) */
     double *v;         /* (N, Hkv·Dh) */
-    double *logits;    /* (N, V) */
 } backward_scratch;
 
 static void zero(double *values, int64_t count) {
@@ -39,20 +38,21 @@ static void layer_backward(reference_model *model, int64_t l, backward_scratch *
     const reference_layer_activations *a = &model->layer[l];
     const double *act = model->activations;
     const double *w = model->parameters;
+    const reference_rows *rows = &model->rows;
     double *g = model->gradients;
 
     /* out = residual + down(swiglu(gate(h2), up(h2))), h2 = rmsnorm(residual) */
     memcpy(d->residual, d->stream, (size_t)(N * D) * sizeof(double));
     zero(d->swiglu, N * F);
-    linear_backward(d->swiglu, g + p->down_proj, d->stream, act + a->swiglu, w + p->down_proj, N, F,
-                    D);
+    linear_backward(d->swiglu, g + p->down_proj, d->stream, act + a->swiglu, w + p->down_proj, rows,
+                    F, D);
     zero(d->gate, N * F);
     zero(d->up, N * F);
     swiglu_backward(d->gate, d->up, d->swiglu, act + a->gate, act + a->up, N * F);
     zero(d->normed, N * D);
-    linear_backward(d->normed, g + p->gate_proj, d->gate, act + a->post_normed, w + p->gate_proj, N,
-                    D, F);
-    linear_backward(d->normed, g + p->up_proj, d->up, act + a->post_normed, w + p->up_proj, N, D,
+    linear_backward(d->normed, g + p->gate_proj, d->gate, act + a->post_normed, w + p->gate_proj,
+                    rows, D, F);
+    linear_backward(d->normed, g + p->up_proj, d->up, act + a->post_normed, w + p->up_proj, rows, D,
                     F);
     rmsnorm_backward(d->residual, g + p->post_attention_layernorm, d->normed, act + a->residual,
                      w + p->post_attention_layernorm, act + a->post_rstd, N, D);
@@ -60,8 +60,8 @@ static void layer_backward(reference_model *model, int64_t l, backward_scratch *
     /* residual = input + o_proj(attention(rope(q), rope(k), v)), q,k,v from h1 = rmsnorm(input) */
     memcpy(d->stream, d->residual, (size_t)(N * D) * sizeof(double));
     zero(d->attention, N * H * Dh);
-    linear_backward(d->attention, g + p->o_proj, d->residual, act + a->attention, w + p->o_proj, N,
-                    H * Dh, D);
+    linear_backward(d->attention, g + p->o_proj, d->residual, act + a->attention, w + p->o_proj,
+                    rows, H * Dh, D);
     zero(d->q, N * H * Dh);
     zero(d->k, N * Hkv * Dh);
     zero(d->v, N * Hkv * Dh);
@@ -75,11 +75,11 @@ static void layer_backward(reference_model *model, int64_t l, backward_scratch *
     rope_backward(d->q, act + model->rope_cos, act + model->rope_sin, N, H, Dh);
     rope_backward(d->k, act + model->rope_cos, act + model->rope_sin, N, Hkv, Dh);
     zero(d->normed, N * D);
-    linear_backward(d->normed, g + p->q_proj, d->q, act + a->input_normed, w + p->q_proj, N, D,
+    linear_backward(d->normed, g + p->q_proj, d->q, act + a->input_normed, w + p->q_proj, rows, D,
                     H * Dh);
-    linear_backward(d->normed, g + p->k_proj, d->k, act + a->input_normed, w + p->k_proj, N, D,
+    linear_backward(d->normed, g + p->k_proj, d->k, act + a->input_normed, w + p->k_proj, rows, D,
                     Hkv * Dh);
-    linear_backward(d->normed, g + p->v_proj, d->v, act + a->input_normed, w + p->v_proj, N, D,
+    linear_backward(d->normed, g + p->v_proj, d->v, act + a->input_normed, w + p->v_proj, rows, D,
                     Hkv * Dh);
     rmsnorm_backward(d->stream, g + p->input_layernorm, d->normed, act + a->input,
                      w + p->input_layernorm, act + a->input_rstd, N, D);
@@ -90,13 +90,12 @@ cpparity_status reference_model_backward(reference_model *model, const cpparity_
     const cpparity_model_config *c = &model->config;
     const int64_t N = model->batch * model->seq_len, D = c->hidden_size, F = c->intermediate_size;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
-    const int64_t V = c->vocab_size;
     if (model->valid_labels == 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "backward needs a forward with at least one valid label");
     }
-    const int64_t sizes[] = {N * D,      N * D,      N * D,        N * F,        N * F, N * F,
-                             N * H * Dh, N * H * Dh, N * Hkv * Dh, N * Hkv * Dh, N * V};
+    const int64_t sizes[] = {N * D, N * D,      N * D,      N * F,        N * F,
+                             N * F, N * H * Dh, N * H * Dh, N * Hkv * Dh, N * Hkv * Dh};
     enum { BUFFERS = sizeof sizes / sizeof *sizes };
     double *buffers[BUFFERS];
     cpparity_status status = CPPARITY_OK;
@@ -106,17 +105,19 @@ cpparity_status reference_model_backward(reference_model *model, const cpparity_
             status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (backward)");
         }
     }
-    backward_scratch d = {buffers[0], buffers[1], buffers[2], buffers[3], buffers[4], buffers[5],
-                          buffers[6], buffers[7], buffers[8], buffers[9], buffers[10]};
+    backward_scratch d = {buffers[0], buffers[1], buffers[2], buffers[3], buffers[4],
+                          buffers[5], buffers[6], buffers[7], buffers[8], buffers[9]};
+    const double *act = model->activations;
+    const double *w = model->parameters;
+    double *g = model->gradients;
     if (status == CPPARITY_OK) {
-        const double *act = model->activations;
-        const double *w = model->parameters;
-        double *g = model->gradients;
         zero(g, model->parameter_table.total);
-        cross_entropy_backward(d.logits, act + model->logits, batch->labels, N, V,
-                               1.0 / (double)model->valid_labels);
-        linear_backward(d.normed, g + model->parameter.lm_head, d.logits, act + model->final_normed,
-                        w + model->parameter.lm_head, N, D, V);
+        status = lm_head_backward(d.normed, g + model->parameter.lm_head, act + model->final_normed,
+                                  w + model->parameter.lm_head, act + model->logits_lse,
+                                  batch->labels, &model->rows, D, c->vocab_size,
+                                  1.0 / (double)model->valid_labels, error);
+    }
+    if (status == CPPARITY_OK) {
         rmsnorm_backward(d.stream, g + model->parameter.norm, d.normed, act + model->final_input,
                          w + model->parameter.norm, act + model->final_rstd, N, D);
         for (int64_t l = c->num_hidden_layers - 1; l >= 0 && status == CPPARITY_OK; l--) {

@@ -86,14 +86,15 @@ static cpparity_status layer_forward(reference_model *model, int64_t l, double *
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
     const cpparity_layer_parameters *p = &model->parameter.layers[l];
     const reference_layer_activations *a = &model->layer[l];
+    const reference_rows *rows = &model->rows;
     double *act = model->activations;
     const double *w = model->parameters;
 
     rmsnorm_forward(act + a->input_normed, act + a->input_rstd, act + a->input,
                     w + p->input_layernorm, N, D, c->rms_norm_eps);
-    linear_forward(act + a->q, act + a->input_normed, w + p->q_proj, N, D, H * Dh);
-    linear_forward(act + a->k, act + a->input_normed, w + p->k_proj, N, D, Hkv * Dh);
-    linear_forward(act + a->v, act + a->input_normed, w + p->v_proj, N, D, Hkv * Dh);
+    linear_forward(act + a->q, act + a->input_normed, w + p->q_proj, rows, D, H * Dh);
+    linear_forward(act + a->k, act + a->input_normed, w + p->k_proj, rows, D, Hkv * Dh);
+    linear_forward(act + a->v, act + a->input_normed, w + p->v_proj, rows, D, Hkv * Dh);
     rope_forward(act + a->q, act + model->rope_cos, act + model->rope_sin, N, H, Dh);
     rope_forward(act + a->k, act + model->rope_cos, act + model->rope_sin, N, Hkv, Dh);
     const reference_attention_shape shape = {model->batch, model->seq_len, H, Hkv, Dh};
@@ -103,15 +104,15 @@ static cpparity_status layer_forward(reference_model *model, int64_t l, double *
     if (status != CPPARITY_OK) {
         return status;
     }
-    linear_forward(projection, act + a->attention, w + p->o_proj, N, H * Dh, D);
+    linear_forward(projection, act + a->attention, w + p->o_proj, rows, H * Dh, D);
     residual_forward(act + a->residual, act + a->input, projection, N * D);
 
     rmsnorm_forward(act + a->post_normed, act + a->post_rstd, act + a->residual,
                     w + p->post_attention_layernorm, N, D, c->rms_norm_eps);
-    linear_forward(act + a->gate, act + a->post_normed, w + p->gate_proj, N, D, F);
-    linear_forward(act + a->up, act + a->post_normed, w + p->up_proj, N, D, F);
+    linear_forward(act + a->gate, act + a->post_normed, w + p->gate_proj, rows, D, F);
+    linear_forward(act + a->up, act + a->post_normed, w + p->up_proj, rows, D, F);
     swiglu_forward(act + a->swiglu, act + a->gate, act + a->up, N * F);
-    linear_forward(projection, act + a->swiglu, w + p->down_proj, N, F, D);
+    linear_forward(projection, act + a->swiglu, w + p->down_proj, rows, F, D);
     residual_forward(out, act + a->residual, projection, N * D);
     return CPPARITY_OK;
 }
@@ -148,10 +149,21 @@ cpparity_status reference_model_forward(reference_model *model, const cpparity_b
     }
     rmsnorm_forward(act + model->final_normed, act + model->final_rstd, act + model->final_input,
                     w + model->parameter.norm, N, D, c->rms_norm_eps);
-    linear_forward(act + model->logits, act + model->final_normed, w + model->parameter.lm_head, N,
-                   D, c->vocab_size);
-    model->loss_sum = cross_entropy_sum(act + model->logits, batch->labels, N, c->vocab_size,
-                                        &model->valid_labels);
+    status = lm_head_forward(act + model->logits_lse, act + model->token_loss,
+                             act + model->final_normed, w + model->parameter.lm_head, batch->labels,
+                             &model->rows, D, c->vocab_size, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    /* the terms of the valid labels, summed in token order */
+    model->loss_sum = 0.0;
+    model->valid_labels = 0;
+    for (int64_t n = 0; n < N; n++) {
+        if (batch->labels[n] != CPPARITY_IGNORE_INDEX) {
+            model->loss_sum += act[model->token_loss + n];
+            model->valid_labels++;
+        }
+    }
     if (model->valid_labels == 0) {
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
                                   "the batch has no valid label (every label is -100): the loss "

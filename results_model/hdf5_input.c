@@ -260,9 +260,11 @@ static void format_shape(char *text, size_t size, int rank, const int64_t *dims)
     }
 }
 
-cpparity_status hdf5_input_read(const hdf5_input *input, const char *path, H5T_class_t kind,
-                                int rank, const int64_t *dims, hid_t native, void *values,
-                                cpparity_error *error) {
+/* Checks path's shape against rank and dims (CPPARITY_ERROR_INPUT naming both); *elements = its
+ * elements. */
+static cpparity_status check_shape(const hdf5_input *input, const char *path, H5T_class_t kind,
+                                   int rank, const int64_t *dims, int64_t *elements,
+                                   cpparity_error *error) {
     int found_rank = 0;
     int64_t found[HDF5_INPUT_MAX_RANK] = {0};
     cpparity_status status = hdf5_input_shape(input, path, kind, &found_rank, found, error);
@@ -282,8 +284,17 @@ cpparity_status hdf5_input_read(const hdf5_input *input, const char *path, H5T_c
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s: %s: shape %s, expected %s",
                                   input->path, path, actual, expected);
     }
-    if (count == 0) {
-        return CPPARITY_OK;
+    *elements = count;
+    return CPPARITY_OK;
+}
+
+cpparity_status hdf5_input_read(const hdf5_input *input, const char *path, H5T_class_t kind,
+                                int rank, const int64_t *dims, hid_t native, void *values,
+                                cpparity_error *error) {
+    int64_t count = 0;
+    cpparity_status status = check_shape(input, path, kind, rank, dims, &count, error);
+    if (status != CPPARITY_OK || count == 0) {
+        return status;
     }
     const hid_t dataset = open_dataset(input, path, kind, error);
     if (dataset < 0) {
@@ -295,6 +306,50 @@ cpparity_status hdf5_input_read(const hdf5_input *input, const char *path, H5T_c
             error, CPPARITY_ERROR_INPUT,
             "%s: %s: cannot be read (damaged, truncated or not convertible)", input->path, path);
     }
+    hdf5_close(dataset);
+    return status;
+}
+
+cpparity_status hdf5_input_read_part(const hdf5_input *input, const char *path, H5T_class_t kind,
+                                     int rank, const int64_t *dims, const int64_t *start,
+                                     const int64_t *count, hid_t native, void *values,
+                                     cpparity_error *error) {
+    int64_t elements = 0;
+    cpparity_status status = check_shape(input, path, kind, rank, dims, &elements, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    hsize_t offsets[HDF5_INPUT_MAX_RANK], counts[HDF5_INPUT_MAX_RANK];
+    int64_t part = 1;
+    for (int d = 0; d < rank; d++) {
+        if (start[d] < 0 || count[d] < 0 || start[d] > dims[d] || count[d] > dims[d] - start[d]) {
+            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                      "%s: %s: part [%lld, +%lld) of dimension %d is outside %lld",
+                                      input->path, path, (long long)start[d], (long long)count[d],
+                                      d, (long long)dims[d]);
+        }
+        offsets[d] = (hsize_t)start[d];
+        counts[d] = (hsize_t)count[d];
+        part *= count[d];
+    }
+    if (part == 0) {
+        return CPPARITY_OK;
+    }
+    const hid_t dataset = open_dataset(input, path, kind, error);
+    if (dataset < 0) {
+        return CPPARITY_ERROR_INPUT;
+    }
+    hid_t file_space = H5Dget_space(dataset);
+    hid_t memory_space = H5Screate_simple(rank, counts, NULL);
+    if (file_space < 0 || memory_space < 0 ||
+        H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offsets, NULL, counts, NULL) < 0 ||
+        H5Dread(dataset, native, memory_space, file_space, H5P_DEFAULT, values) < 0) {
+        status = cpparity_error_set(
+            error, CPPARITY_ERROR_INPUT,
+            "%s: %s: cannot be read (damaged, truncated or not convertible)", input->path, path);
+    }
+    hdf5_close(memory_space);
+    hdf5_close(file_space);
     hdf5_close(dataset);
     return status;
 }

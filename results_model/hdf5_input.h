@@ -61,6 +61,15 @@ cpparity_status hdf5_input_read(const hdf5_input *input, const char *path, H5T_c
                                 int rank, const int64_t *dims, hid_t native, void *values,
                                 cpparity_error *error);
 
+/* Part of a dataset: the elements [start, start + count) of each dimension of path, whose class,
+ * rank and shape must be kind, rank and dims (checked as hdf5_input_read checks them), into
+ * values (Π count elements of native, contiguous). A tensor too large to read whole (a dump's
+ * logits) is read this way, one block of rows at a time. */
+cpparity_status hdf5_input_read_part(const hdf5_input *input, const char *path, H5T_class_t kind,
+                                     int rank, const int64_t *dims, const int64_t *start,
+                                     const int64_t *count, hid_t native, void *values,
+                                     cpparity_error *error);
+
 /* The names of the links of group path, in name order, each at most size − 1 bytes, into a
  * malloc'd array of count strings of size bytes each (free it). A missing group is 0 names. */
 cpparity_status hdf5_input_names(const hdf5_input *input, const char *path, size_t size,

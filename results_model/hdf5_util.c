@@ -330,25 +330,28 @@ hid_t hdf5_string_type(size_t size) {
 }
 
 /* Chunked, shuffled, deflated, checksummed dataset of memory_type data stored as file_type. */
-static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memory_type,
-                                     hid_t file_type, int rank, const int64_t *dims,
-                                     const void *data, const char *description,
-                                     cpparity_error *error) {
+/* The creation properties of a chunked dataset: chunks of `chunk` (NULL: at most about 1 MiB,
+ * leading dimensions halved first), shuffled, deflated, fletcher32. A negative id on failure
+ * (error set). */
+static hid_t chunked_properties(const char *name, hid_t file_type, int rank, const int64_t *dims,
+                                const int64_t *given, cpparity_error *error) {
     enum { CHUNK_BYTES = 1 << 20, DEFLATE_LEVEL = 4 };
-    hsize_t sizes[8], chunk[8];
+    hsize_t chunk[8];
     hid_t properties = H5I_INVALID_HID;
     if (rank < 1 || rank > 8) {
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                                  "dataset %s: cannot chunk a dataset of rank %d", name, rank);
+        cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                           "dataset %s: cannot chunk a dataset of rank %d", name, rank);
+        return H5I_INVALID_HID;
     }
     const size_t element = H5Tget_size(file_type);
     if (element == 0) {
-        return hdf5_fail(error, __FILE__, __LINE__, "sizing the type of dataset %s", name);
+        hdf5_fail(error, __FILE__, __LINE__, "sizing the type of dataset %s", name);
+        return H5I_INVALID_HID;
     }
     for (int d = 0; d < rank; d++) {
-        sizes[d] = chunk[d] = (hsize_t)dims[d];
+        chunk[d] = (hsize_t)(given != NULL ? given[d] : dims[d]);
     }
-    for (int d = 0; d < rank; d++) {
+    for (int d = 0; given == NULL && d < rank; d++) {
         hsize_t bytes = element;
         for (int e = 0; e < rank; e++) {
             bytes *= chunk[e];
@@ -359,7 +362,6 @@ static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memor
             chunk[d] = halved;
         }
     }
-    cpparity_status status = CPPARITY_ERROR_RUNTIME;
     HDF5_CHECK(properties = H5Pcreate(H5P_DATASET_CREATE), error,
                "creating the properties of dataset %s", name);
     HDF5_CHECK(H5Pset_chunk(properties, rank, chunk), error, "chunking dataset %s", name);
@@ -367,10 +369,92 @@ static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memor
     HDF5_CHECK(H5Pset_deflate(properties, DEFLATE_LEVEL), error, "adding the deflate filter to %s",
                name);
     HDF5_CHECK(H5Pset_fletcher32(properties), error, "adding the fletcher32 checksum to %s", name);
-    status = new_dataset(parent, name, memory_type, file_type, rank, sizes, properties, data,
-                         description, error);
+    return properties;
 fail:
+    hdf5_close(properties);
+    return H5I_INVALID_HID;
+}
+
+static cpparity_status write_chunked(hid_t parent, const char *name, hid_t memory_type,
+                                     hid_t file_type, int rank, const int64_t *dims,
+                                     const void *data, const char *description,
+                                     cpparity_error *error) {
+    hsize_t sizes[8];
+    const hid_t properties = chunked_properties(name, file_type, rank, dims, NULL, error);
+    if (properties < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    for (int d = 0; d < rank; d++) {
+        sizes[d] = (hsize_t)dims[d];
+    }
+    cpparity_status status = new_dataset(parent, name, memory_type, file_type, rank, sizes,
+                                         properties, data, description, error);
+    return HDF5_CLOSE(properties, status, error);
+}
+
+cpparity_status hdf5_stream_create(hid_t parent, const char *name, hid_t type, int rank,
+                                   const int64_t *dims, const int64_t *chunk,
+                                   const char *description, hdf5_stream *stream,
+                                   cpparity_error *error) {
+    memset(stream, 0, sizeof *stream);
+    stream->dataset = H5I_INVALID_HID;
+    stream->type = type;
+    stream->rank = rank;
+    snprintf(stream->name, sizeof stream->name, "%s", name);
+    hsize_t sizes[8];
+    hid_t space = H5I_INVALID_HID;
+    const hid_t properties = chunked_properties(name, type, rank, dims, chunk, error);
+    if (properties < 0) {
+        return CPPARITY_ERROR_RUNTIME;
+    }
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    for (int d = 0; d < rank; d++) {
+        sizes[d] = (hsize_t)dims[d];
+    }
+    HDF5_CHECK(space = H5Screate_simple(rank, sizes, NULL), error,
+               "creating the space of dataset %s", name);
+    HDF5_CHECK(stream->dataset =
+                   H5Dcreate2(parent, name, type, space, H5P_DEFAULT, properties, H5P_DEFAULT),
+               error, "creating dataset %s", name);
+    status = hdf5_attribute_string(stream->dataset, "Description", description, error);
+fail:
+    status = HDF5_CLOSE(space, status, error);
     status = HDF5_CLOSE(properties, status, error);
+    if (status != CPPARITY_OK) {
+        hdf5_close(stream->dataset);
+        stream->dataset = H5I_INVALID_HID;
+    }
+    return status;
+}
+
+cpparity_status hdf5_stream_write(hdf5_stream *stream, const int64_t *start, const int64_t *count,
+                                  const void *data, cpparity_error *error) {
+    hsize_t offsets[8], counts[8];
+    hid_t file_space = H5I_INVALID_HID, memory_space = H5I_INVALID_HID;
+    cpparity_status status = CPPARITY_ERROR_RUNTIME;
+    for (int d = 0; d < stream->rank; d++) {
+        offsets[d] = (hsize_t)start[d];
+        counts[d] = (hsize_t)count[d];
+    }
+    HDF5_CHECK(file_space = H5Dget_space(stream->dataset), error, "the space of dataset %s",
+               stream->name);
+    HDF5_CHECK(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, offsets, NULL, counts, NULL), error,
+               "selecting a part of dataset %s", stream->name);
+    HDF5_CHECK(memory_space = H5Screate_simple(stream->rank, counts, NULL), error,
+               "creating a memory space for dataset %s", stream->name);
+    HDF5_CHECK(H5Dwrite(stream->dataset, stream->type, memory_space, file_space, H5P_DEFAULT, data),
+               error, "writing a part of dataset %s", stream->name);
+    status = CPPARITY_OK;
+fail:
+    status = HDF5_CLOSE(memory_space, status, error);
+    status = HDF5_CLOSE(file_space, status, error);
+    return status;
+}
+
+cpparity_status hdf5_stream_close(hdf5_stream *stream, cpparity_status status,
+                                  cpparity_error *error) {
+    status = HDF5_CLOSE(stream->dataset, status, error);
+    stream->dataset = H5I_INVALID_HID;
     return status;
 }
 

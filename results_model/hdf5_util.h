@@ -102,6 +102,31 @@ cpparity_status hdf5_write_dataset(hid_t parent, const char *name, hid_t type, i
                                    const int64_t *dims, const void *data, const char *description,
                                    cpparity_error *error);
 
+/* A dataset written piece by piece (a tensor too large to hold whole: the logits of a long
+ * sequence, one row block at a time): created like hdf5_write_dataset's (chunked, shuffled,
+ * deflated, fletcher32, a Description), chunks of `chunk` (NULL: hdf5_write_dataset's), then
+ * filled by hyperslabs. */
+typedef struct hdf5_stream {
+    hid_t dataset; /* open while writing */
+    hid_t type;    /* memory and file type */
+    int rank;
+    char name[64]; /* for messages */
+} hdf5_stream;
+
+/* Creates the dataset (rank 1..8, no dimension 0) under parent; *stream open on success. */
+cpparity_status hdf5_stream_create(hid_t parent, const char *name, hid_t type, int rank,
+                                   const int64_t *dims, const int64_t *chunk,
+                                   const char *description, hdf5_stream *stream,
+                                   cpparity_error *error);
+
+/* Writes data (count elements per dimension, contiguous) at start. */
+cpparity_status hdf5_stream_write(hdf5_stream *stream, const int64_t *start, const int64_t *count,
+                                  const void *data, cpparity_error *error);
+
+/* Closes the dataset; returns status, or the close's failure when status was CPPARITY_OK. */
+cpparity_status hdf5_stream_close(hdf5_stream *stream, cpparity_status status,
+                                  cpparity_error *error);
+
 /* A 1-D int64 attribute of count values (count >= 1). */
 cpparity_status hdf5_attribute_int64s(hid_t object, const char *name, const int64_t *values,
                                       int64_t count, cpparity_error *error);

@@ -121,6 +121,22 @@ deciding_limit results_deciding_limit(double error, double limit, double cp1_lim
     return decided;
 }
 
+int tensor_record_stored_shape(const tensor_record *record, int64_t shape[4], int64_t *count) {
+    int rank = record->shape_rank;
+    for (int d = 0; d < rank && d < 4; d++) {
+        shape[d] = record->shape[d];
+    }
+    if (record->window[2] > 0 && rank == 3) {
+        shape[0] = 1;
+        shape[1] = record->window[2];
+    }
+    *count = 1;
+    for (int d = 0; d < rank && d < 4; d++) {
+        *count *= shape[d];
+    }
+    return rank;
+}
+
 deciding_limit tensor_record_deciding_limit(const tensor_record *record) {
     return results_deciding_limit(record->metrics.relative_l2, record->decision.limit,
                                   record->decision.cp1_limit);

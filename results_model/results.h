@@ -94,6 +94,10 @@ typedef struct tensor_record {
     compare_decision decision;    /* pass or fail, limit, reason */
     float *values;                /* stored values (per --store) or NULL; owned */
     double *reference;            /* stored float64 reference or NULL; owned */
+    int64_t window[3];            /* logits whose stored values are a window of the rank's rows,
+                                     not the whole tensor (too large to keep whole: judge_item.h):
+                                     batch row, first row, rows; values and reference are then
+                                     [1, rows, V]. rows (window[2]) 0: the whole tensor */
     double *position_error;       /* logits: (shape[1]) the error along the rank's slice, per
                                      position ‖x − r‖₂ / ‖r‖₂ over batch rows and vocabulary of
                                      the compared elements (NaN where none is); NULL otherwise;
@@ -174,6 +178,10 @@ typedef struct run_results {
     int64_t passed, failed, refused, not_run, errors; /* counts of item outcomes */
     int64_t not_claimed;                              /* and of NOT CLAIMED ones */
 } run_results;
+
+/* The shape of a record's stored values into shape (its own, or [1, rows, V] for a window);
+ * returns the number of dimensions and sets *count to the elements. */
+int tensor_record_stored_shape(const tensor_record *record, int64_t shape[4], int64_t *count);
 
 /* The limit that decided a tensor (docs/tolerances.md): of the pass rule's limit (ratio × the
  * naive baseline's error + floor) and, for a cp > 1 item judged against cp = 1, the CP-only

@@ -301,9 +301,11 @@ done:
     return status;
 }
 
-/* Adds the tensor, rank and position_offset attributes to a just-written tensor dataset. */
+/* Adds the tensor, rank and position_offset attributes to a just-written tensor dataset; with
+ * window, a windowed record's window too (batch row, first row, rows: results.h). */
 static cpparity_status label_tensor(hid_t group, const char *dataset_name,
-                                    const tensor_record *record, cpparity_error *error) {
+                                    const tensor_record *record, bool window,
+                                    cpparity_error *error) {
     cpparity_status status = CPPARITY_ERROR_RUNTIME;
     hid_t dataset = H5I_INVALID_HID;
     HDF5_CHECK(dataset = H5Dopen2(group, dataset_name, H5P_DEFAULT), error, "opening tensors/%s",
@@ -311,7 +313,9 @@ static cpparity_status label_tensor(hid_t group, const char *dataset_name,
     if (FIELD_ATTRIBUTE(dataset, "tensor", record->name) == CPPARITY_OK &&
         hdf5_attribute_int64(dataset, "rank", record->rank, error) == CPPARITY_OK &&
         hdf5_attribute_int64(dataset, "position_offset", record->position_offset, error) ==
-            CPPARITY_OK) {
+            CPPARITY_OK &&
+        (!window || record->window[2] == 0 ||
+         hdf5_attribute_int64s(dataset, "window", record->window, 3, error) == CPPARITY_OK)) {
         status = CPPARITY_OK;
     }
 fail:
@@ -343,7 +347,7 @@ static cpparity_status write_profiles(hid_t item_group, const run_item *item,
         status = hdf5_write_dataset(group, name, H5T_NATIVE_DOUBLE, 1, &record->shape[1],
                                     record->position_error, description, error);
         if (status == CPPARITY_OK) {
-            status = label_tensor(group, name, record, error);
+            status = label_tensor(group, name, record, false, error);
         }
         if (status != CPPARITY_OK || record->positions == NULL) {
             continue;
@@ -357,7 +361,7 @@ static cpparity_status write_profiles(hid_t item_group, const run_item *item,
         status = hdf5_write_dataset(group, name, H5T_NATIVE_INT64, 1, &record->shape[1],
                                     record->positions, description, error);
         if (status == CPPARITY_OK) {
-            status = label_tensor(group, name, record, error);
+            status = label_tensor(group, name, record, false, error);
         }
     }
     return HDF5_CLOSE(group, status, error);
@@ -383,6 +387,9 @@ static cpparity_status write_tensors(hid_t item_group, const run_item *item,
         for (int d = 0; rank_ok && d < record->shape_rank; d++) {
             elements *= record->shape[d];
         }
+        int64_t stored_shape[4] = {0, 0, 0, 0}, stored = 0;
+        const int stored_rank =
+            rank_ok ? tensor_record_stored_shape(record, stored_shape, &stored) : 0;
         if (!rank_ok || elements != record->metrics.count) {
             status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                         "results: tensor %s on rank %d: shape of rank %d holds "
@@ -405,10 +412,10 @@ static cpparity_status write_tensors(hid_t item_group, const run_item *item,
                      record->kind == CPPARITY_KIND_LOGITS
                          ? "; this rank's slice of the sequence, from position_offset"
                          : "");
-            status = hdf5_write_dataset(group, name, H5T_NATIVE_FLOAT, record->shape_rank,
-                                        record->shape, record->values, description, error);
+            status = hdf5_write_dataset(group, name, H5T_NATIVE_FLOAT, stored_rank, stored_shape,
+                                        record->values, description, error);
             if (status == CPPARITY_OK) {
-                status = label_tensor(group, name, record, error);
+                status = label_tensor(group, name, record, true, error);
             }
         }
         if (status == CPPARITY_OK && record->reference != NULL) {
@@ -416,10 +423,10 @@ static cpparity_status write_tensors(hid_t item_group, const run_item *item,
             snprintf(description, sizeof description,
                      "float64 reference of %s on rank %d (the values it was compared with)", tensor,
                      record->rank);
-            status = hdf5_write_dataset(group, name, H5T_NATIVE_DOUBLE, record->shape_rank,
-                                        record->shape, record->reference, description, error);
+            status = hdf5_write_dataset(group, name, H5T_NATIVE_DOUBLE, stored_rank, stored_shape,
+                                        record->reference, description, error);
             if (status == CPPARITY_OK) {
-                status = label_tensor(group, name, record, error);
+                status = label_tensor(group, name, record, true, error);
             }
         }
     }

@@ -97,6 +97,29 @@ Test(compare, worst_element__first_of_equal_errors_with_its_values) {
     cr_assert_eq(m.max_abs, 1.0);
 }
 
+/* A tensor streamed one block at a time may come in any order (a rank's rows by position): the
+ * worst element and the first non-finite one are the same as in index order. */
+Test(compare, elements_in_reverse_order__same_worst_and_first_nonfinite) {
+    const double x[] = {1.0, 3.0, NAN, 2.0, 3.0, INFINITY}, r[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    compare_accumulator forward, backward;
+    compare_begin(&forward, 6);
+    compare_begin(&backward, 6);
+    for (int64_t i = 0; i < 6; i++) {
+        compare_add(&forward, i, x[i], r[i], true);
+        compare_add(&backward, 5 - i, x[5 - i], r[5 - i], true);
+    }
+    compare_metrics a, b;
+    compare_finish(&forward, &a);
+    compare_finish(&backward, &b);
+    cr_assert_eq(a.worst_index, 1, "the first of the two errors of 3");
+    cr_assert_eq(b.worst_index, 1, "the same element in reverse order");
+    cr_assert_eq(a.first_nonfinite, 2);
+    cr_assert_eq(b.first_nonfinite, 2, "the lowest index, not the first seen");
+    cr_assert_eq(a.nonfinite, 2);
+    cr_assert_eq(b.nonfinite, 2);
+    cr_assert(a.relative_l2 == b.relative_l2, "1 + 9 + 4 + 9 in either order: exact");
+}
+
 Test(compare, include_mask__excluded_elements_do_not_enter_the_error) {
     /* the example plus an element with error 100 that the mask excludes */
     const float x[5] = {3.0f, 4.0f, 100.0f, 1.5f, -2.0f};

@@ -35,8 +35,9 @@ typedef struct judged {
     cpparity_case c;
     cpparity_row_layout row;
     int64_t length;
-    int64_t cp, batch, seq; /* group size, B, S */
-    reference_outputs reference;
+    int64_t cp, batch, seq;      /* group size, B, S */
+    reference_outputs reference; /* logits = final_normed · headᵀ with head the identity (D = V) */
+    double *expected;            /* [B, S, V] the reference logits: its final_normed */
     naive_outputs naive;
     float losses[MAX_CP];
     float *whole;               /* [B, S, V] the reference cast to float32: the cp = 1 logits */
@@ -58,7 +59,7 @@ static float implementation_logit(const judged *j, int64_t b, int64_t p, int64_t
     if (p >= j->seq || r->fully_masked[b * j->seq + p]) {
         return GARBAGE;
     }
-    return (float)r->logits[(b * j->seq + p) * r->vocab + v];
+    return (float)j->expected[(b * j->seq + p) * r->vocab + v];
 }
 
 /* Lays out j->logits in the contiguous layout of ceil(S / cp) positions per rank. */
@@ -106,20 +107,30 @@ static void prepare_sized(judged *j, int64_t cp, int64_t batch, int64_t seq) {
     r->batch = batch;
     r->seq_len = seq;
     r->vocab = V;
+    r->hidden = V;
     r->loss = 2.5;
-    r->logits = malloc((size_t)logits * sizeof(double));
+    r->final_normed = malloc((size_t)logits * sizeof(double));
+    r->head = calloc((size_t)(V * V), sizeof(double));
     r->gradients = malloc((size_t)P * sizeof(double));
     r->fully_masked = calloc((size_t)(batch * seq), 1);
-    j->naive.logits = malloc((size_t)logits * sizeof(float));
+    j->expected = r->final_normed;
+    for (int64_t v = 0; v < V; v++) {
+        r->head[v * V + v] = 1.0; /* logits = final_normed exactly: x·1 + 0·others */
+    }
     j->naive.gradients = malloc((size_t)P * sizeof(float));
+    j->naive.logits_error = calloc((size_t)(batch * seq), sizeof(double));
+    j->naive.logits_norm = calloc((size_t)(batch * seq), sizeof(double));
+    j->naive.logits_nonfinite = calloc((size_t)(batch * seq), 1);
     j->whole = malloc((size_t)logits * sizeof(float));
     /* room for any layout of the padded sequence (a multiple of 2·cp at most 2·cp − 1 over S) */
     j->logits = malloc((size_t)(batch * (padded + 2 * cp) * V) * sizeof(float));
     j->gradients = malloc((size_t)(cp * P) * sizeof(float));
     for (int64_t i = 0; i < logits; i++) {
-        r->logits[i] = reference_value(i);
-        j->naive.logits[i] = (float)(r->logits[i] * (1.0 + 1e-7));
-        j->whole[i] = (float)r->logits[i];
+        j->expected[i] = reference_value(i);
+        const double naive = (double)(float)(j->expected[i] * (1.0 + 1e-7));
+        j->naive.logits_error[i / V] += (naive - j->expected[i]) * (naive - j->expected[i]);
+        j->naive.logits_norm[i / V] += j->expected[i] * j->expected[i];
+        j->whole[i] = (float)j->expected[i];
     }
     for (int64_t i = 0; i < P; i++) {
         r->gradients[i] = reference_value(i + 5);
@@ -190,21 +201,24 @@ static cpparity_status judge_status(judged *j, cpparity_error *error) {
     run_item cp1 = j->item;
     cp1.cp = 1;
     cp1.is_baseline = true;
+    const judge_memory_logits whole = {j->whole, 1, j->batch, j->reference.vocab, NULL, j->seq};
     judge_inputs in = {.reference = &j->reference,
                        .naive = &j->naive,
                        .losses = j->losses,
-                       .logits = j->whole,
+                       .logits = judge_logits_in_memory(&whole),
                        .gradients = j->gradients,
                        .local_len = j->seq,
                        .store = RUN_STORE_METRICS};
     cr_assert_eq(judge_item(&cp1, 0, &in, &baselines, error), CPPARITY_OK, "%s", error->message);
     cr_assert_eq(baseline_table_add(&baselines, 0, &cp1, error), CPPARITY_OK);
-    in.logits = j->logits;
     in.local_len = (j->seq + j->cp - 1) / j->cp;
+    judge_memory_logits laid = {j->logits, j->cp, j->batch, j->reference.vocab, NULL, in.local_len};
     if (j->positions[0] != NULL) {
         in.positions = (const int64_t *const *)j->positions;
         in.lengths = j->lengths;
+        laid.lengths = j->lengths;
     }
+    in.logits = judge_logits_in_memory(&laid);
     const cpparity_status status = judge_item(&j->item, 0, &in, &baselines, error);
     run_item_free_tensors(&cp1);
     baseline_table_free(&baselines);
@@ -218,7 +232,8 @@ static void judge(judged *j) {
 
 static void release(judged *j) {
     run_item_free_tensors(&j->item);
-    free(j->reference.logits);
+    free(j->reference.final_normed);
+    free(j->reference.head);
     free(j->reference.gradients);
     free(j->reference.fully_masked);
     cpparity_tensor_table_free(&j->reference.parameter_table);
@@ -554,4 +569,120 @@ Test(judge_item, contiguous_auto_padding_several_rows__last_rank_counts_only_rea
     last = j.logits + 3 * 3 * L * V;
     last[(0 * L + 0) * V + 2] += 1e-2f; /* batch row 0, position 9, vocab 2 */
     expect(&j, RUN_FAIL, "logits rank 3 batch row 0 position 9 vocab 2");
+}
+
+/* A record too large to keep whole under --store failures (B·L·V past JUDGE_STORE_WHOLE_LOGITS)
+ * keeps the window of its rank's rows around the failing element: the block of positions it is
+ * in, values and reference, with the window saying which rows; a passing record keeps nothing. */
+Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_around_the_error) {
+    enum { S = 2048, V = 2100, PLANTED_ROW = 1500, PLANTED_VOCAB = 7 };
+    cr_assert_gt((int64_t)S * V, JUDGE_STORE_WHOLE_LOGITS, "the record must be too large");
+    judged j;
+    memset(&j, 0, sizeof j);
+    j.cp = 1;
+    j.batch = 1;
+    j.seq = S;
+    cpparity_case *c = &j.c;
+    snprintf(c->name, sizeof c->name, "long");
+    c->model = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
+    c->model.vocab_size = V;
+    c->seq_len = S;
+    c->batch_size = 1;
+    j.length = S;
+    j.row = (cpparity_row_layout){0, 1, &j.length, 0, false, NULL};
+    c->rows = &j.row;
+    for (int d = 0; d < CPPARITY_DTYPE_COUNT; d++) {
+        for (int k = 0; k < CPPARITY_KIND_COUNT; k++) {
+            c->tolerances[d][k] =
+                cpparity_tolerance_default((cpparity_dtype)d, (cpparity_tensor_kind)k);
+        }
+    }
+    /* logits = normed · headᵀ with D = 1: every logit one product, exact in the test too */
+    reference_outputs *r = &j.reference;
+    cpparity_error error;
+    cr_assert_eq(cpparity_model_parameter_table(&c->model, &r->parameter_table, &error),
+                 CPPARITY_OK);
+    const int64_t P = r->parameter_table.total;
+    r->batch = 1;
+    r->seq_len = S;
+    r->vocab = V;
+    r->hidden = 1;
+    r->loss = 2.5;
+    r->final_normed = malloc(S * sizeof(double));
+    r->head = malloc(V * sizeof(double));
+    r->gradients = malloc((size_t)P * sizeof(double));
+    r->fully_masked = calloc(S, 1);
+    for (int64_t t = 0; t < S; t++) {
+        r->final_normed[t] = 1.0 + 0.01 * (double)(t % 13);
+    }
+    for (int64_t v = 0; v < V; v++) {
+        r->head[v] = 0.5 + 0.001 * (double)(v % 97);
+    }
+    j.naive.gradients = malloc((size_t)P * sizeof(float));
+    j.naive.logits_error = calloc(S, sizeof(double));
+    j.naive.logits_norm = calloc(S, sizeof(double));
+    j.naive.logits_nonfinite = calloc(S, 1);
+    j.logits = malloc((size_t)S * V * sizeof(float));
+    j.whole = NULL;
+    j.gradients = malloc((size_t)P * sizeof(float));
+    for (int64_t t = 0; t < S; t++) {
+        for (int64_t v = 0; v < V; v++) {
+            const double logit = r->final_normed[t] * r->head[v];
+            j.logits[t * V + v] = (float)logit;
+            j.naive.logits_norm[t] += logit * logit;
+        }
+        j.naive.logits_error[t] = 1e-14 * j.naive.logits_norm[t]; /* a naive error of 1e-7 */
+    }
+    j.logits[PLANTED_ROW * V + PLANTED_VOCAB] += 0.5f;
+    for (int64_t i = 0; i < P; i++) {
+        r->gradients[i] = reference_value(i + 5);
+        j.naive.gradients[i] = (float)(r->gradients[i] * (1.0 + 1e-7));
+        j.gradients[i] = (float)r->gradients[i];
+    }
+    j.naive.loss = (float)(r->loss * (1.0 + 1e-7));
+    j.losses[0] = (float)r->loss;
+    j.item.source = c;
+    j.item.cp = 1;
+    j.item.dtype = CPPARITY_DTYPE_F32;
+    j.item.is_baseline = true;
+    j.item.worst_tensor = -1;
+    const judge_memory_logits memory = {j.logits, 1, 1, V, NULL, S};
+    const judge_inputs in = {.reference = r,
+                             .naive = &j.naive,
+                             .losses = j.losses,
+                             .logits = judge_logits_in_memory(&memory),
+                             .gradients = j.gradients,
+                             .local_len = S,
+                             .store = RUN_STORE_FAILURES};
+    cr_assert_eq(judge_item(&j.item, 0, &in, NULL, &error), CPPARITY_OK, "%s", error.message);
+    cr_assert_eq(j.item.outcome, RUN_FAIL, "%s", j.item.message);
+    const tensor_record *record = logits_record(&j, 0);
+    cr_assert(!record->decision.passed);
+    cr_assert(record->worst[1] == PLANTED_ROW && record->worst[2] == PLANTED_VOCAB,
+              "worst at position %lld vocab %lld", (long long)record->worst[1],
+              (long long)record->worst[2]);
+    /* the window: the block of positions [1280, 1536) holding position 1500 */
+    cr_assert_eq(record->window[0], 0);
+    cr_assert_eq(record->window[1], 1280);
+    cr_assert_eq(record->window[2], 256);
+    cr_assert_not_null(record->values);
+    const int64_t at = (PLANTED_ROW - 1280) * V + PLANTED_VOCAB;
+    cr_assert(record->values[at] == j.logits[PLANTED_ROW * V + PLANTED_VOCAB]);
+    cr_assert(record->reference[at] == r->final_normed[PLANTED_ROW] * r->head[PLANTED_VOCAB]);
+    int64_t shape[4], count = 0;
+    cr_assert_eq(tensor_record_stored_shape(record, shape, &count), 3);
+    cr_assert(shape[0] == 1 && shape[1] == 256 && shape[2] == V && count == 256 * V);
+    for (int64_t i = 0; i < j.item.tensor_count; i++) { /* passing tensors keep nothing */
+        const tensor_record *kept = &j.item.tensors[i];
+        cr_assert(!kept->decision.passed || kept->values == NULL, "%s kept its values", kept->name);
+    }
+    free(j.reference.final_normed);
+    free(j.reference.head);
+    free(j.reference.gradients);
+    free(j.reference.fully_masked);
+    cpparity_tensor_table_free(&j.reference.parameter_table);
+    naive_outputs_free(&j.naive);
+    free(j.logits);
+    free(j.gradients);
+    run_item_free_tensors(&j.item);
 }

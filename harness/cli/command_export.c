@@ -29,7 +29,9 @@ static void usage(FILE *stream) {
             "       cpparity export SUITE.yaml [--case NAME]... [--seed S] -o FILE.h5\n"
             "       cpparity export --random N [--seed S] -o FILE.h5\n"
             "  A model-level case: its inputs, weights, per-layer dense masks (S <= %d) and\n"
-            "  float64 reference loss, logits and gradients, for a framework's rank dumps.\n"
+            "  float64 reference loss, logits and gradients, for a framework's rank dumps;\n"
+            "  --no-logits leaves the logits [B, S, V] out (`judge` computes its reference\n"
+            "  itself; at a long sequence and a large vocabulary they are most of the file).\n"
             "  Attention-level cases (level: attention; every one of the suite unless --case\n"
             "  names some; --random N draws N as `run --random` does): per case and layer q, k,\n"
             "  v, dout (from --seed, else the case's seed, as `run`), the compact mask, the block\n"
@@ -44,13 +46,15 @@ typedef struct export_options {
     int64_t named_count;
     long long random; /* --random N; 0 none */
     attention_export_seed seed;
+    bool no_logits; /* --no-logits: /reference/logits left out (model level) */
     bool help;
 } export_options;
 
 static cpparity_status parse(export_options *o, int argc, char **argv, cpparity_error *error) {
-    enum { OPTION_RANDOM = 256, OPTION_SEED };
+    enum { OPTION_RANDOM = 256, OPTION_SEED, OPTION_NO_LOGITS };
     static const struct option options[] = {
         {"case", required_argument, NULL, 'c'},
+        {"no-logits", no_argument, NULL, OPTION_NO_LOGITS},
         {"output", required_argument, NULL, 'o'},
         {"random", required_argument, NULL, OPTION_RANDOM},
         {"seed", required_argument, NULL, OPTION_SEED},
@@ -86,6 +90,9 @@ static cpparity_status parse(export_options *o, int argc, char **argv, cpparity_
                 return CPPARITY_ERROR_INPUT;
             }
             o->seed = (attention_export_seed){true, (uint64_t)value};
+            break;
+        case OPTION_NO_LOGITS:
+            o->no_logits = true;
             break;
         case 'h':
             o->help = true;
@@ -166,7 +173,7 @@ static int export_model_case(const export_options *o, const cpparity_case *expor
         output_claim claim; /* a second export to the same path stops now, not after computing */
         status = output_file_claim(&claim, o->output, "-o", &error);
         if (status == CPPARITY_OK) {
-            status = export_case(exported, source, o->output, &error);
+            status = export_case(exported, source, !o->no_logits, o->output, &error);
             output_file_release(&claim);
         }
     }

@@ -230,7 +230,7 @@ static cpparity_status judge_set(const judge_case *loaded, const judge_dump_set 
     item->worst_tensor = -1;
     item->padded_seq_len = set->padded_len;
     const judge_inputs in = {reference,      &reference->naive[set->dtype],
-                             set->losses,    set->logits,
+                             set->losses,    judge_dump_set_logits(set),
                              set->gradients, 0,
                              options->store, set->positions,
                              set->lengths};
@@ -311,8 +311,8 @@ static int judge(const judge_options *options, int argc, char **argv) {
     memory_limit_resolve(options->max_memory, false, "", &limit);
     if (status == CPPARITY_OK) {
         interrupt_set_activity("reading the rank dumps");
-        const judge_dumps_request run = {options->dumps, options->dump_count, NULL, 0, -1,
-                                         limit.bytes,    limit.source};
+        const judge_dumps_request run = {options->dumps, options->dump_count, NULL,          0, -1,
+                                         limit.bytes,    limit.source,        options->store};
         status =
             judge_dumps_load(&run, &loaded.reading, loaded.c, &loaded.parameters, &set, &error);
     }
@@ -321,7 +321,7 @@ static int judge(const judge_options *options, int argc, char **argv) {
         const judge_dumps_request cp1 = {options->baselines, options->baseline_count,
                                          "--baseline",       1,
                                          (int)set.dtype,     limit.bytes,
-                                         limit.source};
+                                         limit.source,       options->store};
         status = judge_dumps_load(&cp1, &loaded.reading, loaded.c, &loaded.parameters, &baseline,
                                   &error);
         if (status == CPPARITY_OK && set.cp == 1) {

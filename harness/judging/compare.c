@@ -14,29 +14,24 @@
 #include <math.h>
 #include <stdio.h>
 
-typedef struct accumulator {
-    double error_sum;     /* Σ (x − r)² over finite compared elements */
-    double reference_sum; /* Σ r² over finite compared elements */
-} accumulator;
-
-static void metrics_start(compare_metrics *metrics, accumulator *sums, int64_t count) {
-    *metrics = (compare_metrics){0};
+void compare_begin(compare_accumulator *accumulator, int64_t count) {
+    *accumulator = (compare_accumulator){0};
+    compare_metrics *metrics = &accumulator->metrics;
     metrics->count = count > 0 ? count : 0;
     metrics->first_nonfinite = -1;
     metrics->worst_index = -1;
-    *sums = (accumulator){0};
 }
 
-/* One element, in index order. */
-static void metrics_add(compare_metrics *metrics, accumulator *sums, int64_t index, double x,
-                        double r, bool included) {
+void compare_add(compare_accumulator *accumulator, int64_t index, double x, double r,
+                 bool included) {
+    compare_metrics *metrics = &accumulator->metrics;
     if (!included) {
         metrics->excluded++;
     } else {
         metrics->compared++;
     }
     if (!isfinite(x) || !isfinite(r)) {
-        if (metrics->nonfinite == 0) {
+        if (metrics->nonfinite == 0 || index < metrics->first_nonfinite) {
             metrics->first_nonfinite = index;
         }
         metrics->nonfinite++;
@@ -47,9 +42,10 @@ static void metrics_add(compare_metrics *metrics, accumulator *sums, int64_t ind
     }
     double difference = x - r;
     double error = fabs(difference);
-    sums->error_sum += difference * difference;
-    sums->reference_sum += r * r;
-    if (metrics->worst_index < 0 || error > metrics->max_abs) {
+    accumulator->error_sum += difference * difference;
+    accumulator->reference_sum += r * r;
+    if (metrics->worst_index < 0 || error > metrics->max_abs ||
+        (error == metrics->max_abs && index < metrics->worst_index)) {
         metrics->max_abs = error;
         metrics->worst_index = index;
         metrics->worst_value = x;
@@ -57,9 +53,10 @@ static void metrics_add(compare_metrics *metrics, accumulator *sums, int64_t ind
     }
 }
 
-static void metrics_finish(compare_metrics *metrics, const accumulator *sums) {
-    metrics->error_norm = sqrt(sums->error_sum);
-    metrics->reference_norm = sqrt(sums->reference_sum);
+void compare_finish(const compare_accumulator *accumulator, compare_metrics *metrics) {
+    *metrics = accumulator->metrics;
+    metrics->error_norm = sqrt(accumulator->error_sum);
+    metrics->reference_norm = sqrt(accumulator->reference_sum);
     if (metrics->compared == 0) {
         metrics->relative_l2 = 0.0;
     } else if (metrics->reference_norm == 0.0) {
@@ -72,22 +69,22 @@ static void metrics_finish(compare_metrics *metrics, const accumulator *sums) {
 
 void compare_float32(compare_metrics *metrics, const float *x, const double *r, int64_t count,
                      const uint8_t *include) {
-    accumulator sums;
-    metrics_start(metrics, &sums, count);
+    compare_accumulator accumulator;
+    compare_begin(&accumulator, count);
     for (int64_t i = 0; i < count; i++) {
-        metrics_add(metrics, &sums, i, (double)x[i], r[i], include == NULL || include[i] != 0);
+        compare_add(&accumulator, i, (double)x[i], r[i], include == NULL || include[i] != 0);
     }
-    metrics_finish(metrics, &sums);
+    compare_finish(&accumulator, metrics);
 }
 
 void compare_float64(compare_metrics *metrics, const double *x, const double *r, int64_t count,
                      const uint8_t *include) {
-    accumulator sums;
-    metrics_start(metrics, &sums, count);
+    compare_accumulator accumulator;
+    compare_begin(&accumulator, count);
     for (int64_t i = 0; i < count; i++) {
-        metrics_add(metrics, &sums, i, x[i], r[i], include == NULL || include[i] != 0);
+        compare_add(&accumulator, i, x[i], r[i], include == NULL || include[i] != 0);
     }
-    metrics_finish(metrics, &sums);
+    compare_finish(&accumulator, metrics);
 }
 
 void compare_coordinates(int64_t index, int rank, const int64_t *shape, int64_t *coordinates) {

@@ -17,6 +17,26 @@
 #include "common/case.h"
 #include "results_model/results.h"
 
+/* The metrics of one tensor built element by element, in any order (a tensor streamed one row
+ * block at a time): the worst element and the first non-finite one are the same whatever the
+ * order (ties go to the smaller index); the norms are sums in the order the elements come. */
+typedef struct compare_accumulator {
+    compare_metrics metrics; /* filled by compare_finish */
+    double error_sum;        /* Σ (x − r)² over finite compared elements */
+    double reference_sum;    /* Σ r² over finite compared elements */
+} compare_accumulator;
+
+/* Starts the metrics of a tensor of count elements. */
+void compare_begin(compare_accumulator *accumulator, int64_t count);
+
+/* Element `index` (flat, of the tensor), x against r; included: compared, else only checked for
+ * non-finite values. */
+void compare_add(compare_accumulator *accumulator, int64_t index, double x, double r,
+                 bool included);
+
+/* The finished metrics (norms, relative L2) into *metrics. */
+void compare_finish(const compare_accumulator *accumulator, compare_metrics *metrics);
+
 /* Compares x (float32) with r (float64), count elements. include: NULL = every element, else
  * include[i] != 0 marks compared elements. Sums are in float64 in index order. */
 void compare_float32(compare_metrics *metrics, const float *x, const double *r, int64_t count,

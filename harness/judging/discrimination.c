@@ -8,6 +8,7 @@
 
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
+#include "common/row_blocks.h"
 #include "reference/model.h"
 
 /* Runs the reference on config with mask_features_off. */
@@ -37,26 +38,43 @@ static double relative_change(const double *a, const double *b, int64_t count) {
     return norm > 0.0 ? sqrt(difference / norm) : sqrt(difference);
 }
 
-/* The largest relative change of loss, compared logits and any gradient between two runs. */
-static double largest_change(const reference_model *changed, const reference_outputs *normal) {
+/* *largest = the largest relative change of loss, compared logits and any gradient between two
+ * runs; the logits one row block at a time. CPPARITY_ERROR_RUNTIME when out of memory for a
+ * block's logits. */
+static cpparity_status largest_change(const reference_model *changed,
+                                      const reference_outputs *normal, double *largest,
+                                      cpparity_error *error) {
     double change = relative_change(&changed->loss, &normal->loss, 1);
-    const int64_t V = normal->vocab;
-    const double *changed_logits = reference_model_logits(changed);
-    const double *normal_logits = normal->logits;
+    const int64_t V = normal->vocab, S = normal->seq_len;
+    const row_blocks blocks = row_blocks_of(normal->batch, S);
+    const int64_t widest = row_blocks_widest(&blocks);
+    double *changed_logits = malloc((size_t)(widest * V + 1) * sizeof *changed_logits);
+    double *normal_logits = malloc((size_t)(widest * V + 1) * sizeof *normal_logits);
+    if (changed_logits == NULL || normal_logits == NULL) {
+        free(changed_logits);
+        free(normal_logits);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "out of memory (the logits of a row block, discrimination)");
+    }
     double difference = 0.0, norm = 0.0;
-    for (int64_t b = 0; b < normal->batch; b++) {
-        for (int64_t t = 0; t < normal->seq_len; t++) {
-            if (normal->fully_masked[b * normal->seq_len + t]) {
+    for (int64_t k = 0; k < blocks.count; k++) {
+        const row_block block = row_blocks_at(&blocks, k);
+        reference_model_logits_block(changed, k, changed_logits);
+        reference_outputs_logits_block(normal, k, normal_logits);
+        for (int64_t t = block.begin; t < block.end; t++) {
+            if (normal->fully_masked[block.batch_row * S + t]) {
                 continue; /* logits there are not compared, so their change cannot be seen */
             }
             for (int64_t v = 0; v < V; v++) {
-                const int64_t i = (b * normal->seq_len + t) * V + v;
+                const int64_t i = (t - block.begin) * V + v;
                 difference +=
                     (changed_logits[i] - normal_logits[i]) * (changed_logits[i] - normal_logits[i]);
                 norm += normal_logits[i] * normal_logits[i];
             }
         }
     }
+    free(changed_logits);
+    free(normal_logits);
     const double logit_change = norm > 0.0 ? sqrt(difference / norm) : sqrt(difference);
     change = logit_change > change ? logit_change : change;
     for (int64_t e = 0; e < normal->parameter_table.count; e++) {
@@ -65,7 +83,8 @@ static double largest_change(const reference_model *changed, const reference_out
             changed->gradients + entry->offset, normal->gradients + entry->offset, entry->count);
         change = gradient_change > change ? gradient_change : change;
     }
-    return change;
+    *largest = change;
+    return CPPARITY_OK;
 }
 
 static cpparity_status append_record(run_results *results, const cpparity_case *checked,
@@ -132,9 +151,13 @@ cpparity_status discrimination_check(run_results *results, const cpparity_case *
         reference_model changed = {0};
         status =
             run_reference(&changed, &changed_config, &batch, seed, variants[v].features_off, error);
+        double change = 0.0;
         if (status == CPPARITY_OK) {
-            status = append_record(results, checked, variants[v].name,
-                                   largest_change(&changed, normal), 10.0 * threshold_limit, error);
+            status = largest_change(&changed, normal, &change, error);
+        }
+        if (status == CPPARITY_OK) {
+            status = append_record(results, checked, variants[v].name, change,
+                                   10.0 * threshold_limit, error);
         }
         reference_model_free(&changed);
     }

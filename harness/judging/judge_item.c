@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness/judging/compare.h"
+#include "common/row_blocks.h"
 #include "harness/judging/token_layout.h"
 
 /* Appends a record; its values/reference are copied only when keep is set. */
@@ -43,26 +44,20 @@ static void keep_values(tensor_record *record, const float *values, const double
     }
 }
 
-/* Where one rank's rows are: how many, the global position of each, and its logits. */
+/* Where one rank's rows are: how many and the global position of each. */
 typedef struct rank_rows {
     int64_t length;           /* L_r */
     const int64_t *positions; /* (L_r) global positions; NULL: consecutive from first */
     int64_t first;            /* positions NULL: the global position of row 0 */
-    const float *logits;      /* [B, L_r, V] the rank's logits in in->logits */
 } rank_rows;
 
 /* The rows rank r holds under in (judge_item.h: contiguous when in->positions is NULL). */
-static rank_rows rows_of(const judge_inputs *in, int64_t r, int64_t batch, int64_t vocab) {
-    rank_rows rows = {in->local_len, NULL, r * in->local_len, in->logits};
-    if (in->positions == NULL) {
-        rows.logits += r * batch * in->local_len * vocab;
-        return rows;
-    }
-    rows.length = in->lengths[r];
-    rows.positions = in->positions[r];
-    rows.first = -1;
-    for (int64_t q = 0; q < r; q++) {
-        rows.logits += batch * in->lengths[q] * vocab;
+static rank_rows rows_of(const judge_inputs *in, int64_t r) {
+    rank_rows rows = {in->local_len, NULL, r * in->local_len};
+    if (in->positions != NULL) {
+        rows.length = in->lengths[r];
+        rows.positions = in->positions[r];
+        rows.first = -1;
     }
     return rows;
 }
@@ -85,71 +80,6 @@ static int64_t consecutive_offset(const rank_rows *rows) {
     return rows->length > 0 ? rows->positions[0] : -1;
 }
 
-/* The reference logits at a rank's rows, [B, L_r, V]; positions past S (automatic padding) are
- * 0. When include is not NULL it marks the compared elements: real positions whose query row is
- * not fully masked. */
-static void reference_logits_rows(double *slice, uint8_t *include, const reference_outputs *ref,
-                                  const rank_rows *rows) {
-    const int64_t B = ref->batch, S = ref->seq_len, V = ref->vocab, L = rows->length;
-    const double *logits = ref->logits;
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t t = 0; t < L; t++) {
-            const int64_t position = row_position(rows, t);
-            const bool real = position < S;
-            /* fully masked query rows: logits are "don't care" (masks.md), not compared */
-            const bool compared = real && !ref->fully_masked[b * S + position];
-            for (int64_t v = 0; v < V; v++) {
-                const int64_t i = (b * L + t) * V + v;
-                slice[i] = real ? logits[(b * S + position) * V + v] : 0.0;
-                if (include != NULL) {
-                    include[i] = compared ? 1 : 0;
-                }
-            }
-        }
-    }
-}
-
-/* The naive baseline's logits at the same rows, [B, L_r, V]; positions past S are 0. */
-static void naive_logits_rows(float *slice, const naive_outputs *naive, int64_t batch,
-                              int64_t seq_len, int64_t vocab, const rank_rows *rows) {
-    const int64_t L = rows->length;
-    for (int64_t b = 0; b < batch; b++) {
-        for (int64_t t = 0; t < L; t++) {
-            const int64_t position = row_position(rows, t);
-            for (int64_t v = 0; v < vocab; v++) {
-                slice[(b * L + t) * vocab + v] =
-                    position < seq_len ? naive->logits[(b * seq_len + position) * vocab + v] : 0.0f;
-            }
-        }
-    }
-}
-
-/* The logits error along a rank's rows [B, L, V]: per row, ‖x − r‖₂ / ‖r‖₂ over the batch
- * rows and vocabulary of the included elements (‖x − r‖₂ where ‖r‖₂ is 0; NaN where nothing is
- * included), summed in float64 in index order. NULL when out of memory (the profile is optional:
- * the verdict never depends on it). */
-static double *position_profile(const float *x, const double *r, const uint8_t *include,
-                                int64_t batch, int64_t length, int64_t vocab) {
-    double *profile = malloc((size_t)(length > 0 ? length : 1) * sizeof *profile);
-    for (int64_t p = 0; profile != NULL && p < length; p++) {
-        double error = 0.0, norm = 0.0;
-        int64_t compared = 0;
-        for (int64_t b = 0; b < batch; b++) {
-            const int64_t base = (b * length + p) * vocab;
-            for (int64_t v = 0; v < vocab; v++) {
-                if (include == NULL || include[base + v]) {
-                    const double difference = (double)x[base + v] - r[base + v];
-                    error += difference * difference;
-                    norm += r[base + v] * r[base + v];
-                    compared++;
-                }
-            }
-        }
-        profile[p] = compared == 0 ? NAN : norm > 0.0 ? sqrt(error) / sqrt(norm) : sqrt(error);
-    }
-    return profile;
-}
-
 /* The element a failure names (record->worst): the first non-finite one when there is one, else
  * the largest finite error; −1 when there is neither. */
 static int64_t named_element(const compare_metrics *metrics) {
@@ -164,11 +94,11 @@ static double naive_error(const float *naive, const double *reference, int64_t c
     return metrics.nonfinite > 0 ? NAN : metrics.relative_l2;
 }
 
-/* The positions of in checked as judge_item.h requires (nothing to check when contiguous);
- * *held_out receives how many the ranks hold (0 when contiguous). */
+/* The positions of in checked as judge_item.h requires; *held_out receives how many the ranks
+ * hold (Sp). */
 static cpparity_status check_positions(const judge_inputs *in, int64_t cp, int64_t seq_len,
                                        int64_t *held_out, cpparity_error *error) {
-    *held_out = 0;
+    *held_out = cp * in->local_len;
     if (in->positions == NULL) {
         return CPPARITY_OK;
     }
@@ -189,11 +119,325 @@ static cpparity_status check_positions(const judge_inputs *in, int64_t cp, int64
     return token_layout_check_partition(held, cp, in->positions, in->lengths, error);
 }
 
+/* --- the logits, one block of positions at a time ----------------------------------------- */
+
+/* One rank's logits record while the walk runs. */
+typedef struct rank_logits {
+    tensor_record *record;
+    rank_rows rows;
+    compare_accumulator metrics;
+    double *profile_error, *profile_norm; /* (L_r) per row over batch rows and vocabulary */
+    int64_t *profile_count;               /* (L_r) compared elements per row */
+    double naive_error, naive_norm;       /* the baseline's sums on the compared tokens */
+    bool naive_nonfinite;                 /* a real token of the rank is not finite there */
+    bool whole;                           /* values kept whole (record->values, ->reference) */
+    bool windowed;                        /* values kept as a window (record->window) */
+    int64_t named;                        /* the named element when the window was last kept */
+    int64_t *block_rows;                  /* (≤ edge) the rank's rows in the current block */
+    int64_t block_row_count;
+} rank_logits;
+
+/* Everything the walk holds: O(block·V) for the values, O(Sp) for the maps. */
+typedef struct logits_walk {
+    const judge_inputs *in;
+    const reference_outputs *reference;
+    int64_t cp, batch, seq_len, vocab, padded;
+    row_blocks blocks; /* of the padded sequence */
+    row_blocks reference_blocks;
+    int64_t *owner, *row; /* (Sp) the rank and row holding each position */
+    float *values;        /* (edge, V) the block's logits, by position */
+    float *staging;       /* (edge, V) one run of a rank's rows as read */
+    double *expected;     /* (edge, V) the reference's logits of the block */
+    rank_logits *ranks;   /* (cp) */
+} logits_walk;
+
+static void walk_free(logits_walk *walk) {
+    for (int64_t r = 0; walk->ranks != NULL && r < walk->cp; r++) {
+        free(walk->ranks[r].profile_error);
+        free(walk->ranks[r].profile_norm);
+        free(walk->ranks[r].profile_count);
+        free(walk->ranks[r].block_rows);
+    }
+    free(walk->ranks);
+    free(walk->owner);
+    free(walk->row);
+    free(walk->values);
+    free(walk->staging);
+    free(walk->expected);
+}
+
+static cpparity_status walk_start(logits_walk *walk, const judge_inputs *in, int64_t cp,
+                                  int64_t padded, cpparity_error *error) {
+    const reference_outputs *ref = in->reference;
+    memset(walk, 0, sizeof *walk);
+    walk->in = in;
+    walk->reference = ref;
+    walk->cp = cp;
+    walk->batch = ref->batch;
+    walk->seq_len = ref->seq_len;
+    walk->vocab = ref->vocab;
+    walk->padded = padded;
+    walk->blocks = row_blocks_of(ref->batch, padded);
+    walk->reference_blocks = row_blocks_of(ref->batch, ref->seq_len);
+    const int64_t edge = row_blocks_widest(&walk->blocks), V = ref->vocab;
+    walk->owner = malloc((size_t)(padded + 1) * sizeof *walk->owner);
+    walk->row = malloc((size_t)(padded + 1) * sizeof *walk->row);
+    walk->values = malloc((size_t)(edge * V + 1) * sizeof *walk->values);
+    walk->staging = malloc((size_t)(edge * V + 1) * sizeof *walk->staging);
+    walk->expected = malloc((size_t)(edge * V + 1) * sizeof *walk->expected);
+    walk->ranks = calloc((size_t)cp, sizeof *walk->ranks);
+    bool ok =
+        walk->owner && walk->row && walk->values && walk->staging && walk->expected && walk->ranks;
+    for (int64_t r = 0; ok && r < cp; r++) {
+        rank_logits *rank = &walk->ranks[r];
+        rank->rows = rows_of(in, r);
+        const size_t length = (size_t)(rank->rows.length + 1);
+        rank->profile_error = calloc(length, sizeof *rank->profile_error);
+        rank->profile_norm = calloc(length, sizeof *rank->profile_norm);
+        rank->profile_count = calloc(length, sizeof *rank->profile_count);
+        rank->block_rows = malloc((size_t)(edge + 1) * sizeof *rank->block_rows);
+        ok = rank->profile_error && rank->profile_norm && rank->profile_count && rank->block_rows;
+        for (int64_t t = 0; ok && t < rank->rows.length; t++) {
+            const int64_t position = row_position(&rank->rows, t);
+            walk->owner[position] = r;
+            walk->row[position] = t;
+        }
+    }
+    return ok ? CPPARITY_OK
+              : cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (comparison)");
+}
+
+/* The implementation's rows of block into walk->values, by position: each rank's rows in the
+ * block read in runs of consecutive rows. */
+static cpparity_status read_block(logits_walk *walk, const row_block *block,
+                                  cpparity_error *error) {
+    const int64_t V = walk->vocab;
+    for (int64_t r = 0; r < walk->cp; r++) {
+        walk->ranks[r].block_row_count = 0;
+    }
+    for (int64_t p = block->begin; p < block->end; p++) {
+        rank_logits *rank = &walk->ranks[walk->owner[p]];
+        rank->block_rows[rank->block_row_count++] = walk->row[p];
+    }
+    const judge_logits *source = &walk->in->logits;
+    for (int64_t r = 0; r < walk->cp; r++) {
+        const rank_logits *rank = &walk->ranks[r];
+        for (int64_t i = 0; i < rank->block_row_count;) {
+            int64_t count = 1; /* a run of consecutive rows, in increasing order */
+            while (i + count < rank->block_row_count &&
+                   rank->block_rows[i + count] == rank->block_rows[i] + count) {
+                count++;
+            }
+            const cpparity_status status =
+                source->read(source->context, r, block->batch_row, rank->block_rows[i], count,
+                             walk->staging, error);
+            if (status != CPPARITY_OK) {
+                return status;
+            }
+            for (int64_t j = 0; j < count; j++) {
+                const int64_t position = row_position(&rank->rows, rank->block_rows[i + j]);
+                memcpy(walk->values + (position - block->begin) * V, walk->staging + j * V,
+                       (size_t)V * sizeof *walk->values);
+            }
+            i += count;
+        }
+    }
+    return CPPARITY_OK;
+}
+
+/* Keeps rank's rows of the current block as its record's window (the element a failure names
+ * moved into this block). Rows that are not consecutive keep only the named element's row. */
+static void keep_window(logits_walk *walk, rank_logits *rank, const row_block *block) {
+    tensor_record *record = rank->record;
+    const int64_t V = walk->vocab, L = rank->rows.length;
+    const int64_t named = named_element(&rank->metrics.metrics);
+    const int64_t named_row = named / V % (L > 0 ? L : 1);
+    int64_t first = rank->block_rows[0], count = rank->block_row_count;
+    for (int64_t i = 1; i < count; i++) {
+        if (rank->block_rows[i] != first + i) {
+            first = named_row;
+            count = 1;
+            break;
+        }
+    }
+    free(record->values);
+    free(record->reference);
+    record->values = malloc((size_t)(count * V) * sizeof *record->values);
+    record->reference = malloc((size_t)(count * V) * sizeof *record->reference);
+    if (record->values == NULL || record->reference == NULL) {
+        free(record->values);
+        free(record->reference);
+        record->values = NULL;
+        record->reference = NULL;
+        record->window[2] = 0;
+        return;
+    }
+    for (int64_t j = 0; j < count; j++) {
+        const int64_t position = row_position(&rank->rows, first + j);
+        const bool real = position < walk->seq_len;
+        memcpy(record->values + j * V, walk->values + (position - block->begin) * V,
+               (size_t)V * sizeof *record->values);
+        for (int64_t v = 0; v < V; v++) {
+            record->reference[j * V + v] =
+                real ? walk->expected[(position - block->begin) * V + v] : 0.0;
+        }
+    }
+    record->window[0] = block->batch_row;
+    record->window[1] = first;
+    record->window[2] = count;
+    rank->named = named;
+}
+
+/* Compares one block: every position's row against the reference's, into its rank's record. */
+static void compare_block(logits_walk *walk, const row_block *block) {
+    const reference_outputs *ref = walk->reference;
+    const naive_outputs *naive = walk->in->naive;
+    const int64_t V = walk->vocab, S = walk->seq_len, b = block->batch_row;
+    for (int64_t p = block->begin; p < block->end; p++) {
+        rank_logits *rank = &walk->ranks[walk->owner[p]];
+        const int64_t t = walk->row[p], L = rank->rows.length;
+        const bool real = p < S;
+        /* fully masked query rows: logits are "don't care" (masks.md), not compared */
+        const bool compared = real && !ref->fully_masked[b * S + p];
+        const float *x = walk->values + (p - block->begin) * V;
+        const double *r = walk->expected + (p - block->begin) * V;
+        const int64_t base = (b * L + t) * V;
+        double error = 0.0, norm = 0.0;
+        for (int64_t v = 0; v < V; v++) {
+            const double expected = real ? r[v] : 0.0;
+            compare_add(&rank->metrics, base + v, (double)x[v], expected, compared);
+            if (compared) {
+                const double difference = (double)x[v] - expected;
+                error += difference * difference;
+                norm += expected * expected;
+            }
+        }
+        if (compared) {
+            rank->profile_error[t] += error;
+            rank->profile_norm[t] += norm;
+            rank->profile_count[t] += V;
+            rank->naive_error += naive->logits_error[b * S + p];
+            rank->naive_norm += naive->logits_norm[b * S + p];
+        }
+        rank->naive_nonfinite |= real && naive->logits_nonfinite[b * S + p];
+        if (rank->whole) {
+            memcpy(rank->record->values + base, x, (size_t)V * sizeof *x);
+            for (int64_t v = 0; v < V; v++) {
+                rank->record->reference[base + v] = real ? r[v] : 0.0;
+            }
+        }
+    }
+    for (int64_t r = 0; r < walk->cp; r++) {
+        rank_logits *rank = &walk->ranks[r];
+        if (rank->windowed && rank->block_row_count > 0 &&
+            named_element(&rank->metrics.metrics) != rank->named &&
+            named_element(&rank->metrics.metrics) >= 0) {
+            keep_window(walk, rank, block);
+        }
+    }
+}
+
+/* The rank's record from its walk: metrics, the baseline's error, profile, worst coordinates. */
+static void finish_rank(rank_logits *rank, run_item *item) {
+    tensor_record *record = rank->record;
+    compare_finish(&rank->metrics, &record->metrics);
+    record->baseline_error = rank->naive_nonfinite           ? NAN
+                             : record->metrics.compared == 0 ? 0.0
+                             : rank->naive_norm > 0.0
+                                 ? sqrt(rank->naive_error) / sqrt(rank->naive_norm)
+                                 : sqrt(rank->naive_error);
+    item->logits_excluded += record->metrics.excluded;
+    int64_t worst[3] = {0, 0, 0};
+    const int64_t named = named_element(&record->metrics);
+    if (named >= 0) {
+        compare_coordinates(named, 3, record->shape, worst);
+    }
+    const int64_t L = rank->rows.length;
+    record->worst[0] = worst[0];
+    record->worst[1] = L > 0 ? row_position(&rank->rows, worst[1]) : 0;
+    record->worst[2] = worst[2];
+    record->position_error = malloc((size_t)(L > 0 ? L : 1) * sizeof *record->position_error);
+    for (int64_t t = 0; record->position_error != NULL && t < L; t++) {
+        const double error = rank->profile_error[t], norm = rank->profile_norm[t];
+        record->position_error[t] = rank->profile_count[t] == 0 ? NAN
+                                    : norm > 0.0                ? sqrt(error) / sqrt(norm)
+                                                                : sqrt(error);
+    }
+}
+
+/* The logits records of every rank, their values read one block of positions at a time. The
+ * walk covers every block even when a read fails (the source may move rows between ranks and
+ * must stay in step); the first error is returned. */
+static cpparity_status compare_logits(run_item *item, const judge_inputs *in, int64_t padded,
+                                      cpparity_error *error) {
+    const cpparity_case *c = item->source;
+    const int64_t cp = item->cp, B = c->batch_size, V = c->model.vocab_size;
+    logits_walk walk;
+    cpparity_status status = walk_start(&walk, in, cp, padded, error);
+    for (int64_t r = 0; status == CPPARITY_OK && r < cp; r++) {
+        rank_logits *rank = &walk.ranks[r];
+        const int64_t L = rank->rows.length;
+        rank->record =
+            add_record(item, "logits", CPPARITY_KIND_LOGITS, (int)r, 3, (int64_t[]){B, L, V});
+        rank->record->position_offset = consecutive_offset(&rank->rows);
+        if (rank->record->position_offset < 0 && L > 0) { /* the results file records them */
+            rank->record->positions = malloc((size_t)L * sizeof *rank->record->positions);
+            if (rank->record->positions == NULL) {
+                status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
+                break;
+            }
+            memcpy(rank->record->positions, rank->rows.positions,
+                   (size_t)L * sizeof *rank->record->positions);
+        }
+        compare_begin(&rank->metrics, B * L * V);
+        rank->named = -2;
+        const bool small = B * L * V <= JUDGE_STORE_WHOLE_LOGITS;
+        rank->whole = in->store == RUN_STORE_ALL || (in->store == RUN_STORE_FAILURES && small);
+        rank->windowed = in->store == RUN_STORE_FAILURES && !small;
+        if (rank->whole) {
+            rank->record->values = malloc((size_t)(B * L * V + 1) * sizeof(float));
+            rank->record->reference = malloc((size_t)(B * L * V + 1) * sizeof(double));
+            if (rank->record->values == NULL || rank->record->reference == NULL) {
+                status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                            "out of memory (the stored logits of rank %lld)",
+                                            (long long)r);
+            }
+        }
+    }
+    const judge_logits *source = &in->logits;
+    for (int64_t k = 0; k < walk.blocks.count; k++) {
+        const row_block block = row_blocks_at(&walk.blocks, k);
+        cpparity_error ignored;
+        cpparity_error *why = status == CPPARITY_OK ? error : &ignored;
+        cpparity_status step = source->begin_block != NULL
+                                   ? source->begin_block(source->context, &block, why)
+                                   : CPPARITY_OK;
+        if (step != CPPARITY_OK || status != CPPARITY_OK) {
+            status = status != CPPARITY_OK ? status : step;
+            continue; /* the other blocks are still walked: the source stays in step */
+        }
+        status = read_block(&walk, &block, error);
+        if (status == CPPARITY_OK && block.begin < walk.seq_len) {
+            reference_outputs_logits_block(
+                walk.reference,
+                row_blocks_containing(&walk.reference_blocks, block.batch_row, block.begin),
+                walk.expected);
+        }
+        if (status == CPPARITY_OK) {
+            compare_block(&walk, &block);
+        }
+    }
+    for (int64_t r = 0; status == CPPARITY_OK && r < cp; r++) {
+        finish_rank(&walk.ranks[r], item);
+    }
+    walk_free(&walk);
+    return status;
+}
+
 static cpparity_status compare_all(run_item *item, const judge_inputs *in, cpparity_error *error) {
     const reference_outputs *ref = in->reference;
-    const cpparity_case *c = item->source;
-    const int64_t cp = item->cp, B = c->batch_size;
-    const int64_t V = c->model.vocab_size, P = ref->parameter_table.total;
+    const int64_t cp = item->cp;
+    const int64_t P = ref->parameter_table.total;
     int64_t held = 0;
     cpparity_status status = check_positions(in, cp, ref->seq_len, &held, error);
     if (status != CPPARITY_OK) {
@@ -203,21 +447,9 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
         in->positions == NULL ? TOKEN_LAYOUT_CONTIGUOUS
                               : token_layout_recognise(held, cp, in->positions, in->lengths, NULL);
     snprintf(item->token_layout, sizeof item->token_layout, "%s", token_layout_kind_name(layout));
-    int64_t longest = 1; /* the largest rank's logits, for the scratch slices */
-    for (int64_t r = 0; r < cp; r++) {
-        const int64_t length = rows_of(in, r, B, V).length;
-        longest = B * length * V > longest ? B * length * V : longest;
-    }
     item->tensors_expected = cp * (2 + ref->parameter_table.count);
     item->tensors = calloc((size_t)item->tensors_expected, sizeof *item->tensors);
-    double *reference_slice = malloc((size_t)longest * sizeof(double));
-    float *naive_slice = malloc((size_t)longest * sizeof(float));
-    uint8_t *include = malloc((size_t)longest);
-    double *reference_gradient = NULL;
-    if (!item->tensors || !reference_slice || !naive_slice || !include) {
-        free(reference_slice);
-        free(naive_slice);
-        free(include);
+    if (!item->tensors) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (comparison)");
     }
     const naive_outputs *naive = in->naive;
@@ -232,46 +464,16 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
             keep_values(record, &in->losses[r], &ref->loss, 1);
         }
     }
-    for (int64_t r = 0; r < cp; r++) {
-        const rank_rows rows = rows_of(in, r, B, V);
-        const int64_t L = rows.length, slice = B * L * V;
-        reference_logits_rows(reference_slice, include, ref, &rows);
-        tensor_record *record =
-            add_record(item, "logits", CPPARITY_KIND_LOGITS, (int)r, 3, (int64_t[]){B, L, V});
-        record->position_offset = consecutive_offset(&rows);
-        if (record->position_offset < 0 && L > 0) { /* the results file records them */
-            record->positions = malloc((size_t)L * sizeof *record->positions);
-            if (record->positions == NULL) {
-                free(reference_slice);
-                free(naive_slice);
-                free(include);
-                return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
-            }
-            memcpy(record->positions, rows.positions, (size_t)L * sizeof *record->positions);
-        }
-        compare_float32(&record->metrics, rows.logits, reference_slice, slice, include);
-        naive_logits_rows(naive_slice, naive, B, ref->seq_len, V, &rows);
-        record->baseline_error = naive_error(naive_slice, reference_slice, slice, include);
-        item->logits_excluded += record->metrics.excluded;
-        int64_t worst[3] = {0, 0, 0};
-        const int64_t named = named_element(&record->metrics);
-        if (named >= 0) {
-            compare_coordinates(named, 3, record->shape, worst);
-        }
-        record->worst[0] = worst[0];
-        record->worst[1] = L > 0 ? row_position(&rows, worst[1]) : 0;
-        record->worst[2] = worst[2];
-        record->position_error = position_profile(rows.logits, reference_slice, include, B, L, V);
-        if (keep_all) {
-            keep_values(record, rows.logits, reference_slice, slice);
-        }
+    status = compare_logits(item, in, held, error);
+    if (status != CPPARITY_OK) {
+        return status;
     }
     item->gradients_identical = true;
     for (int64_t e = 0; e < ref->parameter_table.count; e++) {
         const cpparity_tensor_entry *entry = &ref->parameter_table.entries[e];
         char name[CPPARITY_RECORD_NAME];
         snprintf(name, sizeof name, "grads/%s", entry->name);
-        reference_gradient = ref->gradients + entry->offset;
+        const double *reference_gradient = ref->gradients + entry->offset;
         const double naive_gradient_error =
             naive_error(naive->gradients + entry->offset, reference_gradient, entry->count, NULL);
         for (int64_t r = 0; r < cp; r++) {
@@ -293,9 +495,6 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
             }
         }
     }
-    free(reference_slice);
-    free(naive_slice);
-    free(include);
     return CPPARITY_OK;
 }
 
@@ -392,7 +591,6 @@ void judge_item_decide(run_item *item, int64_t case_index, const baseline_table 
  * and vocabulary id, to its reason "… (first at index i)": the flat index alone is local to the
  * rank's rows. */
 static void locate_nonfinite_logits(run_item *item, const judge_inputs *in) {
-    const int64_t B = item->source->batch_size, V = item->source->model.vocab_size;
     for (int64_t i = 0; i < item->tensor_count; i++) {
         tensor_record *record = &item->tensors[i];
         char *reason = record->decision.reason;
@@ -402,7 +600,7 @@ static void locate_nonfinite_logits(run_item *item, const judge_inputs *in) {
             length == 0 || reason[length - 1] != ')') {
             continue;
         }
-        const rank_rows rows = rows_of(in, record->rank, B, V);
+        const rank_rows rows = rows_of(in, record->rank);
         int64_t at[3];
         compare_coordinates(record->metrics.first_nonfinite, 3, record->shape, at);
         snprintf(reason + length - 1, sizeof record->decision.reason - (length - 1),
@@ -423,37 +621,45 @@ static void trim_stored(run_item *item, run_store store) {
             free(record->reference);
             record->values = NULL;
             record->reference = NULL;
+            record->window[2] = 0;
         }
     }
 }
 
-/* Stores the values of failing gradients and logits (only scalars were kept so far). */
+/* Stores the values of failing gradients (the logits kept theirs while they were compared). */
 static void keep_failures(run_item *item, const judge_inputs *in) {
-    const int64_t B = item->source->batch_size;
-    const int64_t V = item->source->model.vocab_size, P = in->reference->parameter_table.total;
+    const int64_t P = in->reference->parameter_table.total;
     for (int64_t i = 0; i < item->tensor_count; i++) {
         tensor_record *record = &item->tensors[i];
-        if (record->decision.passed || record->values != NULL) {
+        if (record->decision.passed || record->values != NULL ||
+            record->kind != CPPARITY_KIND_GRADS) {
             continue;
         }
-        if (record->kind == CPPARITY_KIND_GRADS) {
-            const cpparity_tensor_entry *entry = cpparity_tensor_table_find(
-                &in->reference->parameter_table, record->name + strlen("grads/"));
-            if (entry != NULL) {
-                keep_values(record, in->gradients + record->rank * P + entry->offset,
-                            in->reference->gradients + entry->offset, entry->count);
-            }
-        } else if (record->kind == CPPARITY_KIND_LOGITS) {
-            const rank_rows rows = rows_of(in, record->rank, B, V);
-            const int64_t slice = B * rows.length * V;
-            double *reference = malloc((size_t)(slice > 0 ? slice : 1) * sizeof(double));
-            if (reference != NULL) {
-                reference_logits_rows(reference, NULL, in->reference, &rows);
-                keep_values(record, rows.logits, reference, slice);
-            }
-            free(reference);
+        const cpparity_tensor_entry *entry = cpparity_tensor_table_find(
+            &in->reference->parameter_table, record->name + strlen("grads/"));
+        if (entry != NULL) {
+            keep_values(record, in->gradients + record->rank * P + entry->offset,
+                        in->reference->gradients + entry->offset, entry->count);
         }
     }
+}
+
+static cpparity_status memory_read(void *context, int64_t rank, int64_t batch_row, int64_t row,
+                                   int64_t count, float *rows, cpparity_error *error) {
+    (void)error;
+    const judge_memory_logits *m = context;
+    const float *at = m->logits;
+    for (int64_t r = 0; r < rank; r++) {
+        at += m->batch * (m->lengths != NULL ? m->lengths[r] : m->local_len) * m->vocab;
+    }
+    const int64_t L = m->lengths != NULL ? m->lengths[rank] : m->local_len;
+    memcpy(rows, at + (batch_row * L + row) * m->vocab, (size_t)(count * m->vocab) * sizeof *rows);
+    return CPPARITY_OK;
+}
+
+judge_logits judge_logits_in_memory(const judge_memory_logits *memory) {
+    const judge_logits source = {NULL, memory_read, (void *)memory};
+    return source;
 }
 
 cpparity_status judge_item(run_item *item, int64_t case_index, const judge_inputs *in,

@@ -12,9 +12,44 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/row_blocks.h"
 #include "results_model/results.h"
 #include "harness/judging/baseline_table.h"
 #include "harness/judging/reference_cache.h"
+
+/* Where the implementation's logits rows come from: never all at once (docs/architecture.md,
+ * "Long context: row blocks"). judge_item walks the padded sequence one block of positions at a
+ * time (row_blocks_of(B, Sp), in order: every block, once, even after a failure, so that a
+ * source moving rows between ranks stays in step) and reads, for each rank holding positions of
+ * the block, the runs of its consecutive rows that hold them. */
+typedef struct judge_logits {
+    /* Called for every block before its rows are read (NULL: nothing to do); `cpparity run`
+     * gathers the block's rows from the ranks here. An error stops the walk. */
+    cpparity_status (*begin_block)(void *context, const row_block *block, cpparity_error *error);
+    /* rows (count × V floats) = rank's logits rows [row, row + count) of batch row batch_row,
+     * all of them holding positions of the current block. */
+    cpparity_status (*read)(void *context, int64_t rank, int64_t batch_row, int64_t row,
+                            int64_t count, float *rows, cpparity_error *error);
+    void *context;
+} judge_logits;
+
+/* Logits held in memory, rank after rank, [B, L_r, V] each (tests, and whoever holds them). */
+typedef struct judge_memory_logits {
+    const float *logits; /* rank after rank */
+    int64_t cp, batch, vocab;
+    const int64_t *lengths; /* [cp] L_r, or NULL: every rank local_len */
+    int64_t local_len;
+} judge_memory_logits;
+
+/* The source reading from memory (memory must outlive its use). */
+judge_logits judge_logits_in_memory(const judge_memory_logits *memory);
+
+/* Logits records past this many elements (B·L·V) are not kept whole under --store failures
+ * (kept tentatively while the walk runs, they would hold that much whether they fail or not):
+ * the window of the rank's rows around the element a failure names is kept instead, at most one
+ * block of positions (results.h, tensor_record.window). --store all keeps every record whole, as
+ * asked (the memory estimate counts it). */
+#define JUDGE_STORE_WHOLE_LOGITS ((int64_t)1 << 22)
 
 /* What the implementation under test produced on every rank of the item's group.
  *
@@ -39,7 +74,7 @@ typedef struct judge_inputs {
     const reference_outputs *reference; /* the case's float64 outputs */
     const naive_outputs *naive;         /* the naive same-dtype baseline of the item's dtype */
     const float *losses;                /* [cp] each rank's loss */
-    const float *logits;                /* rank after rank, [B, L_r, V] each */
+    judge_logits logits;                /* each rank's [B, L_r, V], read one block at a time */
     const float *gradients;             /* [cp][P] each rank's gradients, laid out as
                                            reference->parameter_table */
     int64_t local_len;                  /* positions NULL: L = ceil(S / cp), every rank's L_r;

@@ -1,12 +1,16 @@
 /*
  * naive_model.c — the straightforward same-dtype baseline (see naive_model.h): the model of
- * docs/model.md in float32 plain loops, attention row by row with a two-pass softmax, bfloat16
- * rounding at the storage points for bf16. Backward adds into zeroed gradients, layer by layer
- * in reverse, as the reference does.
+ * docs/model.md in float32 sums in index order (naive_products.h), attention row by row with a
+ * two-pass softmax (naive_attention.h), bfloat16 rounding at the storage points for bf16.
+ * Backward adds into zeroed gradients, layer by layer in reverse, as the reference does. The
+ * logits go one row block at a time (common/row_blocks.h), compared with the reference's as they
+ * are made, and made again for the backward: the same bits, never the whole [B, S, V].
  */
 #include "harness/judging/naive_model.h"
 
+#include "common/row_blocks.h"
 #include "harness/judging/naive_attention.h"
+#include "harness/judging/naive_products.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +21,7 @@
 #include "common/monotonic_clock.h"
 #include "reference/mask.h"
 #include "reference/memory.h"
+#include "reference/threads.h"
 
 /* --- storage ---------------------------------------------------------------------------- */
 
@@ -44,44 +49,6 @@ static void store(cpparity_dtype dtype, float *x, int64_t count) {
 }
 
 /* --- layers, float32, sums in index order -------------------------------------------------- */
-
-/* out (N, O) = in (N, I) · weightᵀ, weight (O, I). */
-static void linear_forward(float *out, const float *in, const float *weight, int64_t rows,
-                           int64_t in_features, int64_t out_features) {
-    for (int64_t n = 0; n < rows; n++) {
-        for (int64_t o = 0; o < out_features; o++) {
-            float sum = 0.0f;
-            for (int64_t i = 0; i < in_features; i++) {
-                sum += in[n * in_features + i] * weight[o * in_features + i];
-            }
-            out[n * out_features + o] = sum;
-        }
-    }
-}
-
-/* din (N, I) += dout · weight; dweight (O, I) += doutᵀ · in. */
-static void linear_backward(float *din, float *dweight, const float *dout, const float *in,
-                            const float *weight, int64_t rows, int64_t in_features,
-                            int64_t out_features) {
-    for (int64_t n = 0; n < rows; n++) {
-        for (int64_t i = 0; i < in_features; i++) {
-            float sum = 0.0f;
-            for (int64_t o = 0; o < out_features; o++) {
-                sum += dout[n * out_features + o] * weight[o * in_features + i];
-            }
-            din[n * in_features + i] += sum;
-        }
-    }
-    for (int64_t o = 0; o < out_features; o++) {
-        for (int64_t i = 0; i < in_features; i++) {
-            float sum = 0.0f;
-            for (int64_t n = 0; n < rows; n++) {
-                sum += dout[n * out_features + o] * in[n * in_features + i];
-            }
-            dweight[o * in_features + i] += sum;
-        }
-    }
-}
 
 /* out = weight ⊙ in / sqrt(mean(in²) + eps) per row; rstd saves the scale. */
 static void rmsnorm_forward(float *out, float *rstd, const float *in, const float *weight,
@@ -146,15 +113,17 @@ typedef struct naive_layer {
 typedef struct naive_run {
     const cpparity_model_config *config;
     cpparity_dtype dtype;
-    int64_t batch, seq_len, tokens;          /* B, S, N = B·S */
-    cpparity_model_parameters at;            /* parameter offsets */
-    float *weights;                          /* every parameter, rounded to dtype */
-    naive_layer layers[CPPARITY_MAX_LAYERS]; /* saved values */
-    float *final_input, *final_rstd, *final_normed, *logits;
-    float *cosines, *sines; /* (N, Dh/2) */
+    int64_t batch, seq_len, tokens;                 /* B, S, N = B·S */
+    row_blocks blocks;                              /* the logits' row blocks */
+    cpparity_model_parameters at;                   /* parameter offsets */
+    float *weights;                                 /* every parameter, rounded to dtype */
+    naive_layer layers[CPPARITY_MAX_LAYERS];        /* saved values */
+    float *final_input, *final_rstd, *final_normed; /* (N,D), (N), (N,D) */
+    float *logits_lse;                              /* (N) log Σ exp of each token's logits */
+    float *logits;                                  /* (widest block, V): one row block's */
+    double *reference;                              /* (widest block, V): the reference's */
+    float *cosines, *sines;                         /* (N, Dh/2) */
     reference_mask masks[CPPARITY_MAX_LAYERS];
-    int64_t *keys;   /* (S) scratch: allowed keys of a row */
-    float *scores;   /* (S) scratch */
     float **buffers; /* every float allocation above, for release */
     int64_t buffer_count, buffer_capacity;
     int64_t labels; /* labels != −100 in the batch */
@@ -186,7 +155,7 @@ static void run_free(naive_run *run) {
     for (int64_t l = 0; l < CPPARITY_MAX_LAYERS; l++) {
         reference_mask_free(&run->masks[l]);
     }
-    free(run->keys);
+    free(run->reference);
     free(run->weights);
 }
 
@@ -195,6 +164,7 @@ static bool allocate(naive_run *run) {
     const cpparity_model_config *c = run->config;
     const int64_t N = run->tokens, D = c->hidden_size, F = c->intermediate_size;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
+    const int64_t V = c->vocab_size;
     bool ok = true;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         naive_layer *a = &run->layers[l];
@@ -213,13 +183,14 @@ static bool allocate(naive_run *run) {
     run->final_input = buffer(run, N * D);
     run->final_rstd = buffer(run, N);
     run->final_normed = buffer(run, N * D);
-    run->logits = buffer(run, N * c->vocab_size);
+    run->logits_lse = buffer(run, N);
+    const int64_t widest = row_blocks_widest(&run->blocks);
+    run->logits = buffer(run, widest * V);
+    run->reference = malloc((size_t)(widest * V + 1) * sizeof *run->reference);
     run->cosines = buffer(run, N * (Dh / 2));
     run->sines = buffer(run, N * (Dh / 2));
-    run->scores = buffer(run, run->seq_len);
-    run->keys = malloc((size_t)(run->seq_len > 0 ? run->seq_len : 1) * sizeof *run->keys);
-    return ok && run->final_input && run->final_rstd && run->final_normed && run->logits &&
-           run->cosines && run->sines && run->scores && run->keys;
+    return ok && run->final_input && run->final_rstd && run->final_normed && run->logits_lse &&
+           run->logits && run->reference && run->cosines && run->sines;
 }
 
 /* The residual add: out = a + b. */
@@ -229,7 +200,8 @@ static void add(float *out, const float *a, const float *b, int64_t count) {
     }
 }
 
-static void forward(naive_run *run, const cpparity_batch *batch, float *projection) {
+/* The layers, up to the final norm's output. false when out of memory. */
+static bool forward(naive_run *run, const cpparity_batch *batch, float *projection) {
     const cpparity_model_config *c = run->config;
     const int64_t N = run->tokens, D = c->hidden_size, F = c->intermediate_size;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
@@ -240,16 +212,17 @@ static void forward(naive_run *run, const cpparity_batch *batch, float *projecti
         memcpy(run->layers[0].input + n * D, w + run->at.embed_tokens + batch->input_ids[n] * D,
                (size_t)D * sizeof(float));
     }
-    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+    bool ok = true;
+    for (int64_t l = 0; l < c->num_hidden_layers && ok; l++) {
         naive_layer *a = &run->layers[l];
         const cpparity_layer_parameters *p = &run->at.layers[l];
         float *out = l + 1 < c->num_hidden_layers ? run->layers[l + 1].input : run->final_input;
         rmsnorm_forward(a->input_normed, a->input_rstd, a->input, w + p->input_layernorm, N, D,
                         eps);
         store(run->dtype, a->input_normed, N * D);
-        linear_forward(a->q, a->input_normed, w + p->q_proj, N, D, H * Dh);
-        linear_forward(a->k, a->input_normed, w + p->k_proj, N, D, Hkv * Dh);
-        linear_forward(a->v, a->input_normed, w + p->v_proj, N, D, Hkv * Dh);
+        ok = naive_linear_forward(a->q, a->input_normed, w + p->q_proj, N, D, H * Dh) &&
+             naive_linear_forward(a->k, a->input_normed, w + p->k_proj, N, D, Hkv * Dh) &&
+             naive_linear_forward(a->v, a->input_normed, w + p->v_proj, N, D, Hkv * Dh);
         store(run->dtype, a->q, N * H * Dh);
         store(run->dtype, a->k, N * Hkv * Dh);
         store(run->dtype, a->v, N * Hkv * Dh);
@@ -257,25 +230,25 @@ static void forward(naive_run *run, const cpparity_batch *batch, float *projecti
         rope(a->k, run->cosines, run->sines, N, Hkv, Dh, 1.0f);
         store(run->dtype, a->q, N * H * Dh);
         store(run->dtype, a->k, N * Hkv * Dh);
-        naive_float_attention_forward(a->attention, a->lse, a->q, a->k, a->v, &run->masks[l], shape,
-                                      scale, run->keys, run->scores);
+        ok = ok && naive_float_attention_forward(a->attention, a->lse, a->q, a->k, a->v,
+                                                 &run->masks[l], shape, scale);
         store(run->dtype, a->attention, N * H * Dh);
-        linear_forward(projection, a->attention, w + p->o_proj, N, H * Dh, D);
+        ok = ok && naive_linear_forward(projection, a->attention, w + p->o_proj, N, H * Dh, D);
         store(run->dtype, projection, N * D);
         add(a->residual, a->input, projection, N * D);
         store(run->dtype, a->residual, N * D);
         rmsnorm_forward(a->post_normed, a->post_rstd, a->residual, w + p->post_attention_layernorm,
                         N, D, eps);
         store(run->dtype, a->post_normed, N * D);
-        linear_forward(a->gate, a->post_normed, w + p->gate_proj, N, D, F);
-        linear_forward(a->up, a->post_normed, w + p->up_proj, N, D, F);
+        ok = ok && naive_linear_forward(a->gate, a->post_normed, w + p->gate_proj, N, D, F) &&
+             naive_linear_forward(a->up, a->post_normed, w + p->up_proj, N, D, F);
         store(run->dtype, a->gate, N * F);
         store(run->dtype, a->up, N * F);
         for (int64_t i = 0; i < N * F; i++) {
             a->swiglu[i] = a->gate[i] / (1.0f + expf(-a->gate[i])) * a->up[i];
         }
         store(run->dtype, a->swiglu, N * F);
-        linear_forward(projection, a->swiglu, w + p->down_proj, N, F, D);
+        ok = ok && naive_linear_forward(projection, a->swiglu, w + p->down_proj, N, F, D);
         store(run->dtype, projection, N * D);
         add(out, a->residual, projection, N * D);
         store(run->dtype, out, N * D);
@@ -283,8 +256,19 @@ static void forward(naive_run *run, const cpparity_batch *batch, float *projecti
     rmsnorm_forward(run->final_normed, run->final_rstd, run->final_input, w + run->at.norm, N, D,
                     eps);
     store(run->dtype, run->final_normed, N * D);
-    linear_forward(run->logits, run->final_normed, w + run->at.lm_head, N, D, c->vocab_size);
-    store(run->dtype, run->logits, N * c->vocab_size);
+    return ok;
+}
+
+/* The logits of row block `index` into run->logits, stored in the dtype: the same bits every
+ * time. false when out of memory. */
+static bool block_logits(naive_run *run, int64_t index, row_block *block) {
+    const int64_t D = run->config->hidden_size, V = run->config->vocab_size;
+    *block = row_blocks_at(&run->blocks, index);
+    const int64_t rows = block->end - block->begin;
+    const bool ok = naive_linear_forward(run->logits, run->final_normed + block->flat * D,
+                                         run->weights + run->at.lm_head, rows, D, V);
+    store(run->dtype, run->logits, rows * V);
+    return ok;
 }
 
 /* log Σ exp of a row of logits, shifted by its maximum. */
@@ -300,41 +284,113 @@ static float log_sum_exp(const float *row, int64_t count) {
     return maximum + logf(sum);
 }
 
+/* The LM head's forward, row block by row block: each token's log-sum-exp, the loss (token
+ * terms summed in token order) and the logits' error against the reference's same block. */
+static bool head_forward(naive_run *run, const cpparity_batch *batch,
+                         const naive_reference_logits *reference, naive_outputs *outputs) {
+    const int64_t V = run->config->vocab_size;
+    float loss_sum = 0.0f;
+    for (int64_t index = 0; index < run->blocks.count; index++) {
+        row_block block;
+        if (!block_logits(run, index, &block)) {
+            return false;
+        }
+        if (reference != NULL) {
+            reference->block(reference->context, index, run->reference);
+        }
+        for (int64_t t = 0; t < block.end - block.begin; t++) {
+            const int64_t n = block.flat + t;
+            const float *row = run->logits + t * V;
+            run->logits_lse[n] = log_sum_exp(row, V);
+            if (batch->labels[n] != CPPARITY_IGNORE_INDEX) {
+                loss_sum += run->logits_lse[n] - row[batch->labels[n]];
+            }
+            if (reference == NULL) {
+                continue;
+            }
+            const double *expected = run->reference + t * V;
+            double error = 0.0, norm = 0.0;
+            uint8_t nonfinite = 0;
+            for (int64_t v = 0; v < V; v++) {
+                const double x = (double)row[v], r = expected[v];
+                if (!isfinite(x) || !isfinite(r)) {
+                    nonfinite = 1;
+                    continue;
+                }
+                error += (x - r) * (x - r);
+                norm += r * r;
+            }
+            outputs->logits_error[n] = error;
+            outputs->logits_norm[n] = norm;
+            outputs->logits_nonfinite[n] = nonfinite;
+        }
+    }
+    outputs->loss = loss_sum / (float)run->labels;
+    return true;
+}
+
 /* Gradient buffers of one layer, reused in reverse order. */
 typedef struct naive_gradients {
-    float *stream, *residual, *normed, *swiglu, *gate, *up, *attention, *q, *k, *v, *logits;
+    float *stream, *residual, *normed, *swiglu, *gate, *up, *attention, *q, *k, *v;
 } naive_gradients;
 
-static void backward(naive_run *run, const cpparity_batch *batch, naive_gradients *d, float *g) {
+/* din and dweight of a linear layer (naive_products.h). */
+static bool linear_backward(float *din, float *dweight, const float *dout, const float *in,
+                            const float *weight, int64_t rows, int64_t in_features,
+                            int64_t out_features) {
+    return naive_linear_input_gradient(din, dout, weight, rows, in_features, out_features) &&
+           naive_linear_weight_gradient(dweight, dout, in, rows, in_features, out_features);
+}
+
+/* The LM head's backward, row block by row block: dlogits = softmax − onehot (scaled by the
+ * label count) from the logits made again, into dnormed and the head's gradient. */
+static bool head_backward(naive_run *run, const cpparity_batch *batch, float *dnormed, float *g) {
+    const int64_t D = run->config->hidden_size, V = run->config->vocab_size;
+    const float per_label = 1.0f / (float)run->labels;
+    for (int64_t index = 0; index < run->blocks.count; index++) {
+        row_block block;
+        if (!block_logits(run, index, &block)) {
+            return false;
+        }
+        const int64_t rows = block.end - block.begin;
+        for (int64_t t = 0; t < rows; t++) {
+            const int64_t n = block.flat + t;
+            float *row = run->logits + t * V;
+            if (batch->labels[n] == CPPARITY_IGNORE_INDEX) {
+                memset(row, 0, (size_t)V * sizeof *row);
+                continue;
+            }
+            for (int64_t v = 0; v < V; v++) {
+                row[v] = expf(row[v] - run->logits_lse[n]) * per_label;
+            }
+            row[batch->labels[n]] -= per_label;
+        }
+        if (!linear_backward(dnormed + block.flat * D, g + run->at.lm_head, run->logits,
+                             run->final_normed + block.flat * D, run->weights + run->at.lm_head,
+                             rows, D, V)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool backward(naive_run *run, const cpparity_batch *batch, naive_gradients *d, float *g) {
     const cpparity_model_config *c = run->config;
     const int64_t N = run->tokens, D = c->hidden_size, F = c->intermediate_size;
     const int64_t H = c->num_attention_heads, Hkv = c->num_key_value_heads, Dh = c->head_dim;
-    const int64_t V = c->vocab_size;
     const float *w = run->weights;
-    const float scale = 1.0f / sqrtf((float)Dh), per_label = 1.0f / (float)run->labels;
+    const float scale = 1.0f / sqrtf((float)Dh);
     const naive_attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
-    for (int64_t n = 0; n < N; n++) {
-        if (batch->labels[n] == CPPARITY_IGNORE_INDEX) {
-            continue;
-        }
-        const float *row = run->logits + n * V;
-        const float lse = log_sum_exp(row, V);
-        for (int64_t v = 0; v < V; v++) {
-            d->logits[n * V + v] = expf(row[v] - lse) * per_label;
-        }
-        d->logits[n * V + batch->labels[n]] -= per_label;
-    }
-    linear_backward(d->normed, g + run->at.lm_head, d->logits, run->final_normed,
-                    w + run->at.lm_head, N, D, V);
+    bool ok = head_backward(run, batch, d->normed, g);
     rmsnorm_backward(d->stream, g + run->at.norm, d->normed, run->final_input, w + run->at.norm,
                      run->final_rstd, N, D);
-    for (int64_t l = c->num_hidden_layers - 1; l >= 0; l--) {
+    for (int64_t l = c->num_hidden_layers - 1; l >= 0 && ok; l--) {
         const naive_layer *a = &run->layers[l];
         const cpparity_layer_parameters *p = &run->at.layers[l];
         memcpy(d->residual, d->stream, (size_t)(N * D) * sizeof(float));
         memset(d->swiglu, 0, (size_t)(N * F) * sizeof(float));
-        linear_backward(d->swiglu, g + p->down_proj, d->stream, a->swiglu, w + p->down_proj, N, F,
-                        D);
+        ok = linear_backward(d->swiglu, g + p->down_proj, d->stream, a->swiglu, w + p->down_proj, N,
+                             F, D);
         for (int64_t i = 0; i < N * F; i++) {
             const float sigma = 1.0f / (1.0f + expf(-a->gate[i]));
             const float silu = a->gate[i] * sigma;
@@ -342,38 +398,42 @@ static void backward(naive_run *run, const cpparity_batch *batch, naive_gradient
             d->gate[i] = d->swiglu[i] * a->up[i] * (sigma + silu * (1.0f - sigma));
         }
         memset(d->normed, 0, (size_t)(N * D) * sizeof(float));
-        linear_backward(d->normed, g + p->gate_proj, d->gate, a->post_normed, w + p->gate_proj, N,
-                        D, F);
-        linear_backward(d->normed, g + p->up_proj, d->up, a->post_normed, w + p->up_proj, N, D, F);
+        ok = ok &&
+             linear_backward(d->normed, g + p->gate_proj, d->gate, a->post_normed, w + p->gate_proj,
+                             N, D, F) &&
+             linear_backward(d->normed, g + p->up_proj, d->up, a->post_normed, w + p->up_proj, N, D,
+                             F);
         rmsnorm_backward(d->residual, g + p->post_attention_layernorm, d->normed, a->residual,
                          w + p->post_attention_layernorm, a->post_rstd, N, D);
         memcpy(d->stream, d->residual, (size_t)(N * D) * sizeof(float));
         memset(d->attention, 0, (size_t)(N * H * Dh) * sizeof(float));
-        linear_backward(d->attention, g + p->o_proj, d->residual, a->attention, w + p->o_proj, N,
-                        H * Dh, D);
+        ok = ok && linear_backward(d->attention, g + p->o_proj, d->residual, a->attention,
+                                   w + p->o_proj, N, H * Dh, D);
         memset(d->q, 0, (size_t)(N * H * Dh) * sizeof(float));
         memset(d->k, 0, (size_t)(N * Hkv * Dh) * sizeof(float));
         memset(d->v, 0, (size_t)(N * Hkv * Dh) * sizeof(float));
-        naive_float_attention_backward(d->q, d->k, d->v, d->attention, a->q, a->k, a->v,
-                                       a->attention, a->lse, &run->masks[l], shape, scale,
-                                       run->keys);
+        ok = ok &&
+             naive_float_attention_backward(d->q, d->k, d->v, d->attention, a->q, a->k, a->v,
+                                            a->attention, a->lse, &run->masks[l], shape, scale);
         rope(d->q, run->cosines, run->sines, N, H, Dh, -1.0f);
         rope(d->k, run->cosines, run->sines, N, Hkv, Dh, -1.0f);
         memset(d->normed, 0, (size_t)(N * D) * sizeof(float));
-        linear_backward(d->normed, g + p->q_proj, d->q, a->input_normed, w + p->q_proj, N, D,
-                        H * Dh);
-        linear_backward(d->normed, g + p->k_proj, d->k, a->input_normed, w + p->k_proj, N, D,
-                        Hkv * Dh);
-        linear_backward(d->normed, g + p->v_proj, d->v, a->input_normed, w + p->v_proj, N, D,
-                        Hkv * Dh);
+        ok = ok &&
+             linear_backward(d->normed, g + p->q_proj, d->q, a->input_normed, w + p->q_proj, N, D,
+                             H * Dh) &&
+             linear_backward(d->normed, g + p->k_proj, d->k, a->input_normed, w + p->k_proj, N, D,
+                             Hkv * Dh) &&
+             linear_backward(d->normed, g + p->v_proj, d->v, a->input_normed, w + p->v_proj, N, D,
+                             Hkv * Dh);
         rmsnorm_backward(d->stream, g + p->input_layernorm, d->normed, a->input,
                          w + p->input_layernorm, a->input_rstd, N, D);
     }
-    for (int64_t n = 0; n < N; n++) {
+    for (int64_t n = 0; n < N && ok; n++) {
         for (int64_t i = 0; i < D; i++) {
             g[run->at.embed_tokens + batch->input_ids[n] * D + i] += d->stream[n * D + i];
         }
     }
+    return ok;
 }
 
 /* Rotary tables (N, Dh/2): angles in float64, stored as float32. */
@@ -392,8 +452,8 @@ static void rope_tables(naive_run *run, const cpparity_batch *batch) {
 
 cpparity_status naive_model_run(const cpparity_model_config *config, const cpparity_batch *batch,
                                 const cpparity_tensor_table *table, const double *values,
-                                cpparity_dtype dtype, naive_outputs *outputs,
-                                cpparity_error *error) {
+                                cpparity_dtype dtype, const naive_reference_logits *reference,
+                                naive_outputs *outputs, cpparity_error *error) {
     memset(outputs, 0, sizeof *outputs);
     const double start = monotonic_seconds();
     naive_run run;
@@ -403,6 +463,7 @@ cpparity_status naive_model_run(const cpparity_model_config *config, const cppar
     run.batch = batch->batch;
     run.seq_len = batch->seq_len;
     run.tokens = batch->batch * batch->seq_len;
+    run.blocks = row_blocks_of(batch->batch, batch->seq_len);
     cpparity_status status = cpparity_model_config_validate(config, error);
     if (status == CPPARITY_OK) {
         status = cpparity_model_parameters_locate(config, table, &run.at, error);
@@ -412,7 +473,7 @@ cpparity_status naive_model_run(const cpparity_model_config *config, const cppar
     }
     const int64_t N = run.tokens, D = config->hidden_size, F = config->intermediate_size;
     const int64_t H = config->num_attention_heads, Hkv = config->num_key_value_heads;
-    const int64_t Dh = config->head_dim, V = config->vocab_size;
+    const int64_t Dh = config->head_dim;
     for (int64_t n = 0; n < N; n++) {
         run.labels += batch->labels[n] != CPPARITY_IGNORE_INDEX;
     }
@@ -426,45 +487,42 @@ cpparity_status naive_model_run(const cpparity_model_config *config, const cppar
     bool ok = run.weights != NULL && allocate(&run);
     if (ok) {
         projection = buffer(&run, N * D);
-        float **fields[] = {&d.stream,    &d.residual, &d.normed, &d.swiglu, &d.gate,  &d.up,
-                            &d.attention, &d.q,        &d.k,      &d.v,      &d.logits};
-        const int64_t sizes[] = {N * D,      N * D,      N * D,        N * F,        N * F, N * F,
-                                 N * H * Dh, N * H * Dh, N * Hkv * Dh, N * Hkv * Dh, N * V};
+        float **fields[] = {&d.stream, &d.residual,  &d.normed, &d.swiglu, &d.gate,
+                            &d.up,     &d.attention, &d.q,      &d.k,      &d.v};
+        const int64_t sizes[] = {N * D, N * D,      N * D,      N * F,        N * F,
+                                 N * F, N * H * Dh, N * H * Dh, N * Hkv * Dh, N * Hkv * Dh};
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
             *fields[i] = buffer(&run, sizes[i]);
             ok = ok && *fields[i] != NULL;
         }
-        outputs->logits = malloc((size_t)(N * V) * sizeof(float));
         outputs->gradients = calloc((size_t)table->total, sizeof(float));
-        ok = ok && projection != NULL && outputs->logits != NULL && outputs->gradients != NULL;
+        outputs->logits_error = calloc((size_t)(N > 0 ? N : 1), sizeof(double));
+        outputs->logits_norm = calloc((size_t)(N > 0 ? N : 1), sizeof(double));
+        outputs->logits_nonfinite = calloc((size_t)(N > 0 ? N : 1), 1);
+        ok = ok && projection != NULL && outputs->gradients != NULL &&
+             outputs->logits_error != NULL && outputs->logits_norm != NULL &&
+             outputs->logits_nonfinite != NULL;
     }
-    if (!ok) {
-        run_free(&run);
-        naive_outputs_free(outputs);
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "naive baseline: out of memory");
+    if (ok) {
+        for (int64_t i = 0; i < table->total; i++) {
+            run.weights[i] = (float)values[i];
+        }
+        store(dtype, run.weights, table->total);
     }
-    for (int64_t i = 0; i < table->total; i++) {
-        run.weights[i] = (float)values[i];
-    }
-    store(dtype, run.weights, table->total);
-    for (int64_t l = 0; l < config->num_hidden_layers && status == CPPARITY_OK; l++) {
+    for (int64_t l = 0; ok && l < config->num_hidden_layers && status == CPPARITY_OK; l++) {
         status = reference_mask_init(&run.masks[l], run.batch, run.seq_len, batch->attention_mask,
                                      batch->position_ids, cpparity_model_layer(config, l),
                                      REFERENCE_MASK_DEFAULT_BLOCK, error);
     }
-    if (status == CPPARITY_OK) {
+    if (ok && status == CPPARITY_OK) {
         rope_tables(&run, batch);
-        forward(&run, batch, projection);
-        float loss_sum = 0.0f;
-        for (int64_t n = 0; n < N; n++) {
-            if (batch->labels[n] != CPPARITY_IGNORE_INDEX) {
-                loss_sum +=
-                    log_sum_exp(run.logits + n * V, V) - run.logits[n * V + batch->labels[n]];
-            }
-        }
-        outputs->loss = loss_sum / (float)run.labels;
-        backward(&run, batch, &d, outputs->gradients);
-        memcpy(outputs->logits, run.logits, (size_t)(N * V) * sizeof(float));
+        ok = forward(&run, batch, projection) && head_forward(&run, batch, reference, outputs) &&
+             backward(&run, batch, &d, outputs->gradients);
+    }
+    if (!ok && status == CPPARITY_OK) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "naive baseline: out of memory");
+    }
+    if (status == CPPARITY_OK) {
         outputs->dtype = dtype;
         outputs->seconds = monotonic_seconds() - start;
     }
@@ -479,8 +537,10 @@ void naive_outputs_free(naive_outputs *outputs) {
     if (outputs == NULL) {
         return;
     }
-    free(outputs->logits);
     free(outputs->gradients);
+    free(outputs->logits_error);
+    free(outputs->logits_norm);
+    free(outputs->logits_nonfinite);
     memset(outputs, 0, sizeof *outputs);
 }
 
@@ -507,8 +567,8 @@ cpparity_status naive_model_memory(const cpparity_model_config *config, int64_t 
     cpparity_tensor_table_free(&table);
     const int64_t N = CPPARITY_PRODUCT(&s, "the tokens B x S", batch, seq_len);
     /* allocate(): per layer 14 saved values (input, normed, residual, post-normed: D; two rstd;
-     * q and attention; k and v; lse: H; gate, up, swiglu: F), then the final norm and rstd, the
-     * logits and the rotary tables (Dh/2 each) */
+     * q and attention; k and v; lse: H; gate, up, swiglu: F), then the final norm's input, rstd
+     * and output, the logits' log-sum-exp and the rotary tables (Dh/2 each) */
     const int64_t per_layer = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's values", 4, D),
                                            2, CPPARITY_PRODUCT(&s, "the baseline's values", 2, q),
                                            CPPARITY_PRODUCT(&s, "the baseline's values", 2, kv),
@@ -516,20 +576,30 @@ cpparity_status naive_model_memory(const cpparity_model_config *config, int64_t 
                                            CPPARITY_PRODUCT(&s, "the baseline's values", 3, F));
     const int64_t saved = CPPARITY_SUM(
         &s, CPPARITY_PRODUCT(&s, "the baseline's values", config->num_hidden_layers, per_layer),
-        CPPARITY_PRODUCT(&s, "the baseline's values", 2, D), 1, V, config->head_dim / 2 * 2);
+        CPPARITY_PRODUCT(&s, "the baseline's values", 2, D), 2, config->head_dim / 2 * 2);
     /* naive_model_run: the projection and the gradient of every activation (naive_gradients) */
     const int64_t gradients =
         CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's backward", 3, D),
                      CPPARITY_PRODUCT(&s, "the baseline's backward", 3, F),
                      CPPARITY_PRODUCT(&s, "the baseline's backward", 2, q),
-                     CPPARITY_PRODUCT(&s, "the baseline's backward", 2, kv), V);
-    *kept = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's logits", 4, N, V),
+                     CPPARITY_PRODUCT(&s, "the baseline's backward", 2, kv));
+    /* one row block's logits (float32) and the reference's (float64) */
+    const row_blocks blocks = row_blocks_of(batch, seq_len);
+    const int64_t block =
+        CPPARITY_PRODUCT(&s, "a row block's logits", 12, row_blocks_widest(&blocks), V);
+    /* naive_attention.c: transposed keys and values, and per thread a row's ranges and scores;
+     * naive_products.c: per thread a tile and a panel (320 KiB) */
+    const int64_t threads = reference_threads();
+    const int64_t scratch =
+        CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's attention", 8, N, kv),
+                     CPPARITY_PRODUCT(&s, "the baseline's attention", threads, 24, seq_len),
+                     CPPARITY_PRODUCT(&s, "the baseline's products", threads, 320 * 1024));
+    *kept = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's per-token errors", 17, N),
                          CPPARITY_PRODUCT(&s, "the gradients", 4, P));
     *peak = CPPARITY_SUM(
         &s, CPPARITY_PRODUCT(&s, "the baseline's weights", 4, P),
-        CPPARITY_PRODUCT(&s, "the baseline's activations", 4, N, saved), masks.masks,
-        CPPARITY_PRODUCT(&s, "the baseline's scratch", 12, seq_len),
-        CPPARITY_PRODUCT(&s, "the baseline's projection", 4, N, D),
+        CPPARITY_PRODUCT(&s, "the baseline's activations", 4, N, saved), masks.masks, block,
+        scratch, CPPARITY_PRODUCT(&s, "the baseline's projection", 4, N, D),
         CPPARITY_PRODUCT(&s, "the baseline's backward", 4, N, gradients), *kept,
         CPPARITY_PRODUCT(&s, "the baseline's buffer list", 8, 16 * config->num_hidden_layers + 48));
     if (!s.ok) {

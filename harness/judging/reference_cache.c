@@ -11,13 +11,15 @@
 #include "common/monotonic_clock.h"
 #include "common/model_parameters.h"
 #include "harness/judging/reference_store.h"
+#include "common/row_blocks.h"
 #include "reference/model.h"
 
 static void outputs_free(reference_outputs *outputs) {
     for (int d = 0; d < CPPARITY_DTYPE_COUNT; d++) {
         naive_outputs_free(&outputs->naive[d]);
     }
-    free(outputs->logits);
+    free(outputs->final_normed);
+    free(outputs->head);
     free(outputs->gradients);
     free(outputs->fully_masked);
     cpparity_tensor_table_free(&outputs->parameter_table);
@@ -43,22 +45,27 @@ static cpparity_status compute(reference_outputs *outputs, const cpparity_case *
         status = reference_model_backward(&model, &batch, error);
     }
     const int64_t B = c->batch_size, S = c->seq_len, V = c->model.vocab_size;
+    const int64_t D = c->model.hidden_size;
     if (status == CPPARITY_OK) {
         outputs->batch = B;
         outputs->seq_len = S;
         outputs->vocab = V;
+        outputs->hidden = D;
         outputs->loss = model.loss;
-        outputs->logits = malloc((size_t)(B * S * V) * sizeof(double));
+        outputs->final_normed = malloc((size_t)(B * S * D) * sizeof(double));
+        outputs->head = malloc((size_t)(V * D) * sizeof(double));
         outputs->gradients = malloc((size_t)model.parameter_table.total * sizeof(double));
         outputs->fully_masked = calloc((size_t)(B * S), 1);
-        if (!outputs->logits || !outputs->gradients || !outputs->fully_masked) {
+        if (!outputs->final_normed || !outputs->head || !outputs->gradients ||
+            !outputs->fully_masked) {
             status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                         "out of memory (reference outputs of %s)", c->name);
         }
     }
     if (status == CPPARITY_OK) {
-        memcpy(outputs->logits, reference_model_logits(&model),
-               (size_t)(B * S * V) * sizeof(double));
+        memcpy(outputs->final_normed, reference_model_final_normed(&model),
+               (size_t)(B * S * D) * sizeof(double));
+        memcpy(outputs->head, reference_model_head(&model), (size_t)(V * D) * sizeof(double));
         memcpy(outputs->gradients, model.gradients,
                (size_t)model.parameter_table.total * sizeof(double));
         /* a query row with lse = −∞ in any layer has no key there: its logits are don't-care */
@@ -82,37 +89,68 @@ static cpparity_status compute(reference_outputs *outputs, const cpparity_case *
     return status;
 }
 
+/* The LM head's weight [V, D] of the case's fixture: lm_head.weight, or the embedding when tied
+ * (the store keeps no weights: they are a pure function of the seed). */
+static void fill_head(double *head, const cpparity_tensor_table *table, const cpparity_case *c,
+                      uint64_t seed) {
+    const cpparity_tensor_entry *entry = cpparity_tensor_table_find(
+        table, c->model.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+    for (int64_t i = 0; entry != NULL && i < entry->count; i++) {
+        head[i] = fixture_parameter_value(seed, entry, i);
+    }
+}
+
+void reference_outputs_logits_block(const reference_outputs *outputs, int64_t block, double *out) {
+    const row_blocks blocks = row_blocks_of(outputs->batch, outputs->seq_len);
+    const row_block at = row_blocks_at(&blocks, block);
+    lm_head_logits_rows(out, outputs->final_normed + at.flat * outputs->hidden, outputs->head,
+                        at.end - at.begin, outputs->hidden, outputs->vocab);
+}
+
+static void logits_block(const void *context, int64_t block, double *out) {
+    reference_outputs_logits_block(context, block, out);
+}
+
+naive_reference_logits reference_outputs_logits_source(const reference_outputs *outputs) {
+    const naive_reference_logits source = {logits_block, outputs};
+    return source;
+}
+
 /* Reads (c, seed)'s outputs from the cache's directory into outputs: true when an intact entry
  * was there; a damaged one is counted and described. */
 static bool load_stored(reference_cache *cache, const cpparity_case *c, uint64_t seed,
                         reference_outputs *outputs) {
     const int64_t B = c->batch_size, S = c->seq_len, V = c->model.vocab_size;
+    const int64_t D = c->model.hidden_size;
     cpparity_error error;
     if (cpparity_model_parameter_table(&c->model, &outputs->parameter_table, &error) !=
         CPPARITY_OK) {
         return false;
     }
-    outputs->logits = malloc((size_t)(B * S * V) * sizeof(double));
+    outputs->final_normed = malloc((size_t)(B * S * D) * sizeof(double));
+    outputs->head = malloc((size_t)(V * D) * sizeof(double));
     outputs->gradients = malloc((size_t)outputs->parameter_table.total * sizeof(double) + 1);
     outputs->fully_masked = calloc((size_t)(B * S), 1);
     reference_store_entry entry = {B,
                                    S,
-                                   V,
+                                   D,
                                    outputs->parameter_table.total,
                                    0.0,
-                                   outputs->logits,
+                                   outputs->final_normed,
                                    outputs->gradients,
                                    outputs->fully_masked};
     const reference_store_key key = reference_store_key_of(c, seed);
     char why[CPPARITY_ERROR_TEXT] = "";
-    const bool found = outputs->logits != NULL && outputs->gradients != NULL &&
-                       outputs->fully_masked != NULL &&
+    const bool found = outputs->final_normed != NULL && outputs->head != NULL &&
+                       outputs->gradients != NULL && outputs->fully_masked != NULL &&
                        reference_store_load(cache->directory, &key, &entry, why, sizeof why);
     if (found) {
         outputs->batch = B;
         outputs->seq_len = S;
         outputs->vocab = V;
+        outputs->hidden = D;
         outputs->loss = entry.loss;
+        fill_head(outputs->head, &outputs->parameter_table, c, seed);
         cache->reused++;
         return true;
     }
@@ -129,8 +167,8 @@ static bool load_stored(reference_cache *cache, const cpparity_case *c, uint64_t
 static void store(reference_cache *cache, const cpparity_case *c, uint64_t seed,
                   const reference_outputs *outputs) {
     const reference_store_entry entry = {
-        outputs->batch, outputs->seq_len, outputs->vocab,     outputs->parameter_table.total,
-        outputs->loss,  outputs->logits,  outputs->gradients, outputs->fully_masked};
+        outputs->batch, outputs->seq_len,      outputs->hidden,    outputs->parameter_table.total,
+        outputs->loss,  outputs->final_normed, outputs->gradients, outputs->fully_masked};
     const reference_store_key key = reference_store_key_of(c, seed);
     cpparity_error error;
     if (reference_store_save(cache->directory, &key, &entry, &error) == CPPARITY_OK) {
@@ -179,8 +217,9 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
 }
 
 /* The naive baseline of the case in dtype, from the inputs and weights the fixtures give. */
-static cpparity_status compute_naive(naive_outputs *naive, const cpparity_case *c, uint64_t seed,
-                                     cpparity_dtype dtype, cpparity_error *error) {
+static cpparity_status compute_naive(naive_outputs *naive, const reference_outputs *reference,
+                                     const cpparity_case *c, uint64_t seed, cpparity_dtype dtype,
+                                     cpparity_error *error) {
     cpparity_batch batch = {0};
     cpparity_tensor_table table = {0};
     double *weights = NULL;
@@ -199,7 +238,8 @@ static cpparity_status compute_naive(naive_outputs *naive, const cpparity_case *
     }
     if (status == CPPARITY_OK) {
         fixture_fill_parameters(weights, &table, seed);
-        status = naive_model_run(&c->model, &batch, &table, weights, dtype, naive, error);
+        const naive_reference_logits logits = reference_outputs_logits_source(reference);
+        status = naive_model_run(&c->model, &batch, &table, weights, dtype, &logits, naive, error);
     }
     free(weights);
     cpparity_tensor_table_free(&table);
@@ -222,7 +262,7 @@ cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t c
     reference_outputs *entry = (reference_outputs *)*outputs;
     *seconds_now = computed_now ? entry->seconds : 0.0;
     if (!entry->naive_ready[dtype]) {
-        status = compute_naive(&entry->naive[dtype], c, seed, dtype, error);
+        status = compute_naive(&entry->naive[dtype], entry, c, seed, dtype, error);
         if (status != CPPARITY_OK) {
             return status;
         }

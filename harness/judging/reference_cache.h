@@ -1,9 +1,11 @@
 /*
  * reference_cache.h — the float64 reference's outputs for a case, computed once per (case, seed)
  * on the rank that compares that case and kept for its other cp sizes and dtypes (the reference
- * does not depend on either). Only what comparison needs is kept: loss, logits, every gradient
- * and which query rows are fully masked — and, per dtype, the naive same-dtype baseline of the
- * same inputs (naive_model.h), which the pass rule multiplies.
+ * does not depend on either). Only what comparison needs is kept: loss, every gradient, which
+ * query rows are fully masked and, instead of the logits [B, S, V] (never held whole:
+ * docs/architecture.md, "Long context: row blocks"), what makes any row block of them again —
+ * the final norm's output [B, S, D] and the LM head's weight [V, D] — and, per dtype, the naive
+ * same-dtype baseline of the same inputs (naive_model.h), which the pass rule multiplies.
  */
 #ifndef CPPARITY_HARNESS_JUDGING_REFERENCE_CACHE_H
 #define CPPARITY_HARNESS_JUDGING_REFERENCE_CACHE_H
@@ -19,9 +21,10 @@
 typedef struct reference_outputs {
     int64_t case_index;                    /* the plan's case index */
     uint64_t seed;                         /* fixture seed */
-    int64_t batch, seq_len, vocab;         /* B, S, V */
+    int64_t batch, seq_len, vocab, hidden; /* B, S, V, D */
     double loss;                           /* the loss */
-    double *logits;                        /* [B, S, V] */
+    double *final_normed;                  /* [B, S, D] the LM head's input */
+    double *head;                          /* [V, D] the LM head's weight */
     double *gradients;                     /* (parameter_table.total) */
     uint8_t *fully_masked;                 /* [B, S] 1: the query row sees no key in some layer */
     cpparity_tensor_table parameter_table; /* model.md's names, shapes and offsets */
@@ -30,6 +33,13 @@ typedef struct reference_outputs {
                                                   computed on demand (naive_model.h) */
     bool naive_ready[CPPARITY_DTYPE_COUNT];    /* naive[dtype] holds it */
 } reference_outputs;
+
+/* The reference logits of row block `block` of row_blocks_of(B, S) (common/row_blocks.h):
+ * out (rows of the block, V), bit for bit those the reference's forward computed. */
+void reference_outputs_logits_block(const reference_outputs *outputs, int64_t block, double *out);
+
+/* The naive baseline's view of them (naive_model.h's naive_reference_logits). */
+naive_reference_logits reference_outputs_logits_source(const reference_outputs *outputs);
 
 typedef struct reference_cache {
     reference_outputs *entries; /* (count) owned */

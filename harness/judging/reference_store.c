@@ -11,7 +11,7 @@
 #include "common/digest.h"
 #include "common/output_file.h"
 
-static const char magic[8] = {'C', 'P', 'P', 'R', 'E', 'F', '0', '1'};
+static const char magic[8] = {'C', 'P', 'P', 'R', 'E', 'F', '0', '2'};
 
 /* FNV-1a, 64 bits, continued from hash. */
 static uint64_t fnv(uint64_t hash, const void *data, size_t size) {
@@ -72,7 +72,7 @@ reference_store_key reference_store_key_of(const cpparity_case *c, uint64_t seed
 typedef struct entry_header {
     char magic[8];
     uint64_t key[2];
-    int64_t batch, seq_len, vocab, parameters;
+    int64_t batch, seq_len, hidden, parameters;
     double loss;
 } entry_header;
 
@@ -95,9 +95,9 @@ bool reference_store_load(const char *directory, const reference_store_key *key,
     }
     entry_header header;
     const int64_t cells = entry->batch * entry->seq_len;
-    const size_t sizes[3] = {(size_t)(cells * entry->vocab) * sizeof(double),
+    const size_t sizes[3] = {(size_t)(cells * entry->hidden) * sizeof(double),
                              (size_t)entry->parameters * sizeof(double), (size_t)cells};
-    void *arrays[3] = {entry->logits, entry->gradients, entry->fully_masked};
+    void *arrays[3] = {entry->final_normed, entry->gradients, entry->fully_masked};
     uint64_t checksum = 0, stored = 0;
     bool intact = fread(&header, sizeof header, 1, file) == 1;
     if (!intact || memcmp(header.magic, magic, sizeof magic) != 0) {
@@ -106,7 +106,7 @@ bool reference_store_load(const char *directory, const reference_store_key *key,
     } else if (header.key[0] != key->words[0] || header.key[1] != key->words[1]) {
         snprintf(why, why_size, "%s: holds another key", path);
     } else if (header.batch != entry->batch || header.seq_len != entry->seq_len ||
-               header.vocab != entry->vocab || header.parameters != entry->parameters) {
+               header.hidden != entry->hidden || header.parameters != entry->parameters) {
         snprintf(why, why_size, "%s: its sizes are not the case's", path);
     } else {
         checksum = fnv(0xcbf29ce484222325u, &header, sizeof header);
@@ -139,13 +139,13 @@ static bool write_entry(FILE *stream, const reference_store_key *key,
     header.key[1] = key->words[1];
     header.batch = entry->batch;
     header.seq_len = entry->seq_len;
-    header.vocab = entry->vocab;
+    header.hidden = entry->hidden;
     header.parameters = entry->parameters;
     header.loss = entry->loss;
     const int64_t cells = entry->batch * entry->seq_len;
-    const size_t sizes[3] = {(size_t)(cells * entry->vocab) * sizeof(double),
+    const size_t sizes[3] = {(size_t)(cells * entry->hidden) * sizeof(double),
                              (size_t)entry->parameters * sizeof(double), (size_t)cells};
-    const void *arrays[3] = {entry->logits, entry->gradients, entry->fully_masked};
+    const void *arrays[3] = {entry->final_normed, entry->gradients, entry->fully_masked};
     uint64_t checksum = fnv(0xcbf29ce484222325u, &header, sizeof header);
     bool written = fwrite(&header, sizeof header, 1, stream) == 1;
     for (int a = 0; a < 3 && written; a++) {

@@ -21,7 +21,7 @@
 #include "common/error.h"
 
 /* Bump when the float64 reference's or the fixtures' arithmetic changes. */
-#define REFERENCE_STORE_VERSION 2
+#define REFERENCE_STORE_VERSION 3
 
 typedef struct reference_store_key {
     uint64_t words[2]; /* two independent 64-bit hashes */
@@ -30,9 +30,9 @@ typedef struct reference_store_key {
 
 /* What an entry holds (arrays owned by the caller; sizes from the case). */
 typedef struct reference_store_entry {
-    int64_t batch, seq_len, vocab, parameters; /* B, S, V, P */
+    int64_t batch, seq_len, hidden, parameters; /* B, S, D, P */
     double loss;
-    double *logits;        /* [B, S, V] */
+    double *final_normed;  /* [B, S, D] */
     double *gradients;     /* (P) */
     uint8_t *fully_masked; /* [B, S] */
 } reference_store_entry;

@@ -69,8 +69,6 @@ typedef struct attention_buffers {
     float *naive_out, *naive_lse, *naive_dq, *naive_dk, *naive_dv;
     double *wide_q, *wide_k, *wide_v, *wide_dout; /* the same inputs in float64 */
     double *ref_out, *ref_lse, *ref_dq, *ref_dk, *ref_dv;
-    int64_t *keys;    /* naive scratch */
-    float *scores;    /* naive scratch */
     uint8_t *include; /* lse rows compared */
     float *lse_compared;
     double *ref_lse_compared;
@@ -118,8 +116,6 @@ static void buffers_free(attention_buffers *b) {
                    b->ref_dq,
                    b->ref_dk,
                    b->ref_dv,
-                   b->keys,
-                   b->scores,
                    b->include,
                    b->lse_compared,
                    b->ref_lse_compared};
@@ -129,8 +125,7 @@ static void buffers_free(attention_buffers *b) {
     memset(b, 0, sizeof *b);
 }
 
-static bool buffers_allocate(attention_buffers *b, int64_t query, int64_t key, int64_t rows,
-                             int64_t seq_len) {
+static bool buffers_allocate(attention_buffers *b, int64_t query, int64_t key, int64_t rows) {
 #define ALLOCATE(field, count) (b->field = calloc((size_t)(count) + 1, sizeof *b->field)) != NULL
     bool ok = ALLOCATE(q, query) && ALLOCATE(k, key) && ALLOCATE(v, key) && ALLOCATE(dout, query) &&
               ALLOCATE(out, query) && ALLOCATE(lse, rows) && ALLOCATE(dq, query) &&
@@ -139,8 +134,7 @@ static bool buffers_allocate(attention_buffers *b, int64_t query, int64_t key, i
               ALLOCATE(naive_dv, key) && ALLOCATE(wide_q, query) && ALLOCATE(wide_k, key) &&
               ALLOCATE(wide_v, key) && ALLOCATE(wide_dout, query) && ALLOCATE(ref_out, query) &&
               ALLOCATE(ref_lse, rows) && ALLOCATE(ref_dq, query) && ALLOCATE(ref_dk, key) &&
-              ALLOCATE(ref_dv, key) && ALLOCATE(keys, seq_len) && ALLOCATE(scores, seq_len) &&
-              ALLOCATE(include, rows) && ALLOCATE(lse_compared, rows) &&
+              ALLOCATE(ref_dv, key) && ALLOCATE(include, rows) && ALLOCATE(lse_compared, rows) &&
               ALLOCATE(ref_lse_compared, rows) && ALLOCATE(rounded_out, query) &&
               ALLOCATE(rounded_lse, rows) && ALLOCATE(alone_dq, query) && ALLOCATE(alone_dk, key) &&
               ALLOCATE(alone_dv, key) && ALLOCATE(naive_alone_dq, query) &&
@@ -548,11 +542,11 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
         memset(b->naive_dq, 0, (size_t)query * sizeof *b->naive_dq);
         memset(b->naive_dk, 0, (size_t)key * sizeof *b->naive_dk);
         memset(b->naive_dv, 0, (size_t)key * sizeof *b->naive_dv);
-        naive_float_attention_forward(b->naive_out, b->naive_lse, b->q, b->k, b->v, &reference,
-                                      naive_shape, scale, b->keys, b->scores);
-        naive_float_attention_backward(b->naive_dq, b->naive_dk, b->naive_dv, b->dout, b->q, b->k,
-                                       b->v, b->naive_out, b->naive_lse, &reference, naive_shape,
-                                       scale, b->keys);
+        bool computed = naive_float_attention_forward(b->naive_out, b->naive_lse, b->q, b->k, b->v,
+                                                      &reference, naive_shape, scale) &&
+                        naive_float_attention_backward(
+                            b->naive_dq, b->naive_dk, b->naive_dv, b->dout, b->q, b->k, b->v,
+                            b->naive_out, b->naive_lse, &reference, naive_shape, scale);
         /* backward alone: given the reference's out and lse rounded to float32 (a fully masked
          * row: out 0, lse −∞), the kernel and the naive baseline alike */
         for (int64_t i = 0; i < query; i++) {
@@ -564,9 +558,14 @@ static cpparity_status run_layer(run_item *item, const cpparity_case *c, int64_t
         memset(b->naive_alone_dq, 0, (size_t)query * sizeof *b->naive_alone_dq);
         memset(b->naive_alone_dk, 0, (size_t)key * sizeof *b->naive_alone_dk);
         memset(b->naive_alone_dv, 0, (size_t)key * sizeof *b->naive_alone_dv);
-        naive_float_attention_backward(b->naive_alone_dq, b->naive_alone_dk, b->naive_alone_dv,
-                                       b->dout, b->q, b->k, b->v, b->rounded_out, b->rounded_lse,
-                                       &reference, naive_shape, scale, b->keys);
+        computed = computed &&
+                   naive_float_attention_backward(
+                       b->naive_alone_dq, b->naive_alone_dk, b->naive_alone_dv, b->dout, b->q, b->k,
+                       b->v, b->rounded_out, b->rounded_lse, &reference, naive_shape, scale);
+        if (!computed) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "out of memory (the naive attention's scratch)");
+        }
     }
     reference_mask_free(&reference);
     if (status != CPPARITY_OK) {
@@ -700,7 +699,7 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
     attention_buffers b;
     memset(&b, 0, sizeof b);
     cpparity_status status =
-        item->tensors != NULL && buffers_allocate(&b, query, key, rows, S)
+        item->tensors != NULL && buffers_allocate(&b, query, key, rows)
             ? CPPARITY_OK
             : cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "case %s: out of memory", c->name);
     if (status == CPPARITY_OK) {

@@ -147,24 +147,17 @@ static cpparity_status assemble_slices(judge_dump_set *set, const cpparity_tenso
     return status;
 }
 
-/* losses, logits rank after rank, gradients [cp][P] (slices reassembled). */
-static cpparity_status gather(judge_dump_set *set, const cpparity_case *c,
-                              const cpparity_tensor_table *parameters, cpparity_error *error) {
+/* losses, gradients [cp][P] (slices reassembled); the logits stay in the files. */
+static cpparity_status gather(judge_dump_set *set, const cpparity_tensor_table *parameters,
+                              cpparity_error *error) {
     const int64_t cp = set->cp, P = parameters->total;
-    const int64_t row = c->batch_size * c->model.vocab_size; /* logits of one position */
     set->losses = malloc((size_t)cp * sizeof *set->losses);
-    set->logits = malloc((size_t)(set->padded_len * row > 0 ? set->padded_len * row : 1) *
-                         sizeof *set->logits);
     set->gradients = malloc((size_t)(cp * P > 0 ? cp * P : 1) * sizeof *set->gradients);
-    if (!set->losses || !set->logits || !set->gradients) {
+    if (!set->losses || !set->gradients) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
     }
-    int64_t at = 0;
     for (int64_t r = 0; r < cp; r++) {
-        const rank_dump *dump = &set->dumps[r];
-        set->losses[r] = (float)dump->loss;
-        memcpy(set->logits + at, dump->logits, (size_t)(dump->rows * row) * sizeof(float));
-        at += dump->rows * row;
+        set->losses[r] = (float)set->dumps[r].loss;
     }
     cpparity_status status = CPPARITY_OK;
     for (int64_t p = 0; status == CPPARITY_OK && p < parameters->count; p++) {
@@ -191,20 +184,20 @@ static cpparity_status gather(judge_dump_set *set, const cpparity_case *c,
     return status;
 }
 
-int64_t judge_dumps_position_bytes(const cpparity_case *c) {
+int64_t judge_dumps_position_bytes(const cpparity_case *c, run_store store) {
     int64_t per_element = 0, per_row = 0, bytes = 0;
     if (!cpparity_multiply_checked(c->batch_size, c->model.vocab_size, &per_element) ||
-        !cpparity_multiply_checked(per_element, 4 + 4 + 13 + 12, &per_element) ||
+        !cpparity_multiply_checked(per_element, store == RUN_STORE_ALL ? 12 : 0, &per_element) ||
         !cpparity_multiply_checked(c->batch_size, 8, &per_row) ||
         !cpparity_add_checked(per_element, per_row, &bytes) ||
-        !cpparity_add_checked(bytes, 32, &bytes)) {
+        !cpparity_add_checked(bytes, 64, &bytes)) {
         return INT64_MAX;
     }
     return bytes;
 }
 
-int64_t judge_dumps_most_positions(const cpparity_case *c, int64_t memory_bytes) {
-    const int64_t most = memory_bytes / judge_dumps_position_bytes(c);
+int64_t judge_dumps_most_positions(const cpparity_case *c, run_store store, int64_t memory_bytes) {
+    const int64_t most = memory_bytes / judge_dumps_position_bytes(c, store);
     return most > c->seq_len ? most : c->seq_len;
 }
 
@@ -212,7 +205,7 @@ int64_t judge_dumps_most_positions(const cpparity_case *c, int64_t memory_bytes)
 static cpparity_status read_each(const judge_dumps_request *request, const export_reading *reading,
                                  const cpparity_case *c, const cpparity_tensor_table *parameters,
                                  rank_dump *read, cpparity_error *error) {
-    const int64_t most = judge_dumps_most_positions(c, request->memory_bytes);
+    const int64_t most = judge_dumps_most_positions(c, request->store, request->memory_bytes);
     char limit[64], bound[512];
     memory_size_format(request->memory_bytes, limit, sizeof limit);
     rank_dump_expect expect = {reading->digest, reading->case_name, reading->seed, request->flag,
@@ -226,7 +219,7 @@ static cpparity_status read_each(const judge_dumps_request *request, const expor
                  "%lld positions, the most the judge holds for S = %lld at %lld bytes per padded "
                  "position within the memory limit of %s (%.200s; docs/dump-format.md, padding)",
                  (long long)held, (long long)most, (long long)c->seq_len,
-                 (long long)judge_dumps_position_bytes(c), limit,
+                 (long long)judge_dumps_position_bytes(c, request->store), limit,
                  request->memory_source != NULL ? request->memory_source : "given");
         status = rank_dump_read(request->paths[i], c, parameters, &expect, &read[i], error);
         held += status == CPPARITY_OK ? read[i].rows : 0;
@@ -275,7 +268,7 @@ cpparity_status judge_dumps_load(const judge_dumps_request *request, const expor
         status = check_positions(set, c, error);
     }
     if (status == CPPARITY_OK) {
-        status = gather(set, c, parameters, error);
+        status = gather(set, parameters, error);
     }
     for (int64_t i = 0; i < count; i++) {
         rank_dump_free(&read[i]);
@@ -295,13 +288,23 @@ cpparity_status judge_dumps_load(const judge_dumps_request *request, const expor
     return status;
 }
 
+static cpparity_status dump_rows(void *context, int64_t rank, int64_t batch_row, int64_t row,
+                                 int64_t count, float *rows, cpparity_error *error) {
+    const judge_dump_set *set = context;
+    return rank_dump_read_logits(&set->dumps[rank], batch_row, row, count, rows, error);
+}
+
+judge_logits judge_dump_set_logits(const judge_dump_set *set) {
+    const judge_logits logits = {NULL, dump_rows, (void *)set};
+    return logits;
+}
+
 void judge_dump_set_free(judge_dump_set *set) {
     for (int64_t r = 0; set->dumps != NULL && r < set->cp; r++) {
         rank_dump_free(&set->dumps[r]);
     }
     free(set->dumps);
     free(set->losses);
-    free(set->logits);
     free(set->gradients);
     free(set->positions);
     free(set->lengths);

@@ -13,6 +13,7 @@
 #include "common/case.h"
 #include "common/error.h"
 #include "common/tensor_table.h"
+#include "harness/judging/judge_item.h"
 #include "harness/judging/token_layout.h"
 #include "harness/storage/export_reader.h"
 #include "harness/storage/rank_dump.h"
@@ -24,7 +25,6 @@ typedef struct judge_dump_set {
     int64_t padded_len;   /* Sp = Σ L_r */
     token_layout_kind layout;
     float *losses;             /* [cp] */
-    float *logits;             /* rank after rank, [B, L_r, V] each */
     float *gradients;          /* [cp][P], reassembled */
     const int64_t **positions; /* [cp] each dump's positions */
     int64_t *lengths;          /* [cp] L_r */
@@ -40,21 +40,22 @@ typedef struct judge_dumps_request {
     int dtype;                 /* the cpparity_dtype they must have; -1: any */
     int64_t memory_bytes;      /* the memory limit (--max-memory, else what is available) */
     const char *memory_source; /* where that limit came from, for the refusal */
+    run_store store;           /* what --store keeps (all: every logits element, counted) */
 } judge_dumps_request;
 
-/* The bytes the judge holds per position of the padded sequence: per logits element (B·V of
- * them) 4 as the dump is read, 4 gathered rank after rank, 13 of comparison scratch (float64
- * reference, float32 naive baseline, an include byte) and 12 kept for the results file (float32
- * values and float64 reference, --store all); per batch row 8 (the indices as read), and 32 more
- * (the position, its owner in the partition check, its entry in the error profile and in the
- * results' positions). Checked sizes: INT64_MAX when it does not fit. */
-int64_t judge_dumps_position_bytes(const cpparity_case *c);
+/* The bytes the judge holds per position of the padded sequence. The logits are read and
+ * compared one block of positions at a time (judge_item.h), so nothing per logits element is held
+ * for the whole sequence unless --store all keeps it (12 bytes an element: float32 values and the
+ * float64 reference); per batch row 8 (the indices as read); and 64 more (the position, its owner
+ * and row in the walk, the partition check, its profile sums and entry, its entry in the results'
+ * positions). Checked sizes: INT64_MAX when it does not fit. */
+int64_t judge_dumps_position_bytes(const cpparity_case *c, run_store store);
 
 /* The padding bound (docs/dump-format.md): the most positions the ranks' rows may add up to, the
  * padded length Sp, for case c under a memory limit of memory_bytes: memory_bytes divided by
  * judge_dumps_position_bytes(c), and never below S (a dump without padding is never refused by
- * it). */
-int64_t judge_dumps_most_positions(const cpparity_case *c, int64_t memory_bytes);
+ * it). store: what --store keeps. */
+int64_t judge_dumps_most_positions(const cpparity_case *c, run_store store, int64_t memory_bytes);
 
 /* Reads request's dumps as one run of case c (its parameter table: parameters) made from the
  * export read into reading: each checked, right after its attributes and before any shape,
@@ -63,6 +64,10 @@ int64_t judge_dumps_most_positions(const cpparity_case *c, int64_t memory_bytes)
 cpparity_status judge_dumps_load(const judge_dumps_request *request, const export_reading *reading,
                                  const cpparity_case *c, const cpparity_tensor_table *parameters,
                                  judge_dump_set *set, cpparity_error *error);
+
+/* The dumps' logits as judge_item reads them: rank r's rows from dump r, one run of rows at a
+ * time (rank_dump_read_logits); set must outlive its use. */
+judge_logits judge_dump_set_logits(const judge_dump_set *set);
 
 /* Releases the set; safe on a zeroed one. */
 void judge_dump_set_free(judge_dump_set *set);

@@ -1,6 +1,9 @@
 /* memory_estimate.c — what a job will hold, and what this machine has (see memory_estimate.h). */
 #include "harness/running/memory_estimate.h"
 
+#include "common/row_blocks.h"
+#include "harness/judging/judge_item.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
@@ -435,10 +438,13 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     if (reference_memory_estimate(m, z.B, z.S, &reference, &error) != CPPARITY_OK) {
         cpparity_sizer_fail(&s, error.message);
     }
-    const int64_t NV = PRODUCT(&s, "the logits B x S x V", z.N, z.V);
     const int64_t parameter_table = cpparity_tensor_table_bytes(z.parameters);
     const int64_t batch = batch_bytes(&s, z.N);
-    item->reference_kept = SUM(&s, PRODUCT(&s, "the reference's logits", 8, NV),
+    /* never the logits (B, S, V): the final norm's output and the head, from which any row block
+     * of them is made again */
+    const int64_t D = m->hidden_size;
+    item->reference_kept = SUM(&s, PRODUCT(&s, "the reference's final hidden state", 8, z.N, D),
+                               PRODUCT(&s, "the reference's LM head", 8, z.V, D),
                                PRODUCT(&s, "the gradients", 8, z.P), z.N, parameter_table);
     item->reference = SUM(&s, batch, reference.model,
                           LARGEST(reference.forward, reference.backward, item->reference_kept));
@@ -465,28 +471,44 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     const int64_t L = (z.S / per + (z.S % per != 0)) * (per / cp);
     const int64_t Sp = PRODUCT(&s, "the padded sequence", cp, L);
     const int64_t logits = PRODUCT(&s, "a rank's logits", z.B, L, z.V);
-    item->rank_outputs = SUM(&s, PRODUCT(&s, "a rank's logits", 4, logits),
-                             PRODUCT(&s, "a rank's gradients", 4, z.P));
+    const int64_t outputs = SUM(&s, PRODUCT(&s, "a rank's logits", 4, logits),
+                                PRODUCT(&s, "a rank's gradients", 4, z.P));
     implementation_share(&s, c, cp, dtype, layout, algorithm, setting, item);
     const int64_t weights = PRODUCT(&s, "the weights", 8, z.P);
     item->parameter_cache =
         fixture_parameter_cache_keeps(z.P) ? SUM(&s, weights, parameter_table) : 0;
     item->implementation =
-        SUM(&s, batch, weights, item->rank_outputs,
-            PRODUCT(&s, "the parameter tables", 2, parameter_table), item->implementation_own);
+        SUM(&s, batch, weights, outputs, PRODUCT(&s, "the parameter tables", 2, parameter_table),
+            item->implementation_own);
+    /* while the root judges, each rank holds its outputs and, for the logits sent one block of
+     * positions at a time (run_item.c streamed_logits), every rank's positions and one block of
+     * its rows */
+    const row_blocks padded_blocks = row_blocks_of(z.B, Sp);
+    const int64_t block =
+        PRODUCT(&s, "a row block of logits", row_blocks_widest(&padded_blocks), z.V);
+    item->rank_outputs = SUM(&s, outputs, PRODUCT(&s, "the ranks' positions", 8, Sp),
+                             PRODUCT(&s, "a row block of logits", 4, block));
 
-    /* the root: gather (run_item.c), comparison (judge_item.c), what the results keep */
+    /* the root: the gathered gradients (run_item.c), the comparison one block of positions at a
+     * time (judge_item.c: the gathered rows, the block by position, a run as read, 4 bytes each,
+     * and the reference's block, 8; the owner and row of every position and each row's profile
+     * sums, 40 bytes a position), what the results keep */
     const int64_t records = PRODUCT(&s, "the tensor records", cp, SUM(&s, z.parameters, 2),
                                     (int64_t)sizeof(tensor_record));
-    item->judging = SUM(&s, PRODUCT(&s, "the gathered outputs", cp, item->rank_outputs),
+    item->judging = SUM(&s, PRODUCT(&s, "the gathered gradients", cp, 4, z.P),
                         PRODUCT(&s, "the rank summaries", cp, (int64_t)sizeof(cpparity_error)),
-                        PRODUCT(&s, "the comparison slices", 13, logits), records);
+                        PRODUCT(&s, "a block of logits compared", 20, block),
+                        PRODUCT(&s, "the position maps", 40, Sp), records);
+    /* --store all keeps every tensor whole; failures (with a fault planted) keeps logits whole
+     * up to judge_item.c's bound and a window of at most a block past it */
     const bool keep_values = setting->store == RUN_STORE_ALL ||
                              (setting->store == RUN_STORE_FAILURES && !setting->selftest &&
                               setting->fault != CPPARITY_FAULT_NONE);
+    const int64_t kept_logits =
+        setting->store == RUN_STORE_ALL || logits <= JUDGE_STORE_WHOLE_LOGITS ? logits : block;
     const int64_t values = keep_values
                                ? PRODUCT(&s, "the stored values", 12,
-                                         SUM(&s, PRODUCT(&s, "the stored values", cp, logits),
+                                         SUM(&s, PRODUCT(&s, "the stored values", cp, kept_logits),
                                              PRODUCT(&s, "the stored values", cp, z.P), cp))
                                : 0;
     const int64_t profiles = PRODUCT(&s, "the logits profiles", 8, Sp); /* cp × L doubles */

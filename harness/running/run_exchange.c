@@ -32,10 +32,8 @@ static int64_t stored_count(const tensor_record *record) {
     if (record->values == NULL) {
         return 0;
     }
-    int64_t count = 1;
-    for (int d = 0; d < record->shape_rank; d++) {
-        count *= record->shape[d];
-    }
+    int64_t shape[4], count = 0;
+    tensor_record_stored_shape(record, shape, &count);
     return count;
 }
 

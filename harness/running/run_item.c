@@ -408,12 +408,153 @@ static cpparity_status report_failure(cpparity_comm *group, int root, cpparity_s
     return status;
 }
 
+/* --- the ranks' logits, one block of positions at a time (judge_item.h's judge_logits) ------- */
+
+/* The ranks' logits travel to the root one block of the padded sequence at a time
+ * (common/row_blocks.h): for every block, in order, every rank sends the rows it holds there
+ * (cpparity_gather_bytes), so the root never holds more than a block's logits. Non-root ranks
+ * serve every block; the root gathers each when judge_item asks for it and the rest after. */
+typedef struct streamed_logits {
+    cpparity_comm *group;
+    int root;
+    int64_t cp, batch, vocab, length; /* ranks, B, V, L (every rank holds L rows) */
+    int64_t **positions;              /* [cp] each rank's positions (L), by token_layout.h */
+    int64_t *held;                    /* (cp·L) their storage */
+    const float *mine;                /* this rank's logits [B, L, V] */
+    row_blocks blocks;                /* of the padded sequence */
+    int64_t next;                     /* blocks gathered so far */
+    row_block current;                /* the last one */
+    int64_t *rows;                    /* (edge) scratch: a rank's rows in a block */
+    float *send;                      /* (edge · V) this rank's rows of a block */
+    void *received;                   /* root: the block's rows, rank after rank */
+    int64_t *sizes;                   /* [cp] bytes from each rank */
+} streamed_logits;
+
+static void streamed_free(streamed_logits *s) {
+    free(s->positions);
+    free(s->held);
+    free(s->rows);
+    free(s->send);
+    free(s->received);
+    free(s->sizes);
+    memset(s, 0, sizeof *s);
+}
+
+static cpparity_status streamed_start(streamed_logits *s, cpparity_comm *group, int root,
+                                      const cpparity_case *c, const run_plan_item *planned,
+                                      const float *mine, cpparity_error *error) {
+    const int64_t cp = group->size, V = c->model.vocab_size;
+    const int64_t L = expected_local_len(c->seq_len, cp, planned->layout);
+    memset(s, 0, sizeof *s);
+    s->group = group;
+    s->root = root;
+    s->cp = cp;
+    s->batch = c->batch_size;
+    s->vocab = V;
+    s->length = L;
+    s->mine = mine;
+    s->blocks = row_blocks_of(c->batch_size, cp * L);
+    s->positions = calloc((size_t)cp, sizeof *s->positions);
+    s->held = malloc((size_t)(cp * L + 1) * sizeof *s->held);
+    s->rows = malloc((size_t)(row_blocks_widest(&s->blocks) + 1) * sizeof *s->rows);
+    s->send = malloc((size_t)(row_blocks_widest(&s->blocks) * V + 1) * sizeof *s->send);
+    s->sizes = calloc((size_t)cp, sizeof *s->sizes);
+    if (!s->positions || !s->held || !s->rows || !s->send || !s->sizes) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %d: out of memory (logits blocks)", group->rank);
+    }
+    const token_layout layout = judge_layout(planned->layout, cp * L, cp);
+    cpparity_status status = CPPARITY_OK;
+    for (int64_t r = 0; status == CPPARITY_OK && r < cp; r++) {
+        s->positions[r] = s->held + r * L;
+        status = token_layout_fill(&layout, r, s->positions[r], error);
+    }
+    return status;
+}
+
+/* The rows of a rank holding positions [begin, end), in increasing row order, into rows; their
+ * count. */
+static int64_t rows_in_block(const int64_t *positions, int64_t length, int64_t begin, int64_t end,
+                             int64_t *rows) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < length; t++) {
+        if (positions[t] >= begin && positions[t] < end) {
+            rows[count++] = t;
+        }
+    }
+    return count;
+}
+
+/* The next block: every rank sends its rows there to the root. */
+static cpparity_status streamed_next(streamed_logits *s, cpparity_error *error) {
+    const row_block block = row_blocks_at(&s->blocks, s->next);
+    const int64_t V = s->vocab, L = s->length;
+    const int64_t count =
+        rows_in_block(s->positions[s->group->rank], L, block.begin, block.end, s->rows);
+    for (int64_t i = 0; i < count; i++) {
+        memcpy(s->send + i * V, s->mine + (block.batch_row * L + s->rows[i]) * V,
+               (size_t)V * sizeof *s->send);
+    }
+    free(s->received);
+    s->received = NULL;
+    s->current = block;
+    s->next++;
+    return cpparity_gather_bytes(s->group, s->send, count * V * (int64_t)sizeof(float),
+                                 &s->received, s->sizes, s->root, error);
+}
+
+/* Every block not gathered yet (non-root ranks: all of them). */
+static cpparity_status streamed_serve(streamed_logits *s, cpparity_error *error) {
+    cpparity_status status = CPPARITY_OK;
+    while (status == CPPARITY_OK && s->next < s->blocks.count) {
+        status = streamed_next(s, error);
+    }
+    return status;
+}
+
+static cpparity_status streamed_begin_block(void *context, const row_block *block,
+                                            cpparity_error *error) {
+    streamed_logits *s = context;
+    if (block->index != s->next) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "logits blocks out of step: block %lld asked, %lld next",
+                                  (long long)block->index, (long long)s->next);
+    }
+    return streamed_next(s, error);
+}
+
+static cpparity_status streamed_read(void *context, int64_t rank, int64_t batch_row, int64_t row,
+                                     int64_t count, float *rows, cpparity_error *error) {
+    streamed_logits *s = context;
+    const int64_t V = s->vocab, bytes = V * (int64_t)sizeof(float);
+    const int64_t held =
+        rows_in_block(s->positions[rank], s->length, s->current.begin, s->current.end, s->rows);
+    int64_t offset = 0, index = 0;
+    for (int64_t q = 0; q < rank; q++) {
+        offset += s->sizes[q];
+    }
+    while (index < held && s->rows[index] != row) {
+        index++;
+    }
+    if (batch_row != s->current.batch_row || index + count > held ||
+        s->sizes[rank] != held * bytes) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "rank %lld's logits rows %lld..%lld of batch row %lld are not "
+                                  "in the block gathered (%lld bytes of %lld rows)",
+                                  (long long)rank, (long long)row, (long long)(row + count - 1),
+                                  (long long)batch_row, (long long)s->sizes[rank], (long long)held);
+    }
+    memcpy(rows, (const uint8_t *)s->received + offset + index * bytes, (size_t)(count * bytes));
+    return CPPARITY_OK;
+}
+
 /* Root: the problems ranks reported, the reference and the judgement. */
 static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *planned,
                                      const run_options *options, const baseline_table *baselines,
                                      reference_prefetch *prefetch, const rank_summary *summaries,
-                                     int cp, const float *logits, const float *gradients,
-                                     run_item *item, cpparity_error *error) {
+                                     int cp, judge_logits logits, const int64_t *const *positions,
+                                     const float *gradients, run_item *item,
+                                     cpparity_error *error) {
     const cpparity_case *c = plan->cases[planned->case_index];
     float *losses = malloc((size_t)cp * sizeof *losses);
     if (losses == NULL) {
@@ -445,38 +586,28 @@ static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *
          * computed it */
         item->reference_seconds = prefetch->seconds_now;
         const int64_t L = expected_local_len(c->seq_len, cp, planned->layout);
-        judge_inputs in = {.reference = reference,
-                           .naive = &reference->naive[planned->dtype],
-                           .losses = losses,
-                           .logits = logits,
-                           .gradients = gradients,
-                           .local_len = L,
-                           .store = options->store}; /* contiguous: positions NULL */
-        /* another layout: the positions each rank's rows must be, from token_layout.h */
-        int64_t *held = NULL, *lengths = NULL;
-        const int64_t **positions = NULL;
-        if (planned->layout != CPPARITY_LAYOUT_CONTIGUOUS) {
-            held = malloc((size_t)(cp * L) * sizeof *held);
-            lengths = malloc((size_t)cp * sizeof *lengths);
-            positions = malloc((size_t)cp * sizeof *positions);
-            if (held == NULL || lengths == NULL || positions == NULL) {
-                status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
-            }
-            const token_layout layout = judge_layout(planned->layout, cp * L, cp);
-            for (int r = 0; status == CPPARITY_OK && r < cp; r++) {
-                lengths[r] = L;
-                positions[r] = held + r * L;
-                status = token_layout_fill(&layout, r, held + r * L, error);
-            }
-            in.positions = positions;
-            in.lengths = lengths;
+        int64_t *lengths = malloc((size_t)cp * sizeof *lengths);
+        if (lengths == NULL) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
         }
+        for (int r = 0; status == CPPARITY_OK && r < cp; r++) {
+            lengths[r] = L;
+        }
+        /* the positions each rank's rows must be, from token_layout.h (contiguous: NULL) */
+        const judge_inputs in = {
+            .reference = reference,
+            .naive = &reference->naive[planned->dtype],
+            .losses = losses,
+            .logits = logits,
+            .gradients = gradients,
+            .local_len = L,
+            .store = options->store,
+            .positions = planned->layout != CPPARITY_LAYOUT_CONTIGUOUS ? positions : NULL,
+            .lengths = lengths};
         if (status == CPPARITY_OK) {
             status = judge_item(item, planned->case_index, &in, baselines, error);
         }
-        free(held);
         free(lengths);
-        free(positions);
     }
     free(losses);
     return status;
@@ -539,9 +670,7 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     if (status == CPPARITY_OK && agreed != CPPARITY_OK) {
         status = report_failure(group, root, agreed, &local_error, item, error);
     } else if (status == CPPARITY_OK) {
-        const int64_t L = expected_local_len(c->seq_len, group->size, planned->layout);
-        const int64_t slice = c->batch_size * L * c->model.vocab_size;
-        void *summaries = NULL, *logits = NULL, *gradients = NULL;
+        void *summaries = NULL, *gradients = NULL;
         cpparity_tensor_table table = {0};
         status = cpparity_model_parameter_table(&c->model, &table, error);
         int mismatch = -1;
@@ -550,12 +679,31 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
                             error);
         }
         if (status == CPPARITY_OK) {
-            status = gather(group, root, outputs.logits, slice * (int64_t)sizeof(float), &logits,
-                            NULL, error);
-        }
-        if (status == CPPARITY_OK) {
             status = gather(group, root, outputs.gradients, table.total * (int64_t)sizeof(float),
                             &gradients, &mismatch, error);
+        }
+        /* the logits are compared block by block with every rank sending its rows (the walk):
+         * the root says whether that happens (not when the item is decided without them) */
+        int64_t walk = 0;
+        if (status == CPPARITY_OK && is_root && !c->expect_refuse && mismatch < 0) {
+            walk = 1;
+            for (int r = 0; r < group->size; r++) {
+                walk &= ((const rank_summary *)summaries)[r].problem[0] == '\0';
+            }
+            if (walk) {
+                prefetch_finish(&prefetch);
+                walk = prefetch.status == CPPARITY_OK;
+            }
+        }
+        if (status == CPPARITY_OK) {
+            status = cpparity_broadcast(group, &walk, 1, CPPARITY_INT64, root, NULL, error);
+        }
+        streamed_logits streamed = {0};
+        if (status == CPPARITY_OK && walk) {
+            status = streamed_start(&streamed, group, root, c, planned, outputs.logits, error);
+        }
+        if (status == CPPARITY_OK && walk && !is_root) {
+            status = streamed_serve(&streamed, error);
         }
         if (status == CPPARITY_OK && is_root) {
             if (c->expect_refuse) {
@@ -569,13 +717,21 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
                          "rank %d delivered a different number of gradient values than rank %d",
                          mismatch, root);
             } else {
-                status = judge_on_root(plan, planned, options, baselines, &prefetch, summaries,
-                                       group->size, logits, gradients, item, error);
+                const judge_logits source = {streamed_begin_block, streamed_read, &streamed};
+                status = judge_on_root(
+                    plan, planned, options, baselines, &prefetch, summaries, group->size, source,
+                    (const int64_t *const *)streamed.positions, gradients, item, error);
+            }
+            if (walk) { /* the blocks the judgement did not ask for, so every rank ends */
+                cpparity_error drain_error;
+                const cpparity_status drained =
+                    streamed_serve(&streamed, status == CPPARITY_OK ? error : &drain_error);
+                status = status == CPPARITY_OK ? drained : status;
             }
         }
+        streamed_free(&streamed);
         cpparity_tensor_table_free(&table);
         free(summaries);
-        free(logits);
         free(gradients);
     }
     prefetch_finish(&prefetch); /* on every path: the thread uses the cache */

@@ -9,6 +9,7 @@
 #include "fixtures/parameter_fixture.h"
 #include "results_model/hdf5_util.h"
 #include "common/output_file.h"
+#include "common/row_blocks.h"
 #include "reference/model.h"
 
 /* Creates group name under parent; an absolute name ("/inputs") is also how error messages name
@@ -185,26 +186,63 @@ fail:
     return status;
 }
 
-static cpparity_status write_reference(hid_t file, const reference_model *model,
+/* Rows of /reference/logits per chunk: a power of two (so chunks tile the row blocks the logits
+ * are written in) whose chunk holds at most about 1 MiB, at least one row. */
+static int64_t logits_chunk_rows(int64_t vocab) {
+    int64_t rows = 1;
+    while (rows < CPPARITY_ROW_BLOCK && 2 * rows * vocab * (int64_t)sizeof(double) <= (1 << 20)) {
+        rows *= 2;
+    }
+    return rows;
+}
+
+/* /reference/logits [B, S, V], one row block at a time (never held whole). */
+static cpparity_status write_logits(hid_t group, const reference_model *model,
+                                    cpparity_error *error) {
+    const int64_t B = model->batch, S = model->seq_len, V = model->config.vocab_size;
+    const int64_t dims[3] = {B, S, V};
+    const int64_t rows = logits_chunk_rows(V);
+    const int64_t chunk[3] = {1, rows < S ? rows : S, V};
+    const row_blocks blocks = row_blocks_of(B, S);
+    double *logits = malloc((size_t)(row_blocks_widest(&blocks) * V + 1) * sizeof *logits);
+    if (logits == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "out of memory (the logits of a row block)");
+    }
+    hdf5_stream stream;
+    cpparity_status status = hdf5_stream_create(group, "logits", H5T_NATIVE_DOUBLE, 3, dims, chunk,
+                                                "float64 reference logits [B,S,V]", &stream, error);
+    for (int64_t k = 0; status == CPPARITY_OK && k < blocks.count; k++) {
+        const row_block block = row_blocks_at(&blocks, k);
+        reference_model_logits_block(model, k, logits);
+        const int64_t start[3] = {block.batch_row, block.begin, 0};
+        const int64_t count[3] = {1, block.end - block.begin, V};
+        status = hdf5_stream_write(&stream, start, count, logits, error);
+    }
+    if (stream.dataset >= 0) {
+        status = hdf5_stream_close(&stream, status, error);
+    }
+    free(logits);
+    return status;
+}
+
+static cpparity_status write_reference(hid_t file, const reference_model *model, bool logits,
                                        cpparity_error *error) {
     const hid_t group = create_group(file, "/reference", error);
     if (group < 0) {
         return CPPARITY_ERROR_RUNTIME;
     }
-    const int64_t logits_dims[3] = {model->batch, model->seq_len, model->config.vocab_size};
     const bool written =
         hdf5_write_dataset(group, "loss", H5T_NATIVE_DOUBLE, 0, NULL, &model->loss,
                            "float64 reference loss: summed token cross-entropy / valid labels",
                            error) == CPPARITY_OK &&
-        hdf5_write_dataset(group, "logits", H5T_NATIVE_DOUBLE, 3, logits_dims,
-                           reference_model_logits(model), "float64 reference logits [B,S,V]",
-                           error) == CPPARITY_OK &&
+        (!logits || write_logits(group, model, error) == CPPARITY_OK) &&
         write_tensors(group, "grads", &model->parameter_table, model->gradients,
                       "float64 reference gradient of the loss", error) == CPPARITY_OK;
     return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
 
-cpparity_status export_case(const cpparity_case *exported, const export_source *source,
+cpparity_status export_case(const cpparity_case *exported, const export_source *source, bool logits,
                             const char *path, cpparity_error *error) {
     output_file output;
     cpparity_status status = output_file_begin(&output, path, "-o", error);
@@ -244,7 +282,7 @@ cpparity_status export_case(const cpparity_case *exported, const export_source *
                       "float64 fixture weight", error) != CPPARITY_OK ||
         (exported->seq_len <= EXPORT_DENSE_MASK_LIMIT &&
          write_masks(file, &model, error) != CPPARITY_OK) ||
-        write_reference(file, &model, error) != CPPARITY_OK) {
+        write_reference(file, &model, logits, error) != CPPARITY_OK) {
         goto fail;
     }
     /* HDF5 writes much of the file while closing it: a full disk shows here */

@@ -11,12 +11,14 @@
  *   /inputs/attention_mask  int8  [B,S]      /inputs/position_ids   int64 [B,S]
  *   /weights/<name>         float64, model.md's names and shapes
  *   /masks/layer_<l>        uint8 [B,S,S], 1 = may attend (only when S <= 1024)
- *   /reference/loss         float64 scalar   /reference/logits      float64 [B,S,V]
+ *   /reference/loss         float64 scalar   /reference/logits      float64 [B,S,V] (unless
+ *                           left out: `export --no-logits`; written one row block at a time)
  *   /reference/grads/<name> float64, one per parameter
  */
 #ifndef CPPARITY_HARNESS_STORAGE_EXPORT_H
 #define CPPARITY_HARNESS_STORAGE_EXPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,8 +42,8 @@ void export_digest(const char *suite_text, size_t length, const char *case_name,
                    char hex[CPPARITY_DIGEST_HEX]);
 
 /* Runs the reference on the case and writes path (never overwriting: CPPARITY_ERROR_INPUT if it
- * exists). Nothing is left at path on failure. */
-cpparity_status export_case(const cpparity_case *exported, const export_source *source,
+ * exists), /reference/logits only with logits. Nothing is left at path on failure. */
+cpparity_status export_case(const cpparity_case *exported, const export_source *source, bool logits,
                             const char *path, cpparity_error *error);
 
 #endif

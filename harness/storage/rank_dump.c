@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/checked_size.h"
+#include "common/row_blocks.h"
 #include "harness/storage/attention_export_format.h"
 #include "results_model/hdf5_guard.h"
 #include "results_model/hdf5_input.h"
@@ -120,10 +121,34 @@ static cpparity_status check_expected(const hdf5_input *input, const rank_dump_e
     return CPPARITY_OK;
 }
 
-/* /token_indices [B, L_r] (every batch row alike), /loss, /logits [B, L_r, V]. L_r is bounded by
- * expect's most_rows (the padding bound) before anything of its size is allocated. */
+/* Reads every value of /logits [B, L, V], one block of rows at a time into a scratch block (the
+ * guard's child: HDF5 parses every chunk once, in a process that may crash). */
+static cpparity_status read_every_logit(const hdf5_input *input, const int64_t *dims,
+                                        cpparity_error *error) {
+    const int64_t rows = dims[1] < CPPARITY_ROW_BLOCK ? dims[1] : CPPARITY_ROW_BLOCK;
+    float *block = malloc((size_t)(rows * dims[2] + 1) * sizeof *block);
+    if (block == NULL) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "%s: out of memory (a block of logits)", input->path);
+    }
+    cpparity_status status = CPPARITY_OK;
+    for (int64_t b = 0; status == CPPARITY_OK && b < dims[0]; b++) {
+        for (int64_t t = 0; status == CPPARITY_OK && t < dims[1]; t += rows) {
+            const int64_t start[3] = {b, t, 0};
+            const int64_t count[3] = {1, t + rows < dims[1] ? rows : dims[1] - t, dims[2]};
+            status = hdf5_input_read_part(input, "/logits", H5T_FLOAT, 3, dims, start, count,
+                                          H5T_NATIVE_FLOAT, block, error);
+        }
+    }
+    free(block);
+    return status;
+}
+
+/* /token_indices [B, L_r] (every batch row alike), /loss, /logits [B, L_r, V] (its shape; its
+ * values only when every_value). L_r is bounded by expect's most_rows (the padding bound) before
+ * anything of its size is allocated. */
 static cpparity_status read_rows(const hdf5_input *input, const cpparity_case *c,
-                                 const rank_dump_expect *expect, rank_dump *dump,
+                                 const rank_dump_expect *expect, bool every_value, rank_dump *dump,
                                  cpparity_error *error) {
     const int64_t B = c->batch_size, V = c->model.vocab_size;
     int rank = 0;
@@ -155,8 +180,7 @@ static cpparity_status read_rows(const hdf5_input *input, const cpparity_case *c
     }
     int64_t *indices = malloc((size_t)(B * L > 0 ? B * L : 1) * sizeof *indices);
     dump->positions = malloc((size_t)(L > 0 ? L : 1) * sizeof *dump->positions);
-    dump->logits = malloc((size_t)(logits_count > 0 ? logits_count : 1) * sizeof *dump->logits);
-    if (indices == NULL || dump->positions == NULL || dump->logits == NULL) {
+    if (indices == NULL || dump->positions == NULL) {
         free(indices);
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "%s: out of memory for %lld rows",
                                   input->path, (long long)L);
@@ -186,10 +210,16 @@ static cpparity_status read_rows(const hdf5_input *input, const cpparity_case *c
         status = hdf5_input_read(input, "/loss", H5T_FLOAT, 0, NULL, H5T_NATIVE_DOUBLE, &dump->loss,
                                  error);
     }
-    if (status == CPPARITY_OK) {
-        status = hdf5_input_read(input, "/logits", H5T_FLOAT, 3, logits_dims, H5T_NATIVE_FLOAT,
-                                 dump->logits, error);
+    if (status == CPPARITY_OK) { /* the shape and type now, the values block by block */
+        const int64_t start[3] = {0, 0, 0}, none[3] = {0, 0, 0};
+        status = hdf5_input_read_part(input, "/logits", H5T_FLOAT, 3, logits_dims, start, none,
+                                      H5T_NATIVE_FLOAT, NULL, error);
     }
+    if (status == CPPARITY_OK && every_value) {
+        status = read_every_logit(input, logits_dims, error);
+    }
+    dump->batch = B;
+    dump->vocab = V;
     return status;
 }
 
@@ -272,11 +302,12 @@ static cpparity_status read_gradients(const hdf5_input *input,
     return status;
 }
 
-/* Reads an input opened (status OK) or not into dump; closes it. */
+/* Reads an input opened (status OK) or not into dump, every logit too when every_value; keeps
+ * it open in dump->file when the dump is good and keep is set, closes it otherwise. */
 static cpparity_status read_input(hdf5_input *input, cpparity_status status, const char *path,
                                   const cpparity_case *c, const cpparity_tensor_table *parameters,
-                                  const rank_dump_expect *expect, rank_dump *dump,
-                                  cpparity_error *error) {
+                                  const rank_dump_expect *expect, bool every_value, bool keep,
+                                  rank_dump *dump, cpparity_error *error) {
     if (status == CPPARITY_OK) {
         status = read_attributes(input, dump, error);
     }
@@ -284,12 +315,16 @@ static cpparity_status read_input(hdf5_input *input, cpparity_status status, con
         status = check_expected(input, expect, dump, error);
     }
     if (status == CPPARITY_OK) {
-        status = read_rows(input, c, expect, dump, error);
+        status = read_rows(input, c, expect, every_value, dump, error);
     }
     if (status == CPPARITY_OK) {
         status = read_gradients(input, parameters, dump, error);
     }
-    hdf5_input_close(input);
+    if (status == CPPARITY_OK && keep) {
+        dump->file = *input;
+    } else if (input->file > 0) {
+        hdf5_input_close(input);
+    }
     if (status != CPPARITY_OK) {
         rank_dump_free(dump);
         dump->path = path;
@@ -305,22 +340,23 @@ typedef struct dump_request {
     const rank_dump_expect *expect;
 } dump_request;
 
-/* rank_dump_read in this process, unguarded. */
-static cpparity_status read_path(const dump_request *request, rank_dump *dump,
+/* rank_dump_read in this process, unguarded: every logit read (the guard's child), or the file
+ * kept open for reading them later. */
+static cpparity_status read_path(const dump_request *request, bool every_value, rank_dump *dump,
                                  cpparity_error *error) {
     memset(dump, 0, sizeof *dump);
     cpparity_error_clear(error);
     dump->path = request->path;
-    hdf5_input input;
+    hdf5_input input = {0};
     const cpparity_status status = hdf5_input_open(&input, request->path, error);
     return read_input(&input, status, request->path, request->c, request->parameters,
-                      request->expect, dump, error);
+                      request->expect, every_value, !every_value, dump, error);
 }
 
-/* The whole read, in the guard's child (hdf5_guard.h). */
+/* The whole read, every logit included, in the guard's child (hdf5_guard.h). */
 static cpparity_status read_in_child(void *context, cpparity_error *error) {
     rank_dump dump;
-    const cpparity_status status = read_path(context, &dump, error);
+    const cpparity_status status = read_path(context, true, &dump, error);
     rank_dump_free(&dump);
     return status;
 }
@@ -333,7 +369,7 @@ cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
     dump->path = path;
     dump_request request = {path, c, parameters, expect};
     const cpparity_status status = hdf5_guard_read_path(path, read_in_child, &request, error);
-    return status == CPPARITY_OK ? read_path(&request, dump, error) : status;
+    return status == CPPARITY_OK ? read_path(&request, false, dump, error) : status;
 }
 
 cpparity_status rank_dump_read_image(const void *image, size_t size, const char *name,
@@ -344,14 +380,28 @@ cpparity_status rank_dump_read_image(const void *image, size_t size, const char 
     memset(dump, 0, sizeof *dump);
     cpparity_error_clear(error);
     dump->path = name;
-    hdf5_input input;
+    hdf5_input input = {0};
     const cpparity_status status = hdf5_input_open_image(&input, image, size, name, error);
-    return read_input(&input, status, name, c, parameters, expect, dump, error);
+    return read_input(&input, status, name, c, parameters, expect, true, false, dump, error);
+}
+
+cpparity_status rank_dump_read_logits(const rank_dump *dump, int64_t batch_row, int64_t row,
+                                      int64_t count, float *rows, cpparity_error *error) {
+    if (dump->file.file <= 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "%s: /logits: the file is closed",
+                                  dump->path);
+    }
+    const int64_t dims[3] = {dump->batch, dump->rows, dump->vocab};
+    const int64_t start[3] = {batch_row, row, 0}, part[3] = {1, count, dump->vocab};
+    return hdf5_input_read_part(&dump->file, "/logits", H5T_FLOAT, 3, dims, start, part,
+                                H5T_NATIVE_FLOAT, rows, error);
 }
 
 void rank_dump_free(rank_dump *dump) {
+    if (dump->file.file > 0) {
+        hdf5_input_close(&dump->file);
+    }
     free(dump->positions);
-    free(dump->logits);
     free(dump->gradients);
     free(dump->sliced);
     free(dump->slice_offset);

@@ -17,6 +17,7 @@
 #include "common/digest.h"
 #include "common/error.h"
 #include "common/tensor_table.h"
+#include "results_model/hdf5_input.h"
 
 #define RANK_DUMP_FORMAT "cpparity-rank-dump"
 #define RANK_DUMP_VERSION 1
@@ -29,13 +30,14 @@ typedef struct rank_dump {
     char export_digest[CPPARITY_DIGEST_HEX];
     cpparity_dtype dtype;
     int64_t cp, rank, seed;
-    int64_t rows;       /* L_r: logits rows of this rank */
-    int64_t *positions; /* [L_r] global positions of those rows (every batch row alike) */
-    double loss;        /* the loss as the framework reports it on this rank */
-    float *logits;      /* [B, L_r, V] */
-    float *gradients;   /* laid out as the parameter table; a sliced tensor holds its slice
-                           at [offset, offset + length) and NaN elsewhere */
-    bool *sliced;       /* [parameter count]: given under /gradient_slices */
+    int64_t rows;         /* L_r: logits rows of this rank */
+    int64_t *positions;   /* [L_r] global positions of those rows (every batch row alike) */
+    double loss;          /* the loss as the framework reports it on this rank */
+    int64_t batch, vocab; /* B and V of /logits [B, L_r, V], read by rank_dump_read_logits */
+    hdf5_input file;      /* kept open for rank_dump_read_logits (file.file <= 0: closed) */
+    float *gradients;     /* laid out as the parameter table; a sliced tensor holds its slice
+                             at [offset, offset + length) and NaN elsewhere */
+    bool *sliced;         /* [parameter count]: given under /gradient_slices */
     int64_t *slice_offset, *slice_length; /* [parameter count]: the slice, when sliced */
 } rank_dump;
 
@@ -60,9 +62,11 @@ typedef struct rank_dump_expect {
 /* Reads path as a dump of case c, whose parameters table describes (model.md's names and
  * shapes), checked against expect (NULL: nothing expected, no row bound), after reading it once
  * in a forked child (results_model/hdf5_guard.h: a dump that crashes or hangs HDF5 is
- * CPPARITY_ERROR_INPUT "PATH is damaged: ..."). CPPARITY_ERROR_INPUT naming the file and the HDF5
- * path for anything that is not as docs/dump-format.md says; CPPARITY_ERROR_RUNTIME when out of
- * memory. dump is freed on failure. */
+ * CPPARITY_ERROR_INPUT "PATH is damaged: ..."; the child reads the logits too, one block of rows
+ * at a time). CPPARITY_ERROR_INPUT naming the file and the HDF5 path for anything that is not as
+ * docs/dump-format.md says; CPPARITY_ERROR_RUNTIME when out of memory. The logits are not read
+ * here (rank_dump_read_logits): the file stays open until rank_dump_free. dump is freed on
+ * failure. */
 cpparity_status rank_dump_read(const char *path, const cpparity_case *c,
                                const cpparity_tensor_table *parameters,
                                const rank_dump_expect *expect, rank_dump *dump,
@@ -77,7 +81,14 @@ cpparity_status rank_dump_read_image(const void *image, size_t size, const char 
                                      const rank_dump_expect *expect, rank_dump *dump,
                                      cpparity_error *error);
 
-/* Releases what rank_dump_read allocated; safe on a zeroed dump. */
+/* rows (count × V floats) = /logits[batch_row, row : row + count, :] of a dump rank_dump_read
+ * returned: the logits are read one block of rows at a time, never whole (after the guarded
+ * child read every block once). CPPARITY_ERROR_INPUT naming the file when HDF5 cannot read
+ * them; CPPARITY_ERROR_RUNTIME for rows outside the dataset. */
+cpparity_status rank_dump_read_logits(const rank_dump *dump, int64_t batch_row, int64_t row,
+                                      int64_t count, float *rows, cpparity_error *error);
+
+/* Releases what rank_dump_read allocated and closes the file; safe on a zeroed dump. */
 void rank_dump_free(rank_dump *dump);
 
 #endif

@@ -95,15 +95,21 @@ for spec in "2 zigzag" "4 contiguous"; do # a NaN at padding fails, named by pos
     grep -q "FAIL logits rank [0-9] batch row 0 position 63 vocab 0: 1 non-finite value" \
         "$work/judge.out" || fail "a NaN at padding position 63 ($spec) is not named"
 done
-# the bound: the judge holds B·V·33 + 8·B + 32 bytes per padded position (judge_dumps.h), so
-# 200 KiB takes 204800 / (2·64·33 + 48) = 47 positions here (B = 2, V = 64): 64 is past it
+# the bound: the judge holds 8·B + 64 bytes per padded position (judge_dumps.h: the logits are
+# compared one block at a time), 12·B·V more under --store all, so 4 KiB takes 4096 / 80 = 51
+# positions here (B = 2, V = 64): 64 is past it
 [ "$batch" = 2 ] && [ "$vocab" = 64 ] || fail "autopad-length-17 is B $batch V $vocab, not 2 and 64"
 dumps "$work/padded" --cp 4 --layout zigzag --padded-length 64
-judge 2 "$work"/padded/rank_*.h5 --max-memory 200K
-grep -q "padding past the bound: .*the padded length Sp would pass 47 positions.*200.0 KiB" \
+judge 2 "$work"/padded/rank_*.h5 --max-memory 4K
+grep -q "padding past the bound: .*the padded length Sp would pass 51 positions.*4.0 KiB" \
     "$work/judge.out" || fail "a padded length past the bound is not refused as padding"
 [ ! -e "$work/judged.h5" ] || fail "a refused judge wrote its results file"
-judge 0 "$work"/padded/rank_*.h5 --max-memory 300K # 71 positions: 64 fit
+judge 0 "$work"/padded/rank_*.h5 --max-memory 6K # 76 positions: 64 fit
+# --store all keeps every logits element: 102400 / (12·2·64 + 80) = 63 positions in 100 KiB
+judge 2 "$work"/padded/rank_*.h5 --max-memory 100K --store all
+grep -q "padding past the bound: .*would pass 63 positions, .*1616 bytes per padded position" \
+    "$work/judge.out" || fail "--store all's values are not counted in the padding bound"
+judge 0 "$work"/padded/rank_*.h5 --max-memory 110K --store all # 69 positions: 64 fit
 
 # --- 4. --baseline with a dump that is not cp 1 -------------------------------------------------
 dumps "$work/run" --cp 2 --layout zigzag

@@ -1,0 +1,55 @@
+/*
+ * naive_products.h — the float32 matrix products of the naive baseline (naive_model.h), each a
+ * plain sum in a fixed, documented order, fast enough that the baseline never costs more than
+ * the float64 reference it is measured against.
+ *
+ * The order: every output element is one float32 accumulator, starting at 0, to which the
+ * products of the contraction are added in increasing contraction index; the result is then
+ * stored (`set`) or added once to the output's value (`add`). That is the order of the textbook
+ * triple loop; what makes it fast is only where the operands sit: tiles of the output computed
+ * by the reference's threads (reference/parallel.h), sixteen output columns side by side in
+ * vector registers (each lane its own accumulator, so no sum is reassociated), and the right
+ * operand copied into panels that stay in cache. On a CPU with AVX2 and FMA each step is a fused
+ * multiply-add (one rounding), elsewhere a multiply then an add: the same element always takes
+ * the same path on a machine, whatever the thread count.
+ *
+ * Independence from the implementation under test: this is cpparity's own code, not BLAS (the
+ * CPU implementation calls OpenBLAS's sgemm), so a fault in a BLAS library cannot hide in the
+ * baseline's error.
+ */
+#ifndef CPPARITY_HARNESS_JUDGING_NAIVE_PRODUCTS_H
+#define CPPARITY_HARNESS_JUDGING_NAIVE_PRODUCTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A matrix operand: element (i, j) at data[i·row_stride + j·column_stride]. */
+typedef struct naive_matrix {
+    const float *data;
+    int64_t row_stride;
+    int64_t column_stride;
+} naive_matrix;
+
+/* result (rows × columns, row-major with leading dimension result_stride) = (add ? result : 0)
+ * + left (rows × depth) · right (depth × columns), each element summed as above. Runs on the
+ * reference's threads; allocates per-thread scratch and returns false when it cannot (nothing
+ * written then). */
+bool naive_product(float *result, int64_t result_stride, naive_matrix left, naive_matrix right,
+                   int64_t rows, int64_t columns, int64_t depth, bool add);
+
+/* Whether the products take fused multiply-adds on this CPU (AVX2 and FMA): tests replay them. */
+bool naive_products_fused(void);
+
+/* The three products of a linear layer, weight (O, I) as torch.nn.Linear stores it:
+ *   out (N, O)      = in (N, I) · weightᵀ
+ *   din (N, I)     += dout (N, O) · weight
+ *   dweight (O, I) += dout (N, O)ᵀ · in (N, I)
+ * false when out of memory. */
+bool naive_linear_forward(float *out, const float *in, const float *weight, int64_t rows,
+                          int64_t in_features, int64_t out_features);
+bool naive_linear_input_gradient(float *din, const float *dout, const float *weight, int64_t rows,
+                                 int64_t in_features, int64_t out_features);
+bool naive_linear_weight_gradient(float *dweight, const float *dout, const float *in, int64_t rows,
+                                  int64_t in_features, int64_t out_features);
+
+#endif
