@@ -148,6 +148,13 @@ void console_footer(FILE *stream, const run_results *results, const char *result
                 (long long)results->not_claimed, results->not_claimed == 1 ? "" : "s",
                 results->not_claimed == 1 ? "it needs" : "they need");
     }
+    if (results->left_out > 0) {
+        fprintf(stream,
+                "# %lld cp 1 run%s left out on purpose (listed above as NOT RUN): the whole "
+                "sequence does not fit one rank within the memory limit; the runs at cp > 1 were "
+                "decided by the naive rule alone and say so\n",
+                (long long)results->left_out, results->left_out == 1 ? "" : "s");
+    }
     if (results->not_run > 0) {
         fprintf(stream,
                 "# %lld planned run%s could not run here (listed above as NOT RUN, with what each "

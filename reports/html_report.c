@@ -149,7 +149,7 @@ static outcome_counts count_outcomes(const read_results *run) {
         counts.passed += strcmp(outcome, "PASS") == 0;
         counts.failed += strcmp(outcome, "FAIL") == 0;
         counts.refused += strcmp(outcome, "REFUSED") == 0;
-        counts.not_run += strcmp(outcome, "NOT RUN") == 0;
+        counts.not_run += strcmp(outcome, "NOT RUN") == 0 && !run->items[i].by_choice;
         counts.errors += strcmp(outcome, "ERROR") == 0;
         counts.not_claimed += strcmp(outcome, "NOT CLAIMED") == 0;
     }

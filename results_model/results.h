@@ -138,6 +138,9 @@ typedef struct run_item {
                              the reference computed alongside it (less than the sum when they
                              overlap) */
     int32_t error_status; /* RUN_ERROR only: 2 bad input / refusal, 3 runtime */
+    bool by_choice;       /* RUN_NOT_RUN on purpose (the cp = 1 run cannot fit the memory
+                             limit: the items at cp > 1 are decided without it); the exit code
+                             does not count it */
 } run_item;
 
 typedef struct discrimination_record {
@@ -175,8 +178,10 @@ typedef struct run_results {
     int64_t item_count;
     discrimination_record *discrimination; /* (discrimination_count) */
     int64_t discrimination_count;
-    int64_t passed, failed, refused, not_run, errors; /* counts of item outcomes */
+    int64_t passed, failed, refused, not_run, errors; /* counts of item outcomes (not_run: those
+                                                         that could not run here) */
     int64_t not_claimed;                              /* and of NOT CLAIMED ones */
+    int64_t left_out; /* NOT RUN on purpose (run_item.by_choice), not in not_run */
 } run_results;
 
 /* The shape of a record's stored values into shape (its own, or [1, rows, V] for a window);

@@ -126,6 +126,7 @@ static cpparity_status write_summary(hid_t file, const run_results *results,
         {"failed", results->failed},
         {"refused", results->refused},
         {"not_run", results->not_run},
+        {"left_out", results->left_out},
         {"not_claimed", results->not_claimed},
         {"errors", results->errors},
         {"items", results->item_count},
@@ -485,6 +486,7 @@ static cpparity_status write_item(hid_t case_group, const run_item *item, cppari
         {"gradients_identical", item->gradients_identical ? 1 : 0},
         {"worst_tensor_index", has_worst ? item->worst_tensor : -1},
         {"error_status", item->outcome == RUN_ERROR ? item->error_status : 0},
+        {"by_choice", item->by_choice ? 1 : 0},
     };
     if (hdf5_attribute_string(group, "outcome", run_outcome_name(item->outcome), error) !=
             CPPARITY_OK ||

@@ -381,6 +381,11 @@ static herr_t read_item_group(hid_t dtype_group, const char *name, const H5L_inf
             status = read_metrics(r, group, where, item);
         }
         /* written since profiles exist; absent from older files of the same format */
+        if (status == CPPARITY_OK && H5Aexists(group, "by_choice") > 0) {
+            int64_t by_choice = 0;
+            status = read_number(r, group, where, "by_choice", H5T_NATIVE_INT64, &by_choice);
+            item->by_choice = by_choice != 0;
+        }
         if (status == CPPARITY_OK && H5Aexists(group, "padded_seq_len") > 0) {
             status = read_number(r, group, where, "padded_seq_len", H5T_NATIVE_INT64,
                                  &item->padded_seq_len);

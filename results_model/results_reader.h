@@ -60,6 +60,7 @@ typedef struct read_item {
     read_profile *profiles; /* (profile_count) logits error profiles in rank order; none for
                                items that compared no logits */
     int64_t profile_count;
+    bool by_choice; /* NOT RUN on purpose (attribute by_choice; false in older files) */
 } read_item;
 
 typedef struct read_results {

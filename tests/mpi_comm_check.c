@@ -8,9 +8,13 @@
  * (agreed with agree_status), so every rank prints the same counts and returns the same code:
  * "mpi_comm_check: N passed, M failed", exit 1 on any failure.
  *
- * Usage: mpi_comm_check [--timeout SECONDS] [--hang-rank R]
- *   --hang-rank R: after the checks, rank R skips an all_reduce_sum; the others must time out
- *   and abort the job (exit non-zero, "timed out" on stderr) instead of hanging.
+ * Usage: mpi_comm_check [--timeout SECONDS] [--hang-rank R] [--compute-rank R --compute SECONDS]
+ *   --hang-rank R: after the checks, rank R skips an all_reduce_sum and says its job is over;
+ *   the others must time out and abort the job (exit non-zero, "timed out" on stderr) instead of
+ *   hanging.
+ *   --compute-rank R --compute SECONDS: after the checks, rank R computes (sleeps) SECONDS before
+ *   an all_reduce_sum the others wait in: they must wait for it past their deadline (waiting for
+ *   computation is not a hang) and every rank gets the sum.
  */
 #include <mpi.h>
 #include <stdbool.h>
@@ -386,13 +390,18 @@ static const named_check checks[] = {
     {"shift", check_shift},
 };
 
-/* Parses --timeout and --hang-rank; false on anything else. */
-static bool parse_arguments(int argc, char **argv, double *timeout, int *hang_rank) {
+/* Parses --timeout, --hang-rank, --compute-rank and --compute; false on anything else. */
+static bool parse_arguments(int argc, char **argv, double *timeout, int *hang_rank,
+                            int *compute_rank, double *compute_seconds) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
             *timeout = atof(argv[++i]);
         } else if (strcmp(argv[i], "--hang-rank") == 0 && i + 1 < argc) {
             *hang_rank = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--compute-rank") == 0 && i + 1 < argc) {
+            *compute_rank = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--compute") == 0 && i + 1 < argc) {
+            *compute_seconds = atof(argv[++i]);
         } else {
             return false;
         }
@@ -400,11 +409,13 @@ static bool parse_arguments(int argc, char **argv, double *timeout, int *hang_ra
     return *timeout > 0.0;
 }
 
-/* Rank hang_rank skips an all_reduce_sum and waits; the others must time out and abort the job.
- * Returns only if the job was not aborted (a failure). */
+/* Rank hang_rank skips an all_reduce_sum, says its job is over (comm_mpi_finished: it will call
+ * no collective any more) and waits; the others must time out and abort the job. Returns only if
+ * the job was not aborted (a failure). */
 static void hang(cpparity_comm *comm, int hang_rank) {
     cpparity_error error;
     if (comm->rank == hang_rank) {
+        comm_mpi_finished();
         const struct timespec pause = {0, 100000000L};
         for (double waited = 0.0; waited < 10.0 * comm->timeout_seconds + 10.0; waited += 0.1) {
             nanosleep(&pause, NULL);
@@ -420,12 +431,35 @@ static void hang(cpparity_comm *comm, int hang_rank) {
             comm->rank, hang_rank, (int)status, status == CPPARITY_OK ? "" : error.message);
 }
 
+/* Rank compute_rank computes (sleeps) for `seconds`, several timeouts, before it joins an
+ * all_reduce_sum the others wait in: waiting for computation is not a hang, so every rank gets
+ * the sum. Returns the status. */
+static cpparity_status compute(cpparity_comm *comm, int compute_rank, double seconds,
+                               cpparity_error *error) {
+    if (comm->rank == compute_rank) {
+        const struct timespec pause = {(time_t)seconds,
+                                       (long)((seconds - (double)(time_t)seconds) * 1e9)};
+        nanosleep(&pause, NULL);
+    }
+    double value = 1.0;
+    cpparity_status status =
+        cpparity_all_reduce_sum(comm, &value, &value, 1, CPPARITY_FLOAT64, NULL, error);
+    if (status == CPPARITY_OK && value != (double)comm->size) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                    "the sum after waiting for rank %d is %g, not %d", compute_rank,
+                                    value, comm->size);
+    }
+    return status;
+}
+
 int main(int argc, char **argv) {
-    double timeout = 30.0;
-    int hang_rank = -1;
-    MPI_Init(&argc, &argv);
-    if (!parse_arguments(argc, argv, &timeout, &hang_rank)) {
-        fprintf(stderr, "usage: mpi_comm_check [--timeout SECONDS] [--hang-rank R]\n");
+    double timeout = 30.0, compute_seconds = 0.0;
+    int hang_rank = -1, compute_rank = -1;
+    int provided = 0; /* MPI_THREAD_MULTIPLE: as cpparity starts MPI (comm_mpi.c's watch) */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (!parse_arguments(argc, argv, &timeout, &hang_rank, &compute_rank, &compute_seconds)) {
+        fprintf(stderr, "usage: mpi_comm_check [--timeout SECONDS] [--hang-rank R] "
+                        "[--compute-rank R --compute SECONDS]\n");
         MPI_Finalize();
         return 2;
     }
@@ -451,6 +485,16 @@ int main(int argc, char **argv) {
         }
         passed += agreed == CPPARITY_OK;
         failed += agreed != CPPARITY_OK;
+    }
+    if (compute_rank >= 0) {
+        cpparity_error_clear(&error);
+        const cpparity_status status = compute(comm, compute_rank, compute_seconds, &error);
+        if (status != CPPARITY_OK) {
+            fprintf(stderr, "mpi_comm_check: rank %d: FAIL waiting for computation: %s\n",
+                    comm->rank, error.message);
+        }
+        passed += status == CPPARITY_OK;
+        failed += status != CPPARITY_OK;
     }
     if (hang_rank >= 0) {
         hang(comm, hang_rank);

@@ -678,6 +678,73 @@ Test(comm_local, timeout__rank_never_calls__others_fail_naming_the_collective, .
                   errors[1].message);
 }
 
+/* The odd rank computes (sleeps 1 s, three deadlines of 0.3 s) before the all_reduce_sum the
+ * others wait in; then all meet again in a split group. */
+static cpparity_status computing_rank_body(cpparity_comm *comm, void *argument,
+                                           cpparity_error *error) {
+    failure_case *test = argument;
+    if (comm->rank == test->odd_rank) {
+        const struct timespec pause = {1, 0};
+        nanosleep(&pause, NULL);
+    }
+    float value = 1.0f;
+    double start = now_seconds();
+    cpparity_status status =
+        cpparity_all_reduce_sum(comm, &value, &value, 1, CPPARITY_FLOAT32, NULL, error);
+    test->elapsed[comm->rank] = now_seconds() - start;
+    if (status == CPPARITY_OK && value != (float)comm->size) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: sum %g", comm->rank,
+                                    (double)value);
+    }
+    return status;
+}
+
+Test(comm_local, timeout__a_rank_computes_past_the_deadline__the_others_wait_for_it,
+     .timeout = 20) {
+    failure_case test = {.odd_rank = 1};
+    cpparity_status statuses[3];
+    cpparity_error errors[3];
+    run_ranks(3, 0.3, computing_rank_body, &test, statuses, errors);
+    expect_all_ok(3, statuses, errors, "waiting for a computing rank");
+    for (int rank = 0; rank < 3; rank += 2) { /* they really waited past three deadlines */
+        cr_assert(test.elapsed[rank] > 0.9, "rank %d waited %.3f s", rank, test.elapsed[rank]);
+    }
+}
+
+/* Ranks 0 and 1 wait for each other in the world; rank 2 waits in a group of its own with rank 1
+ * (out of step: every missing rank is waiting somewhere): a real hang, which the deadline ends
+ * even though nobody computes. */
+static cpparity_status crossed_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
+    (void)argument;
+    cpparity_comm *pair = NULL;
+    cpparity_status status = cpparity_comm_split(comm, comm->rank >= 1 ? 1 : 0, 0, &pair, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    cpparity_status agreed;
+    if (comm->rank == 2) { /* waits for rank 1 in the pair, which waits in the world */
+        status = cpparity_agree_status(pair, CPPARITY_OK, &agreed, error);
+    } else {
+        status = cpparity_agree_status(comm, CPPARITY_OK, &agreed, error);
+    }
+    cpparity_comm_free(pair);
+    return status;
+}
+
+Test(comm_local, timeout__collectives_out_of_step_across_groups__still_time_out, .timeout = 20) {
+    cpparity_status statuses[3];
+    cpparity_error errors[3];
+    const double start = now_seconds();
+    run_ranks(3, 0.3, crossed_body, NULL, statuses, errors);
+    cr_assert(now_seconds() - start < 5.0, "the crossed wait took %.1f s", now_seconds() - start);
+    for (int rank = 0; rank < 3; rank++) {
+        cr_assert_eq(statuses[rank], CPPARITY_ERROR_RUNTIME, "rank %d: %s", rank,
+                     errors[rank].message);
+        cr_assert(strstr(errors[rank].message, "timed out") != NULL, "rank %d: %s", rank,
+                  errors[rank].message);
+    }
+}
+
 /* The odd rank aborts after 50 ms; the others are waiting in all_gather with a 30 s deadline. */
 static cpparity_status abort_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
     failure_case *test = argument;

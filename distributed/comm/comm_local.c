@@ -18,6 +18,12 @@
  * before the rendezvous completes marks the context failed; the copy then never runs, so no
  * buffer of a departed rank is touched, and every pending and later call on that communicator
  * fails at once. abort marks the whole job failed, which fails every communicator of the job.
+ *
+ * Waiting for computation is not a hang: when the deadline passes while a rank the rendezvous
+ * waits for is computing — neither waiting in a collective of the job nor finished — the
+ * deadline moves on by another timeout (the float64 reference of a long case, or another
+ * group's item, can take longer than any fixed deadline). It fails only when every missing rank
+ * is itself waiting somewhere (a collective called out of step: a real hang) or has finished.
  */
 #include "distributed/comm/comm_local.h"
 
@@ -54,11 +60,15 @@ typedef struct local_job {
     bool aborted;                   /* a rank called abort: every call of the job fails */
     char abort_message[768];        /* which rank aborted, with what message */
     struct local_context *contexts; /* every live context (abort wakes them all) */
+    int ranks;                      /* the job's world size */
+    bool *waiting;                  /* (ranks) by world rank: in a rendezvous now */
+    bool *finished;                 /* (ranks) by world rank: its body has returned */
 } local_job;
 
 /* One rank's part of the current rendezvous: its arguments, then its results. */
 typedef struct local_slot {
     bool arrived;                /* waiting in the current rendezvous */
+    int world_rank;              /* the rank's world rank (split passes it on) */
     local_collective collective; /* what the rank called */
     const void *send;            /* send buffer (broadcast: the buffer) */
     void *receive;               /* receive buffer (broadcast: the buffer) */
@@ -89,6 +99,7 @@ typedef struct local_context {
     bool failed;                           /* unusable: every call fails at once */
     char failure[768];                     /* why it is unusable */
     local_slot *slots;                     /* size entries, indexed by rank in the group */
+    int *world_ranks;                      /* size entries: each group rank's world rank */
 } local_context;
 
 static const cpparity_comm_operations local_operations;
@@ -102,15 +113,18 @@ static local_context *local_context_create(local_job *job, int size) {
         return NULL;
     }
     context->slots = calloc((size_t)size, sizeof *context->slots);
+    context->world_ranks = calloc((size_t)size, sizeof *context->world_ranks);
     pthread_condattr_t attributes;
     bool condition_made = false;
-    if (context->slots != NULL && pthread_condattr_init(&attributes) == 0) {
+    if (context->slots != NULL && context->world_ranks != NULL &&
+        pthread_condattr_init(&attributes) == 0) {
         condition_made = pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC) == 0 &&
                          pthread_cond_init(&context->condition, &attributes) == 0;
         pthread_condattr_destroy(&attributes);
     }
     if (!condition_made) {
         free(context->slots);
+        free(context->world_ranks);
         free(context);
         return NULL;
     }
@@ -138,6 +152,7 @@ static void local_context_destroy(local_context *context) {
     }
     pthread_cond_destroy(&context->condition);
     free(context->slots);
+    free(context->world_ranks);
     free(context);
 }
 
@@ -369,7 +384,8 @@ static void local_split(local_context *context, double timeout_seconds) {
                             (slots[other].key < slots[rank].key ||
                              (slots[other].key == slots[rank].key && other < rank));
             }
-            cpparity_comm *made = local_comm_create(group, new_rank, 0, timeout_seconds);
+            cpparity_comm *made =
+                local_comm_create(group, new_rank, slots[rank].world_rank, timeout_seconds);
             if (made == NULL) {
                 if (group->references == 0) {
                     local_context_destroy(group);
@@ -377,6 +393,7 @@ static void local_split(local_context *context, double timeout_seconds) {
                 goto out_of_memory;
             }
             group->references++;
+            group->world_ranks[new_rank] = slots[rank].world_rank;
             slots[rank].split_result = made;
         }
     }
@@ -478,6 +495,19 @@ static cpparity_status local_failure(const cpparity_comm *comm, const local_cont
                               name, comm->rank, context->failure);
 }
 
+/* Whether a rank the current rendezvous of context waits for is computing: neither waiting in a
+ * rendezvous of the job nor finished (job mutex held). */
+static bool local_someone_computes(const local_context *context) {
+    const local_job *job = context->job;
+    for (int rank = 0; rank < context->size; rank++) {
+        const int world = context->world_ranks[rank];
+        if (!context->slots[rank].arrived && !job->waiting[world] && !job->finished[world]) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* One collective: deposits this rank's arguments (*slot), waits until every rank of comm has
  * arrived and the last one has done the work, and returns the outcome, with the rank's results
  * copied back into *slot. Fails at once when the job or the communicator has failed, and with a
@@ -500,6 +530,7 @@ static cpparity_status local_rendezvous(cpparity_comm *comm, local_slot *slot,
     unsigned long generation = context->generation;
     context->slots[comm->rank] = *slot;
     context->slots[comm->rank].arrived = true;
+    context->slots[comm->rank].world_rank = comm->world_rank;
     context->arrived++;
     if (context->arrived == context->size) {
         local_complete(context, comm->timeout_seconds);
@@ -510,9 +541,16 @@ static cpparity_status local_rendezvous(cpparity_comm *comm, local_slot *slot,
         context->generation++;
         pthread_cond_broadcast(&context->condition);
     }
+    job->waiting[comm->world_rank] = true;
     while (context->generation == generation && !job->aborted && !context->failed) {
         int waited = pthread_cond_timedwait(&context->condition, &job->mutex, &deadline);
+        if (waited != 0 && context->generation == generation && !job->aborted && !context->failed &&
+            local_someone_computes(context)) {
+            deadline = local_deadline(comm->timeout_seconds); /* computing is not a hang */
+            continue;
+        }
         if (waited != 0 && context->generation == generation && !job->aborted && !context->failed) {
+            job->waiting[comm->world_rank] = false;
             char missing[256];
             local_missing_ranks(context, missing, sizeof missing);
             status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
@@ -528,6 +566,7 @@ static cpparity_status local_rendezvous(cpparity_comm *comm, local_slot *slot,
             return status;
         }
     }
+    job->waiting[comm->world_rank] = false;
     if (context->generation == generation) {
         status = local_failure(comm, context, name, error);
     } else if (context->outcome != CPPARITY_OK) {
@@ -727,11 +766,16 @@ typedef struct local_thread {
     cpparity_error error;   /* body's error */
 } local_thread;
 
-/* Thread entry: runs body for one rank. */
+/* Thread entry: runs body for one rank, then says the rank has finished (a rank waiting for it
+ * no longer waits for a computation). */
 static void *local_thread_main(void *argument) {
     local_thread *thread = argument;
     cpparity_error_clear(&thread->error);
     thread->status = thread->body(thread->comm, thread->argument, &thread->error);
+    local_context *context = thread->comm->implementation;
+    pthread_mutex_lock(&context->job->mutex);
+    context->job->finished[thread->comm->world_rank] = true;
+    pthread_mutex_unlock(&context->job->mutex);
     return NULL;
 }
 
@@ -754,11 +798,13 @@ cpparity_status comm_local_run(int ranks, double timeout_seconds, comm_local_bod
                                   ranks, timeout_seconds);
     }
     cpparity_status status = CPPARITY_OK;
-    local_job job = {.aborted = false, .contexts = NULL};
+    local_job job = {.aborted = false, .contexts = NULL, .ranks = ranks};
     local_context *context = NULL;
     local_thread *threads = calloc((size_t)ranks, sizeof *threads);
+    job.waiting = calloc((size_t)ranks, sizeof *job.waiting);
+    job.finished = calloc((size_t)ranks, sizeof *job.finished);
     bool mutex_made = false;
-    if (threads == NULL) {
+    if (threads == NULL || job.waiting == NULL || job.finished == NULL) {
         status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                     "comm_local_run: out of memory for %d ranks", ranks);
         goto done;
@@ -773,6 +819,7 @@ cpparity_status comm_local_run(int ranks, double timeout_seconds, comm_local_bod
         goto done;
     }
     for (int rank = 0; rank < ranks; rank++) {
+        context->world_ranks[rank] = rank;
         threads[rank].comm = local_comm_create(context, rank, rank, timeout_seconds);
         threads[rank].body = body;
         threads[rank].argument = argument;
@@ -822,6 +869,8 @@ done:
         pthread_mutex_destroy(&job.mutex);
     }
     free(threads);
+    free(job.waiting);
+    free(job.finished);
     return status;
 }
 

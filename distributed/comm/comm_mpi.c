@@ -10,6 +10,16 @@
  * (common/temporary_files.h: MPI_Abort returns to no caller that could) and calls
  * MPI_Abort(comm, 3): the job stops, it never hangs, and leaves nothing behind.
  *
+ * Waiting for computation is not a hang: when the deadline passes, the waiting rank asks every
+ * other rank of the communicator what it is doing, on a duplicate of the world kept for these
+ * queries; a thread of each process (MPI_THREAD_MULTIPLE) answers with its rank's state —
+ * computing (outside every collective), waiting in a collective, or finished (its job's main
+ * has returned). If one answers "computing" (the float64 reference of a long case, another
+ * group's item), the deadline moves on by another timeout. It fires when every other rank is
+ * itself waiting (collectives called out of step: a real hang), finished, or does not answer
+ * within WATCH_REPLY_SECONDS (a stopped or stuck process answers nothing). Without
+ * MPI_THREAD_MULTIPLE waits are timed plainly.
+ *
  * Floating-point sums do not use MPI_SUM, whose order is the library's choice: every rank
  * gathers all contributions (MPI_Iallgather) and adds them in rank order itself, so every rank
  * ends with the same bits as the local communicator (the vectors are small: gradients of a tiny
@@ -23,6 +33,8 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +44,150 @@
 /* What an mpi communicator owns. */
 typedef struct mpi_state {
     MPI_Comm communicator; /* private duplicate (or split) with MPI_ERRORS_RETURN */
+    int *world_ranks;      /* (size) the world rank of each rank of the communicator */
+    bool owns_watch;       /* the world communicator: it made the watch and ends it */
 } mpi_state;
 
 static const cpparity_comm_operations mpi_operations;
+
+/* --- waiting for computation is not a hang (see the top of this file) ----------------------- */
+
+enum {
+    WATCH_QUERY_TAG = 4242, /* "what are you doing?" (payload: the query's number) */
+    WATCH_REPLY_TAG = 4243, /* the answer (payload: the query's number, the state) */
+    WATCH_COMPUTING = 0,    /* outside every collective */
+    WATCH_WAITING = 1,      /* waiting in a collective */
+    WATCH_FINISHED = 2,     /* its job's main has returned */
+};
+
+/* Seconds a queried rank has to answer: a rank whose responder thread does not answer in that
+ * time is stopped (SIGSTOP), stuck or gone, not computing. */
+#define WATCH_REPLY_SECONDS 5.0
+
+/* The process's watch: its state for the others, and the thread that tells them. */
+typedef struct mpi_watch {
+    MPI_Comm control;    /* MPI_COMM_NULL: no watch (waits are timed plainly) */
+    int world_size;      /* ranks of the world */
+    int world_rank;      /* this rank */
+    atomic_int state;    /* this rank's WATCH_* */
+    atomic_bool stop;    /* the responder ends */
+    pthread_t responder; /* answers the others' queries */
+    bool responding;     /* the responder runs */
+    int queries;         /* queries this rank has made (their numbers) */
+} mpi_watch;
+
+static mpi_watch watch = {.control = MPI_COMM_NULL};
+
+/* The responder: answers every query with this rank's state, until told to stop. It runs while
+ * the main thread computes (MPI_THREAD_MULTIPLE), and stops with the process: a stopped or
+ * stuck process answers nothing. */
+static void *watch_respond(void *unused) {
+    (void)unused;
+    const struct timespec pause = {0, 5000000L};
+    while (!atomic_load(&watch.stop)) {
+        int arrived = 0, number = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, WATCH_QUERY_TAG, watch.control, &arrived, &status) !=
+            MPI_SUCCESS) {
+            return NULL;
+        }
+        if (!arrived) {
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        if (MPI_Recv(&number, 1, MPI_INT, status.MPI_SOURCE, WATCH_QUERY_TAG, watch.control,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return NULL;
+        }
+        int reply[2] = {number, atomic_load(&watch.state)};
+        if (MPI_Send(reply, 2, MPI_INT, status.MPI_SOURCE, WATCH_REPLY_TAG, watch.control) !=
+            MPI_SUCCESS) {
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Whether another rank of comm is computing: asks each (its responder answers with its state)
+ * and waits up to WATCH_REPLY_SECONDS for the answers. A rank waiting in a collective, finished,
+ * or not answering (stopped, stuck, gone) is not computing. */
+static bool watch_someone_computes(const cpparity_comm *comm) {
+    const mpi_state *state = comm->implementation;
+    if (watch.control == MPI_COMM_NULL || !watch.responding || state->world_ranks == NULL) {
+        return false;
+    }
+    const int number = ++watch.queries;
+    int asked = 0, answered = 0;
+    bool computing = false;
+    for (int rank = 0; rank < comm->size; rank++) {
+        const int world = state->world_ranks[rank];
+        MPI_Request request;
+        if (world == watch.world_rank || MPI_Isend(&number, 1, MPI_INT, world, WATCH_QUERY_TAG,
+                                                   watch.control, &request) != MPI_SUCCESS) {
+            continue;
+        }
+        MPI_Request_free(&request); /* a small send: it completes on its own */
+        asked++;
+    }
+    const double give_up = monotonic_seconds() + WATCH_REPLY_SECONDS;
+    const struct timespec pause = {0, 1000000L};
+    while (answered < asked && !computing && monotonic_seconds() < give_up) {
+        int arrived = 0, reply[2] = {0, 0};
+        MPI_Status status;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, WATCH_REPLY_TAG, watch.control, &arrived, &status) !=
+            MPI_SUCCESS) {
+            return false;
+        }
+        if (!arrived) {
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        if (MPI_Recv(reply, 2, MPI_INT, status.MPI_SOURCE, WATCH_REPLY_TAG, watch.control,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return false;
+        }
+        if (reply[0] == number) { /* an answer to an earlier query is stale */
+            answered++;
+            computing = reply[1] == WATCH_COMPUTING;
+        }
+    }
+    return computing;
+}
+
+/* Starts the watch on a duplicate of the world (collective: every rank creating its world), and
+ * its responder when MPI runs with MPI_THREAD_MULTIPLE; without it waits are timed plainly. */
+static void watch_start(void) {
+    int size = 0, rank = 0, provided = MPI_THREAD_SINGLE;
+    MPI_Comm control = MPI_COMM_NULL;
+    if (watch.control != MPI_COMM_NULL || MPI_Query_thread(&provided) != MPI_SUCCESS ||
+        MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS ||
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS ||
+        MPI_Comm_dup(MPI_COMM_WORLD, &control) != MPI_SUCCESS) {
+        return;
+    }
+    watch.control = control;
+    watch.world_size = size;
+    watch.world_rank = rank;
+    watch.queries = 0;
+    atomic_store(&watch.state, WATCH_COMPUTING);
+    atomic_store(&watch.stop, false);
+    watch.responding = provided == MPI_THREAD_MULTIPLE &&
+                       pthread_create(&watch.responder, NULL, watch_respond, NULL) == 0;
+}
+
+/* Ends the watch: the responder stops, the duplicate is freed. */
+static void watch_end(void) {
+    if (watch.control == MPI_COMM_NULL) {
+        return;
+    }
+    if (watch.responding) {
+        atomic_store(&watch.stop, true);
+        pthread_join(watch.responder, NULL);
+        watch.responding = false;
+    }
+    MPI_Comm_free(&watch.control);
+    watch.control = MPI_COMM_NULL;
+}
 
 /* See mpi_check.h. */
 cpparity_status mpi_failure(int code, cpparity_error *error, const char *what, const char *call,
@@ -85,13 +238,23 @@ static cpparity_status mpi_wait(const cpparity_comm *comm, MPI_Request *request,
                                 const char *collective, cpparity_error *error) {
     double deadline = monotonic_seconds() + comm->timeout_seconds;
     const struct timespec pause = {0, 50000L};
+    atomic_store(&watch.state, WATCH_WAITING);
     for (int spins = 0;; spins++) {
         int done = 0;
-        MPI_CHECK(MPI_Test(request, &done, MPI_STATUS_IGNORE), error, collective);
+        const int tested = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+        if (tested != MPI_SUCCESS || done) {
+            atomic_store(&watch.state, WATCH_COMPUTING);
+        }
+        MPI_CHECK(tested, error, collective);
         if (done) {
             return CPPARITY_OK;
         }
-        if (monotonic_seconds() > deadline) {
+        const double now = monotonic_seconds();
+        if (now > deadline && watch_someone_computes(comm)) {
+            deadline = now + comm->timeout_seconds; /* waiting for computation is not a hang */
+            continue;
+        }
+        if (now > deadline) {
             fprintf(stderr, "cpparity: rank %d: MPI %s timed out after %g s\n", comm->world_rank,
                     collective, comm->timeout_seconds);
             fflush(stderr);
@@ -377,6 +540,31 @@ static cpparity_status mpi_wrap(MPI_Comm handle, int world_rank, double timeout_
                                   "mpi communicator: out of memory on rank %d", world_rank);
     }
     state->communicator = handle;
+    state->world_ranks = malloc((size_t)size * sizeof *state->world_ranks);
+    MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+    int *ranks = malloc((size_t)size * sizeof *ranks);
+    if (state->world_ranks == NULL || ranks == NULL ||
+        MPI_Comm_group(handle, &group) != MPI_SUCCESS ||
+        MPI_Comm_group(MPI_COMM_WORLD, &world_group) != MPI_SUCCESS) {
+        free(state->world_ranks);
+        state->world_ranks = NULL; /* the watch then never extends this one's deadlines */
+    }
+    for (int r = 0; ranks != NULL && r < size; r++) {
+        ranks[r] = r;
+    }
+    if (state->world_ranks != NULL &&
+        MPI_Group_translate_ranks(group, size, ranks, world_group, state->world_ranks) !=
+            MPI_SUCCESS) {
+        free(state->world_ranks);
+        state->world_ranks = NULL;
+    }
+    free(ranks);
+    if (group != MPI_GROUP_NULL) {
+        MPI_Group_free(&group);
+    }
+    if (world_group != MPI_GROUP_NULL) {
+        MPI_Group_free(&world_group);
+    }
     comm->operations = &mpi_operations;
     comm->kind = "mpi";
     comm->rank = rank;
@@ -447,6 +635,10 @@ static void mpi_free(cpparity_comm *comm) {
     if (!finalized && state->communicator != MPI_COMM_NULL) {
         MPI_Comm_free(&state->communicator);
     }
+    if (!finalized && state->owns_watch) {
+        watch_end();
+    }
+    free(state->world_ranks);
     free(state);
     free(comm);
 }
@@ -463,6 +655,10 @@ static const cpparity_comm_operations mpi_operations = {
     .abort = mpi_abort,
     .free = mpi_free,
 };
+
+void comm_mpi_finished(void) {
+    atomic_store(&watch.state, WATCH_FINISHED);
+}
 
 bool comm_mpi_detected(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
@@ -491,7 +687,10 @@ static cpparity_status mpi_start(bool *initialised_here, cpparity_error *error) 
                                   "mpi communicator: MPI was already finalised in this process");
     }
     if (!initialized) {
-        MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_SINGLE, &provided), error, "starting MPI");
+        /* MPI_THREAD_MULTIPLE for the watch's responder thread (see the top of this file); with
+         * less, waits are timed plainly */
+        MPI_CHECK(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided), error,
+                  "starting MPI");
         *initialised_here = true;
     }
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), error, "starting MPI");
@@ -518,6 +717,7 @@ cpparity_status comm_mpi_launch(int ranks, double timeout_seconds, cpparity_job_
     }
     if (status == CPPARITY_OK) {
         *exit_code = main(world, argument);
+        comm_mpi_finished();
     }
     cpparity_comm_free(world);
     if (initialised_here) {
@@ -552,5 +752,13 @@ cpparity_status comm_mpi_create_world(cpparity_comm **comm, double timeout_secon
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank), error, "creating the world");
     MPI_Comm handle = MPI_COMM_NULL;
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &handle), error, "creating the world");
-    return mpi_adopt(handle, world_rank, timeout_seconds, comm, error);
+    const bool watching = watch.control == MPI_COMM_NULL;
+    watch_start();
+    cpparity_status status = mpi_adopt(handle, world_rank, timeout_seconds, comm, error);
+    if (status == CPPARITY_OK && watching) {
+        ((mpi_state *)(*comm)->implementation)->owns_watch = true;
+    } else if (watching) {
+        watch_end();
+    }
+    return status;
 }

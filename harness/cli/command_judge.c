@@ -229,11 +229,14 @@ static cpparity_status judge_set(const judge_case *loaded, const judge_dump_set 
     item->is_baseline = is_baseline;
     item->worst_tensor = -1;
     item->padded_seq_len = set->padded_len;
-    const judge_inputs in = {reference,      &reference->naive[set->dtype],
-                             set->losses,    judge_dump_set_logits(set),
-                             set->gradients, 0,
-                             options->store, set->positions,
-                             set->lengths};
+    const judge_inputs in = {.reference = reference,
+                             .naive = &reference->naive[set->dtype],
+                             .losses = set->losses,
+                             .logits = judge_dump_set_logits(set),
+                             .gradients = set->gradients,
+                             .store = options->store,
+                             .positions = set->positions,
+                             .lengths = set->lengths};
     return judge_item(item, 0, &in, baselines, error);
 }
 

@@ -662,13 +662,35 @@ judge_logits judge_logits_in_memory(const judge_memory_logits *memory) {
     return source;
 }
 
+/* The items at cp > 1 of a case whose cp = 1 run was left out: each tensor says the naive rule
+ * alone decided it, and a passing item says why (a failing one names its worst tensor). */
+static void note_cp1_not_run(run_item *item, const char *why) {
+    for (int64_t i = 0; i < item->tensor_count; i++) {
+        compare_decision *decision = &item->tensors[i].decision;
+        const size_t length = strlen(decision->reason);
+        snprintf(decision->reason + length, sizeof decision->reason - length,
+                 " (naive rule alone: cp 1 not run)");
+    }
+    if (item->outcome == RUN_PASS) {
+        snprintf(item->message, sizeof item->message,
+                 "%.700s: the CP-only check was not made; the naive rule decided every tensor",
+                 why);
+    }
+}
+
 cpparity_status judge_item(run_item *item, int64_t case_index, const judge_inputs *in,
                            const baseline_table *baselines, cpparity_error *error) {
     cpparity_status status = compare_all(item, in, error);
+    if (in->cp1_not_run != NULL) {
+        baselines = NULL; /* no cp = 1 errors to check against: said, never silent */
+    }
     if (status == CPPARITY_OK) {
         decide_tensors(item, case_index, baselines);
         locate_nonfinite_logits(item, in);
         decide_outcome(item);
+        if (in->cp1_not_run != NULL) {
+            note_cp1_not_run(item, in->cp1_not_run);
+        }
         if (in->store == RUN_STORE_FAILURES) {
             keep_failures(item, in); /* --store all kept everything, --store metrics keeps none */
         }

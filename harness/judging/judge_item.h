@@ -83,11 +83,16 @@ typedef struct judge_inputs {
     const int64_t *const *positions;    /* NULL (contiguous), or [cp] arrays: positions[r] holds
                                            the global positions of rank r's rows, (lengths[r]) */
     const int64_t *lengths;             /* [cp] L_r with positions; ignored when it is NULL */
+    const char *cp1_not_run;            /* the case's cp = 1 item was left out (its reason,
+                                           "cp 1 not run: needs ..."): no CP-only check, the
+                                           naive rule alone decides, and the item says so; NULL
+                                           normally */
 } judge_inputs;
 
 /* Fills item's tensor records from in and decides item (its source, cp, dtype and is_baseline
  * must be set). baselines holds the cp = 1 errors (empty for a cp = 1 item); NULL makes no
- * CP-only check (`cpparity judge` without the framework's own cp = 1 dumps). Returns
+ * CP-only check (`cpparity judge` without the framework's own cp = 1 dumps), and so does
+ * in->cp1_not_run, which every tensor's reason and the item's message then give. Returns
  * CPPARITY_ERROR_INPUT, saying why (token_layout_check_partition's message, or the ranks holding
  * fewer than S positions), when in's positions are given and do not partition [0, Σ L_r) ⊇
  * [0, S), before comparing anything; CPPARITY_ERROR_RUNTIME when out of memory. */

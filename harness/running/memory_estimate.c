@@ -728,7 +728,7 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
     /* every planned item's parts; the first that overflows ends the estimate */
     int64_t phase_count = 0;
     for (int64_t i = 0; status == CPPARITY_OK && i < item_count && *overflow_item < 0; i++) {
-        totals[i].planned = items[i].cp >= 1 && N % items[i].cp == 0;
+        totals[i].planned = items[i].cp >= 1 && N % items[i].cp == 0 && !items[i].memory_skipped;
         if (!totals[i].planned) {
             continue;
         }
@@ -917,7 +917,42 @@ static void describe_parts(const memory_total *total, const char *name, char *te
     }
 }
 
-cpparity_status memory_check_plan(const run_plan *plan, const run_options *options,
+/* Marks the cp = 1 items over the limit whose case's other items (same dtype) all fit: they are
+ * left out (memory_check_plan). Returns how many were marked. */
+static int64_t skip_whole_sequence_items(run_plan *plan, const memory_total *totals,
+                                         const memory_limit *limit) {
+    int64_t marked = 0;
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        run_plan_item *item = &plan->items[i];
+        if (!item->is_baseline || !totals[i].planned || totals[i].bytes <= limit->bytes) {
+            continue;
+        }
+        bool others = false, others_fit = true;
+        for (int64_t j = 0; j < plan->item_count; j++) {
+            const run_plan_item *other = &plan->items[j];
+            if (j != i && other->case_index == item->case_index && other->dtype == item->dtype &&
+                totals[j].planned) {
+                others = true;
+                others_fit &= totals[j].bytes <= limit->bytes;
+            }
+        }
+        if (!others || !others_fit) {
+            continue; /* nothing would run at cp > 1 either: refused as any item over the limit */
+        }
+        char needed[32], allowed[32];
+        memory_size_format(totals[i].bytes, needed, sizeof needed);
+        memory_size_format(limit->bytes, allowed, sizeof allowed);
+        item->memory_skipped = true;
+        item->runnable = false;
+        snprintf(item->not_run_reason, sizeof item->not_run_reason,
+                 "cp 1 not run: needs about %s per process, over the limit of %s (%.120s)", needed,
+                 allowed, limit->source);
+        marked++;
+    }
+    return marked;
+}
+
+cpparity_status memory_check_plan(run_plan *plan, const run_options *options,
                                   const cpparity_implementation *implementation,
                                   const cpparity_attention_kernel *kernel, cpparity_error *error) {
     const memory_setting setting = memory_setting_for(options, plan, implementation, kernel);
@@ -929,9 +964,18 @@ cpparity_status memory_check_plan(const run_plan *plan, const run_options *optio
     memory_discrimination discrimination;
     int64_t overflow = -1;
     char what[MEMORY_TEXT] = "";
+    memory_limit limit;
+    memory_limit_resolve(options->max_memory, setting.ranks_are_processes, "", &limit);
     cpparity_status status =
         memory_estimate_job(plan->cases, plan->case_count, plan->items, plan->item_count, &setting,
                             totals, &discrimination, &overflow, what, sizeof what, error);
+    /* a case whose whole sequence does not fit one rank is still run at cp > 1, without cp 1 */
+    if (status == CPPARITY_OK && overflow < 0 && skip_whole_sequence_items(plan, totals, &limit)) {
+        memset(totals, 0, (size_t)plan->item_count * sizeof *totals);
+        status = memory_estimate_job(plan->cases, plan->case_count, plan->items, plan->item_count,
+                                     &setting, totals, &discrimination, &overflow, what,
+                                     sizeof what, error);
+    }
     if (status == CPPARITY_OK && overflow >= 0) {
         const run_plan_item *item = &plan->items[overflow];
         const cpparity_case *c = plan->cases[item->case_index];
@@ -941,8 +985,6 @@ cpparity_status memory_check_plan(const run_plan *plan, const run_options *optio
                                     plan->case_suite[item->case_index], (long long)c->line, c->name,
                                     (long long)item->cp, cpparity_dtype_name(item->dtype), what);
     }
-    memory_limit limit;
-    memory_limit_resolve(options->max_memory, setting.ranks_are_processes, "", &limit);
     int64_t worst = -1, over = 0;
     for (int64_t i = 0; status == CPPARITY_OK && i < plan->item_count; i++) {
         if (totals[i].planned && totals[i].bytes > limit.bytes) {

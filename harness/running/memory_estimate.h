@@ -210,9 +210,13 @@ bool memory_estimate_case(const cpparity_case *c, const cpparity_implementation 
  * the discrimination phase against the limit (options' --max-memory, else the machine's):
  * CPPARITY_ERROR_INPUT naming the case (file and line), the item, the estimate with its parts
  * (the implementation's own share, or that it is unknown) and the limit with its source, for the
- * largest item over the limit, or for the first item whose sizes overflow. The driver calls it
- * right after run_plan_build, before anything else is allocated. */
-cpparity_status memory_check_plan(const run_plan *plan, const run_options *options,
+ * largest item over the limit, or for the first item whose sizes overflow. A cp = 1 item (the
+ * implementation holding the whole sequence in one rank) over the limit while the case's items at
+ * cp > 1 fit is not a refusal: it is marked memory_skipped, its not_run_reason saying "cp 1 not
+ * run: needs about N per process, over the limit of L (source)", and the job is estimated
+ * without it. The driver calls it right after run_plan_build, before anything else is
+ * allocated. */
+cpparity_status memory_check_plan(run_plan *plan, const run_options *options,
                                   const cpparity_implementation *implementation,
                                   const cpparity_attention_kernel *kernel, cpparity_error *error);
 

@@ -276,8 +276,8 @@ int run_results_exit_code(const run_results *results, bool allow_not_run) {
         int item_code = item->outcome == RUN_FAIL ? 1
                         : item->outcome == RUN_ERROR
                             ? (item->error_status == CPPARITY_ERROR_RUNTIME ? 3 : 2)
-                        : item->outcome == RUN_NOT_RUN && !allow_not_run ? 3
-                                                                         : 0;
+                        : item->outcome == RUN_NOT_RUN && !allow_not_run && !item->by_choice ? 3
+                                                                                             : 0;
         code = item_code > code ? item_code : code;
     }
     return code;
@@ -287,6 +287,7 @@ int run_results_exit_code(const run_results *results, bool allow_not_run) {
 void run_results_count(run_results *results) {
     results->passed = results->failed = results->refused = results->not_run = results->errors = 0;
     results->not_claimed = 0;
+    results->left_out = 0;
     for (int64_t i = 0; i < results->item_count; i++) {
         switch (results->items[i].outcome) {
         case RUN_PASS:
@@ -299,7 +300,11 @@ void run_results_count(run_results *results) {
             results->refused++;
             break;
         case RUN_NOT_RUN:
-            results->not_run++;
+            if (results->items[i].by_choice) {
+                results->left_out++;
+            } else {
+                results->not_run++;
+            }
             break;
         case RUN_NOT_CLAIMED:
             results->not_claimed++;
@@ -394,6 +399,7 @@ static cpparity_status begin_items(run_results *results, const run_plan *plan,
         run_item *item = &results->items[i];
         run_item_begin(item, plan, planned);
         item->outcome = RUN_NOT_RUN;
+        item->by_choice = planned->memory_skipped;
         snprintf(item->message, sizeof item->message, "%s",
                  planned->runnable ? "did not run" : planned->not_run_reason);
     }

@@ -548,6 +548,19 @@ static cpparity_status streamed_read(void *context, int64_t rank, int64_t batch_
     return CPPARITY_OK;
 }
 
+/* The reason the case's cp = 1 item of the same dtype was left out (memory_estimate.h), or
+ * NULL when it ran (or planned is that item). */
+static const char *cp1_not_run(const run_plan *plan, const run_plan_item *planned) {
+    for (int64_t i = 0; !planned->is_baseline && i < plan->item_count; i++) {
+        const run_plan_item *other = &plan->items[i];
+        if (other->is_baseline && other->case_index == planned->case_index &&
+            other->dtype == planned->dtype && other->memory_skipped) {
+            return other->not_run_reason;
+        }
+    }
+    return NULL;
+}
+
 /* Root: the problems ranks reported, the reference and the judgement. */
 static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *planned,
                                      const run_options *options, const baseline_table *baselines,
@@ -603,7 +616,8 @@ static cpparity_status judge_on_root(const run_plan *plan, const run_plan_item *
             .local_len = L,
             .store = options->store,
             .positions = planned->layout != CPPARITY_LAYOUT_CONTIGUOUS ? positions : NULL,
-            .lengths = lengths};
+            .lengths = lengths,
+            .cp1_not_run = cp1_not_run(plan, planned)};
         if (status == CPPARITY_OK) {
             status = judge_item(item, planned->case_index, &in, baselines, error);
         }

@@ -179,6 +179,10 @@ int64_t run_plan_least_ranks(const run_plan_item *items, int64_t count) {
 void run_plan_set_ranks(run_plan *plan, int ranks, const cpparity_implementation *implementation) {
     for (int64_t i = 0; i < plan->item_count; i++) {
         run_plan_item *item = &plan->items[i];
+        if (item->memory_skipped) { /* left out on purpose: it keeps its reason */
+            item->runnable = false;
+            continue;
+        }
         item->runnable = true;
         item->not_run_reason[0] = '\0';
         if (!implementation->dtypes[item->dtype]) {

@@ -19,13 +19,17 @@
 #define RUN_PLAN_MAX_RANKS 1024  /* the most ranks least_ranks proposes */
 
 typedef struct run_plan_item {
-    int64_t case_index;                        /* into run_plan.cases */
-    int64_t cp;                                /* cp size */
-    cpparity_dtype dtype;                      /* dtype */
-    cpparity_layout layout;                    /* who holds what (contiguous at cp = 1) */
-    cpparity_algorithm_choice algorithm;       /* ulysses, ring or hybrid (ulysses at cp = 1) */
-    bool is_baseline;                          /* cp == 1 */
-    bool runnable;                             /* false: reported as not run with not_run_reason */
+    int64_t case_index;                  /* into run_plan.cases */
+    int64_t cp;                          /* cp size */
+    cpparity_dtype dtype;                /* dtype */
+    cpparity_layout layout;              /* who holds what (contiguous at cp = 1) */
+    cpparity_algorithm_choice algorithm; /* ulysses, ring or hybrid (ulysses at cp = 1) */
+    bool is_baseline;                    /* cp == 1 */
+    bool runnable;                       /* false: reported as not run with not_run_reason */
+    bool memory_skipped; /* a cp = 1 item left out because it cannot fit the memory limit while
+                            the case's items at cp > 1 can (memory_estimate.h memory_check_plan):
+                            not run on purpose, not a failure of the job; the items at cp > 1
+                            are then decided by the naive rule alone, and say so */
     char not_run_reason[RUN_PLAN_REASON_TEXT]; /* why not, with what it would need */
     uint64_t seed;                             /* fixture seed (the case's, or --seed) */
 } run_plan_item;
