@@ -42,9 +42,10 @@ static cpparity_status toy_check(const cpparity_model_config *config, int64_t cp
 }
 
 static cpparity_status toy_estimate(const cpparity_implementation_estimate *setup, int64_t *bytes,
-                                    cpparity_error *error) {
+                                    int64_t *kept, cpparity_error *error) {
     toy_asked = *setup;
     *bytes = toy_overflows ? 0 : toy_bytes;
+    *kept = 0; /* it has no read_logits_rows: nothing is read from it after backward */
     return toy_overflows
                ? cpparity_error_set(error, CPPARITY_ERROR_INPUT, "the toy's tensors of 2^70 floats")
                : CPPARITY_OK;

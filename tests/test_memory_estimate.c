@@ -462,7 +462,9 @@ static int64_t cuda_estimate(const cpparity_model_config *config, int64_t batch,
                                                     .comm_on_device = on_device};
     int64_t bytes = 0;
     cpparity_error error;
-    cr_assert_eq(model_memory_cuda(&setup, &bytes, &error), CPPARITY_OK, "%s", error.message);
+    int64_t kept = 0;
+    cr_assert_eq(model_memory_cuda(&setup, &bytes, &kept, &error), CPPARITY_OK, "%s",
+                 error.message);
     return bytes;
 }
 
@@ -632,6 +634,11 @@ static void expect_item_close(planned_suite *suite, int64_t index) {
              planned->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES ? "ulysses"
              : planned->algorithm.kind == CPPARITY_ALGORITHM_RING  ? "ring"
                                                                    : "hybrid");
+    cr_log_info("%s: computing %lld judging %lld (rank_outputs %lld, implementation %lld own %lld "
+                "kept %lld)",
+                label, (long long)computing, (long long)judging, (long long)item.rank_outputs,
+                (long long)item.implementation, (long long)item.implementation_own,
+                (long long)item.implementation_kept);
     expect_close(label, computing > judging ? computing : judging, measured);
     free_tensors(&job.item);
     reference_cache_free(&cache);

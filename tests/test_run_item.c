@@ -57,6 +57,12 @@ static cpparity_status no_logits(void *instance, float *logits, int64_t count,
     return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "logits were not kept");
 }
 
+static cpparity_status no_logits_rows(void *instance, int64_t batch_row, int64_t row, int64_t count,
+                                      float *rows, cpparity_error *error) {
+    (void)instance, (void)batch_row, (void)row, (void)count, (void)rows;
+    return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "rows were not kept");
+}
+
 static cpparity_status loss_plus_one(void *instance, float *loss, cpparity_error *error) {
     cpparity_status status = clean->read_loss(instance, loss, error);
     *loss += 1.0f;
@@ -196,7 +202,14 @@ Test(run_item, extra_gradient__fails_naming_it) {
 Test(run_item, no_logits__fails_saying_so) {
     cpparity_implementation broken = *clean;
     broken.read_logits = no_logits;
+    broken.read_logits_rows = NULL; /* the whole slice is read at once */
     expect_verdict(&broken, RUN_FAIL, "no logits slice: logits were not kept");
+}
+
+Test(run_item, no_logits_rows__fails_naming_the_rank_and_why) {
+    cpparity_implementation broken = *clean;
+    broken.read_logits_rows = no_logits_rows;
+    expect_verdict(&broken, RUN_FAIL, ": logits rows unreadable: rows were not kept");
 }
 
 Test(run_item, wrong_loss__fails_on_the_loss_tensor) {

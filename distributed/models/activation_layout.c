@@ -56,7 +56,8 @@ cpparity_status activation_layout_build(cpparity_tensor_table *table,
         }
     }
     const int64_t last = c->num_hidden_layers;
-    const int64_t tokens_features[] = {B, L, D}, tokens[] = {B, L}, vocab[] = {B, L, c->vocab_size};
+    const int64_t tokens_features[] = {B, L, D}, tokens[] = {B, L};
+    const int64_t vocab[] = {B, sizes->logits_rows, c->vocab_size};
     if (status == CPPARITY_OK) {
         status = add(table, final_input, "input", last, 3, tokens_features, error);
     }

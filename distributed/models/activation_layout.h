@@ -35,6 +35,9 @@ typedef struct activation_layout_sizes {
     int64_t seq_len;        /* S, padded: the sequence after the all-to-all */
     int64_t local_heads;    /* Hl */
     int64_t local_kv_heads; /* Hkvl */
+    int64_t logits_rows;    /* rows of the saved logits [B, logits_rows, V]: L (the CUDA model
+                               keeps its slice's logits), or 0 (the CPU model makes them one
+                               chunk of rows at a time: model_f32_head.c) */
 } activation_layout_sizes;
 
 /* Appends every saved activation of config's layers to table ("layers.<l>.<name>") and records

@@ -111,9 +111,11 @@ typedef struct cpparity_implementation {
      * what the harness gives or reads back (the batch, the float64 weights, the output buffers),
      * nor device memory. CPPARITY_ERROR_INPUT naming the size (common/checked_size.h) when a
      * size does not fit int64. No allocation of the sizes' order, no collective, same answer on
-     * every rank. */
+     * every rank. *kept (not NULL) receives what an instance still holds after backward — its
+     * model, parameters, gradients, saved activations, without scratch —, which an
+     * implementation with read_logits_rows holds while the harness reads its logits. */
     cpparity_status (*estimate)(const cpparity_implementation_estimate *setup, int64_t *bytes,
-                                cpparity_error *error);
+                                int64_t *kept, cpparity_error *error);
     /* A new instance in *instance (release with destroy). */
     cpparity_status (*create)(const cpparity_implementation_setup *setup, void **instance,
                               cpparity_error *error);
@@ -130,6 +132,13 @@ typedef struct cpparity_implementation {
     /* This rank's logits [B, L, V] into logits (count = B·L·V elements, else an input error). */
     cpparity_status (*read_logits)(void *instance, float *logits, int64_t count,
                                    cpparity_error *error);
+    /* Optional (NULL: the harness reads the whole slice with read_logits): this rank's logits
+     * rows [row, row + count) of batch row batch_row into rows (count × V), for an
+     * implementation that does not hold its slice's logits (a chunked loss, as at long
+     * sequences and large vocabularies). The harness reads every row once, one block of
+     * positions at a time, after backward and before destroy. */
+    cpparity_status (*read_logits_rows)(void *instance, int64_t batch_row, int64_t row,
+                                        int64_t count, float *rows, cpparity_error *error);
     /* Number of parameter gradients the instance holds, and the name of gradient index (NULL
      * past the end), so the harness can tell a missing or an extra gradient. */
     int64_t (*gradient_count)(void *instance);

@@ -172,7 +172,28 @@ static cpparity_status cpu_read_logits(void *instance, float *logits, int64_t co
                                   model->comm->rank, (long long)count, (long long)held,
                                   self->forward_done ? "" : " (no forward yet)");
     }
-    memcpy(logits, f32_model_logits(model), (size_t)held * sizeof(float));
+    const int64_t L = model->shard.local_len, V = model->config.vocab_size;
+    for (int64_t b = 0; b < model->batch; b++) {
+        f32_model_logits_rows(model, b, 0, L, logits + b * L * V);
+    }
+    return CPPARITY_OK;
+}
+
+static cpparity_status cpu_read_logits_rows(void *instance, int64_t batch_row, int64_t row,
+                                            int64_t count, float *rows, cpparity_error *error) {
+    cpu_instance *self = instance;
+    const f32_model *model = &self->model;
+    const int64_t L = model->shard.local_len;
+    if (!self->forward_done || batch_row < 0 || batch_row >= model->batch || row < 0 || count < 0 ||
+        count > L - row) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "rank %d: asked for logits rows [%lld, %lld) of batch row %lld; "
+                                  "this rank holds %lld rows of %lld batch rows%s",
+                                  model->comm->rank, (long long)row, (long long)(row + count),
+                                  (long long)batch_row, (long long)L, (long long)model->batch,
+                                  self->forward_done ? "" : " (no forward yet)");
+    }
+    f32_model_logits_rows(model, batch_row, row, count, rows);
     return CPPARITY_OK;
 }
 
@@ -235,6 +256,7 @@ const cpparity_implementation cpparity_cpu_implementation = {
     .backward = cpu_backward,
     .read_loss = cpu_read_loss,
     .read_logits = cpu_read_logits,
+    .read_logits_rows = cpu_read_logits_rows,
     .gradient_count = cpu_gradient_count,
     .gradient_name = cpu_gradient_name,
     .read_gradient = cpu_read_gradient,

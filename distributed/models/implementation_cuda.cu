@@ -310,6 +310,7 @@ const cpparity_implementation cpparity_cuda_implementation = {
     cuda_backward,
     cuda_read_loss,
     cuda_read_logits,
+    NULL, /* read_logits_rows: the slice's logits are kept on the device and read whole */
     cuda_gradient_count,
     cuda_gradient_name,
     cuda_read_gradient,

@@ -21,9 +21,9 @@ int64_t cuda_model_sequence_rows(const cuda_model *model) {
 
 /* The saved activations' table and offsets: the CPU model's layout (activation_layout.h). */
 static cpparity_status build_activations(cuda_model *model, cpparity_error *error) {
-    const activation_layout_sizes sizes = {model->batch, model->shard.local_len,
-                                           cuda_model_sequence_rows(model), model->local_heads,
-                                           model->local_kv_heads};
+    const activation_layout_sizes sizes = {
+        model->batch,       model->shard.local_len, cuda_model_sequence_rows(model),
+        model->local_heads, model->local_kv_heads,  model->shard.local_len /* its logits kept */};
     return activation_layout_build(&model->activation_table, model->layer, &model->final_input,
                                    &model->final_rstd, &model->final_normed, &model->logits,
                                    &model->config, &sizes, error);

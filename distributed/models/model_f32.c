@@ -63,8 +63,9 @@ static cpparity_status build_activations(f32_model *model, cpparity_error *error
     const int64_t sequence = model->algorithm.kind == CPPARITY_ALGORITHM_ULYSSES
                                  ? model->shard.padded_seq_len
                                  : model->ring_rows;
-    const activation_layout_sizes sizes = {model->batch, model->shard.local_len, sequence,
-                                           model->local_heads, model->local_kv_heads};
+    const activation_layout_sizes sizes = {
+        model->batch,       model->shard.local_len, sequence,
+        model->local_heads, model->local_kv_heads,  0 /* made by chunks */};
     return activation_layout_build(&model->activation_table, model->layer, &model->final_input,
                                    &model->final_rstd, &model->final_normed, &model->logits,
                                    &model->config, &sizes, error);
@@ -218,11 +219,6 @@ cpparity_status f32_model_load_parameters(f32_model *model, const cpparity_tenso
     return CPPARITY_OK;
 }
 
-const float *f32_model_logits(const f32_model *model) {
-    return model->reported_logits != NULL ? model->reported_logits
-                                          : model->activations + model->logits;
-}
-
 cpparity_status f32_model_set_fault(f32_model *model, cpparity_fault fault, cpparity_error *error) {
     const int64_t B = model->batch, L = model->shard.local_len;
     model->fault = fault;
@@ -263,6 +259,17 @@ float f32_model_attention_scale(const f32_model *model) {
 
 const int64_t *f32_model_rope_positions(const f32_model *model, const cpparity_batch *local) {
     return model->rope_positions != NULL ? model->rope_positions : local->position_ids;
+}
+
+void f32_model_logits_rows(const f32_model *model, int64_t batch_row, int64_t row, int64_t count,
+                           float *rows) {
+    const int64_t L = model->shard.local_len, V = model->config.vocab_size;
+    if (model->reported_logits != NULL) { /* stale-rank-slice: the next rank's, gathered */
+        memcpy(rows, model->reported_logits + (batch_row * L + row) * V,
+               (size_t)(count * V) * sizeof *rows);
+        return;
+    }
+    f32_head_logits(model, batch_row * L + row, count, rows);
 }
 
 void f32_model_free(f32_model *model) {

@@ -18,8 +18,10 @@
  *   after rotary, the attention output (lse stays float32), the o_proj output, the residual
  *   stream after the attention add, the post-attention normed input, gate, up, the SwiGLU
  *   product, the down_proj output, the residual stream after the MLP add; the final normed input
- *   and the logits. The embedding output is a parameter row, already bfloat16. Activation
- *   gradients and parameter gradients stay float32 and are all-reduced in float32.
+ *   and the logits (made one chunk of tokens at a time, never held for the slice: the loss is
+ *   chunked as real frameworks chunk it, model_f32_head.c). The embedding output is a parameter
+ * row, already bfloat16. Activation gradients and parameter gradients stay float32 and are
+ * all-reduced in float32.
  *
  * It shares definitions with the reference (model config, parameter table) and none of its math.
  * The harness reaches it only through distributed/models/implementation.h (implementation_cpu.c);
@@ -79,8 +81,9 @@ typedef struct f32_model {
     cpparity_tensor_table activation_table;  /* saved activations */
     float *activations;
     f32_layer_activations layer[CPPARITY_MAX_LAYERS];
-    int64_t final_input, final_rstd, final_normed, logits; /* [B,L,D], [B,L], [B,L,D], [B,L,V] */
-    mask_storage mask;                                     /* over the gathered, padded sequence */
+    int64_t final_input, final_rstd, final_normed; /* [B,L,D], [B,L], [B,L,D] */
+    int64_t logits;          /* the layout's saved logits: [B, 0, V], none (model_f32_head.c) */
+    mask_storage mask;       /* over the gathered, padded sequence */
     float loss;              /* global loss, identical on every rank */
     float loss_sum;          /* Σ token losses over this rank's labels */
     int64_t labels_local;    /* labeled tokens on this rank */
@@ -152,8 +155,33 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
 cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local,
                                    cpparity_error *error);
 
-/* The logits [B, L, V] of this rank's slice. */
-const float *f32_model_logits(const f32_model *model);
+/* rows (count × V) = this rank's logits rows [row, row + count) of batch row batch_row, made
+ * from the saved final norm's output (model_f32_head.c; with stale-rank-slice, the next rank's
+ * rows, gathered at forward). */
+void f32_model_logits_rows(const f32_model *model, int64_t batch_row, int64_t row, int64_t count,
+                           float *rows);
+
+/* Tokens of one chunk of the LM head (model_f32_head.c). */
+#define MODEL_F32_HEAD_ROWS 256
+
+/* The LM head, one chunk of tokens at a time (model_f32_head.c): out (rows × V) = the logits of
+ * local tokens [row, row + rows) (flattened b·L + t), stored in the dtype, zero for tokens the
+ * autopad-truncate fault drops. */
+void f32_head_logits(const f32_model *model, int64_t row, int64_t rows, float *out);
+
+/* The loss sum and labeled token count of this rank (model->loss_sum, labels_local), chunk by
+ * chunk. CPPARITY_ERROR_RUNTIME when a chunk's logits cannot be allocated. */
+cpparity_status f32_head_forward(f32_model *model, const cpparity_batch *local,
+                                 cpparity_error *error);
+
+/* The tokens of one chunk: min(B·L, MODEL_F32_HEAD_ROWS). */
+int64_t f32_head_chunk_rows(const f32_model *model);
+
+/* dnormed [B·L, D] = dlogits · lm_head and the head's gradient += dlogitsᵀ · normed, dlogits =
+ * (softmax − onehot) · weight made chunk by chunk into logits and dlogits (chunk rows × V each,
+ * the caller's: the backward allocates them with its other buffers). */
+void f32_head_backward(f32_model *model, const cpparity_batch *local, float weight, float *dnormed,
+                       float *logits, float *dlogits);
 
 void f32_model_free(f32_model *model);
 

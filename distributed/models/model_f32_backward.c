@@ -31,7 +31,6 @@ typedef struct backward_scratch {
     float *sequence_v;   /* [B, S, Hkvl, Dh] */
     float *repeated;     /* [N, cp, Dh] */
     float *exchange;     /* 2·N·max(H, cp)·Dh */
-    float *logits;       /* [N, V] */
 } backward_scratch;
 
 /* Moves kv gradients [B, S, Hkvl, Dh] back to [B, L, Hkv, Dh] over the all-to-all's ranks,
@@ -246,7 +245,8 @@ cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local
                              B * S * Hkvl * Dh,
                              N * cp * Dh,
                              2 * N * widest * Dh,
-                             N * c->vocab_size};
+                             f32_head_chunk_rows(model) * c->vocab_size,
+                             f32_head_chunk_rows(model) * c->vocab_size};
     enum { BUFFERS = sizeof sizes / sizeof *sizes };
     float *buffers[BUFFERS];
     cpparity_status status = CPPARITY_OK;
@@ -257,24 +257,22 @@ cpparity_status f32_model_backward(f32_model *model, const cpparity_batch *local
                                         model->comm->rank);
         }
     }
-    backward_scratch d = {buffers[0],  buffers[1],  buffers[2],  buffers[3],  buffers[4],
-                          buffers[5],  buffers[6],  buffers[7],  buffers[8],  buffers[9],
-                          buffers[10], buffers[11], buffers[12], buffers[13], buffers[14],
-                          buffers[15], buffers[16]};
+    backward_scratch d = {buffers[0],  buffers[1],  buffers[2],  buffers[3],
+                          buffers[4],  buffers[5],  buffers[6],  buffers[7],
+                          buffers[8],  buffers[9],  buffers[10], buffers[11],
+                          buffers[12], buffers[13], buffers[14], buffers[15]};
     if (status == CPPARITY_OK) {
-        const float *act = model->activations;
-        const float *w = model->parameters;
-        float *g = model->gradients;
-        memset(g, 0, (size_t)model->parameter_table.total * sizeof(float));
+        memset(model->gradients, 0, (size_t)model->parameter_table.total * sizeof(float));
         const float token_weight =
             model->fault == CPPARITY_FAULT_LOSS_MEAN_OF_MEANS
                 ? 1.0f / ((float)model->labels_local * (float)cp) /* mean of per-rank means */
                 : 1.0f / (float)model->labels_global;
-        f32_cross_entropy_backward(d.logits, act + model->logits, local->labels, N, c->vocab_size,
-                                   token_weight);
-        f32_linear_backward(d.normed, g + model->parameter.lm_head, d.logits,
-                            act + model->final_normed, w + model->parameter.lm_head, N, D,
-                            c->vocab_size, 0);
+        f32_head_backward(model, local, token_weight, d.normed, buffers[16], buffers[17]);
+    }
+    if (status == CPPARITY_OK) {
+        const float *act = model->activations;
+        const float *w = model->parameters;
+        float *g = model->gradients;
         f32_rmsnorm_backward(d.stream, g + model->parameter.norm, d.normed,
                              act + model->final_input, w + model->parameter.norm,
                              act + model->final_rstd, N, D);

@@ -228,27 +228,33 @@ static cpparity_status layer_forward(f32_model *model, int64_t l, const cpparity
     return CPPARITY_OK;
 }
 
-/* The slice of logits this rank reports: its own, where the model computed it; with
- * stale-rank-slice the next rank's (every rank's logits gathered). Every run asks. */
+/* The slice of logits this rank reports: its own, made when read; with stale-rank-slice the
+ * next rank's (every rank's whole slice made and gathered: the fault runs at self-test sizes).
+ * Every run asks. */
 static cpparity_status report_slice(f32_model *model, cpparity_error *error) {
-    const int64_t slice = model->batch * model->shard.local_len * model->config.vocab_size;
-    const int64_t cp = model->shard.cp;
+    const int64_t N = model->batch * model->shard.local_len, V = model->config.vocab_size;
+    const int64_t slice = N * V, cp = model->shard.cp;
     const int64_t source = model->fault == CPPARITY_FAULT_STALE_RANK_SLICE
                                ? (model->shard.rank + 1) % cp
                                : model->shard.rank;
     if (source == model->shard.rank || model->reported_logits == NULL) {
-        return CPPARITY_OK; /* its own logits: reported where they are */
+        return CPPARITY_OK; /* its own logits: made when they are read */
     }
-    float *all = malloc((size_t)(cp * slice) * sizeof(float));
-    if (all == NULL) {
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: out of memory",
-                                  model->comm->rank);
+    float *own = malloc((size_t)(slice + 1) * sizeof(float));
+    float *all = malloc((size_t)(cp * slice + 1) * sizeof(float));
+    cpparity_status status = CPPARITY_OK;
+    if (own == NULL || all == NULL) {
+        status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "rank %d: out of memory",
+                                    model->comm->rank);
     }
-    cpparity_status status = cpparity_all_gather(model->comm, model->activations + model->logits,
-                                                 all, slice, CPPARITY_FLOAT32, NULL, error);
+    if (status == CPPARITY_OK) {
+        f32_head_logits(model, 0, N, own);
+        status = cpparity_all_gather(model->comm, own, all, slice, CPPARITY_FLOAT32, NULL, error);
+    }
     if (status == CPPARITY_OK) {
         memcpy(model->reported_logits, all + source * slice, (size_t)slice * sizeof(float));
     }
+    free(own);
     free(all);
     return status;
 }
@@ -300,22 +306,10 @@ cpparity_status f32_model_forward(f32_model *model, const cpparity_batch *local,
     f32_rmsnorm_forward(act + model->final_normed, act + model->final_rstd,
                         act + model->final_input, w + model->parameter.norm, N, D, c->rms_norm_eps);
     f32_model_store(model, act + model->final_normed, N * D);
-    f32_linear_forward(act + model->logits, act + model->final_normed, w + model->parameter.lm_head,
-                       N, D, c->vocab_size);
-    f32_model_store(model, act + model->logits, N * c->vocab_size);
-    if (model->fault == CPPARITY_FAULT_AUTOPAD_TRUNCATE) { /* truncated tokens: no logits */
-        for (int64_t b = 0; b < B; b++) {
-            for (int64_t t = 0; t < L; t++) {
-                if (shard_position(&model->shard, model->shard.rank, t) >=
-                    shard_truncated_length(&model->shard)) {
-                    memset(act + model->logits + (b * L + t) * c->vocab_size, 0,
-                           (size_t)c->vocab_size * sizeof(float));
-                }
-            }
-        }
+    status = f32_head_forward(model, local, error); /* the loss, one chunk of logits at a time */
+    if (status != CPPARITY_OK) {
+        return status;
     }
-    model->loss_sum = f32_cross_entropy_sum(act + model->logits, local->labels, N, c->vocab_size,
-                                            &model->labels_local);
     /* the global label count and loss sum: a mean of per-rank means would be wrong */
     float loss_sum = model->loss_sum;
     status = cpparity_all_reduce_sum(model->comm, &model->labels_local, &model->labels_global, 1,

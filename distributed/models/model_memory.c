@@ -110,12 +110,12 @@ static rank_common common_of(cpparity_sizer *s, const cpparity_implementation_es
 
 /* One CPU rank (model_f32*.c, implementation_cpu.c). */
 static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estimate *setup,
-                         const rank_sizes *z, const rank_common *c) {
+                         const rank_sizes *z, const rank_common *c, int64_t *kept) {
     /* the activations: activation_layout.c's table, as f32_model_init lays it out */
     cpparity_tensor_table layout = {0};
     model_layer_activations offsets[CPPARITY_MAX_LAYERS];
     int64_t final_input, final_rstd, final_normed, final_logits;
-    const activation_layout_sizes sizes = {z->B, z->L, z->S_attention, z->Hl, z->Hkvl};
+    const activation_layout_sizes sizes = {z->B, z->L, z->S_attention, z->Hl, z->Hkvl, 0};
     cpparity_error why;
     if (activation_layout_build(&layout, offsets, &final_input, &final_rstd, &final_normed,
                                 &final_logits, setup->config, &sizes, &why) != CPPARITY_OK) {
@@ -162,13 +162,19 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
                          CPPARITY_PRODUCT(s, "the forward scratch", z->Nl, z->D), query)),
         ring_forward);
     /* model_f32_backward.c: per token the stream, residual and normed (D each), swiglu, gate,
-     * up (F each), attention and q (H·Dh), k and v (Hkv·Dh), logits (V); the sequence-side
-     * q, k, v gradients; the gathered heads; the all-to-all */
+     * up (F each), attention and q (H·Dh), k and v (Hkv·Dh); the sequence-side q, k, v
+     * gradients; the gathered heads; the all-to-all; and model_f32_head.c's chunk of logits and
+     * of their gradient (the forward holds one chunk, the backward two) */
     const int64_t per_token =
         CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the backward buffers", 3, z->D),
                      CPPARITY_PRODUCT(s, "the backward buffers", 3, z->F),
                      CPPARITY_PRODUCT(s, "the backward buffers", 2, z->H, z->Dh),
-                     CPPARITY_PRODUCT(s, "the backward buffers", 2, z->Hkv, z->Dh), z->V);
+                     CPPARITY_PRODUCT(s, "the backward buffers", 2, z->Hkv, z->Dh));
+    const int64_t chunk = CPPARITY_PRODUCT(
+        s, "a chunk of logits", 4, z->Nl < MODEL_F32_HEAD_ROWS ? z->Nl : MODEL_F32_HEAD_ROWS, z->V);
+    /* stale-rank-slice: the whole slice made once, beside every rank's gathered */
+    const bool stale = setup->every_fault || setup->fault == CPPARITY_FAULT_STALE_RANK_SLICE;
+    const int64_t stale_own = stale ? CPPARITY_PRODUCT(s, "a fault's buffers", 4, z->Nl, z->V) : 0;
     const int64_t sequence = CPPARITY_PRODUCT(s, "the backward buffers", 2, z->NS,
                                               CPPARITY_SUM(s, z->Hl, z->Hkvl), z->Dh);
     const int64_t buffers = CPPARITY_SUM(
@@ -176,6 +182,7 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
         CPPARITY_PRODUCT(
             s, "the backward buffers", 4,
             CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the backward buffers", z->Nl, per_token), sequence,
+                         CPPARITY_PRODUCT(s, "the backward buffers", 2, chunk / 4),
                          CPPARITY_PRODUCT(s, "the backward buffers", z->Nl, z->cp, z->Dh),
                          c->exchange)),
         ring_backward);
@@ -185,16 +192,17 @@ static int64_t cpu_bytes(cpparity_sizer *s, const cpparity_implementation_estima
     if (!kernel_workspace_bytes(setup->kernel, &dims, &workspace)) {
         cpparity_sizer_fail(s, "the attention kernel's workspace");
     }
+    *kept = CPPARITY_SUM(s, instance, c->fault_kept);
     const int64_t total = CPPARITY_SUM(
         s, instance, c->fault_kept, workspace,
-        CPPARITY_LARGEST(c->gather, scratch, c->fault_forward,
+        CPPARITY_LARGEST(c->gather, scratch, chunk, CPPARITY_SUM(s, c->fault_forward, stale_own),
                          CPPARITY_SUM(s, buffers, CPPARITY_LARGEST(c->reduce, c->fault_reduce))));
     return total;
 }
 
 /* One CUDA rank's host memory (model_cuda*.cu). */
 static int64_t cuda_bytes(cpparity_sizer *s, const cpparity_implementation_estimate *setup,
-                          const rank_sizes *z, const rank_common *c) {
+                          const rank_sizes *z, const rank_common *c, int64_t *kept) {
     /* model_cuda.cu: pinned staging for host collectives (the largest: an all-to-all's send and
      * receive (Ulysses, hybrid), the ring's backward block — k, v, dk, dv of a member's rows —
      * sent and received (ring, hybrid), or the gradients), the token groups, the ring's tokens;
@@ -210,6 +218,7 @@ static int64_t cuda_bytes(cpparity_sizer *s, const cpparity_implementation_estim
     const int64_t groups =
         CPPARITY_PRODUCT(s, "the token groups", 8,
                          CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the token groups", 4, z->Nl), 1));
+    *kept = CPPARITY_SUM(s, c->local, groups, staging, c->ring_tokens, c->fault_kept);
     const int64_t total = CPPARITY_SUM(
         s, c->local, groups, staging, c->ring_tokens, c->fault_kept,
         CPPARITY_LARGEST(CPPARITY_PRODUCT(s, "the parameters' upload", 4, z->P), c->gather,
@@ -218,28 +227,29 @@ static int64_t cuda_bytes(cpparity_sizer *s, const cpparity_implementation_estim
 }
 
 /* The figure rank_bytes gives for setup's rank into *bytes, or the size that overflowed. */
-static cpparity_status estimate(const cpparity_implementation_estimate *setup,
-                                int64_t (*rank_bytes)(cpparity_sizer *,
-                                                      const cpparity_implementation_estimate *,
-                                                      const rank_sizes *, const rank_common *),
-                                int64_t *bytes, cpparity_error *error) {
+static cpparity_status
+estimate(const cpparity_implementation_estimate *setup,
+         int64_t (*rank_bytes)(cpparity_sizer *, const cpparity_implementation_estimate *,
+                               const rank_sizes *, const rank_common *, int64_t *),
+         int64_t *bytes, int64_t *kept, cpparity_error *error) {
     cpparity_sizer s = CPPARITY_SIZER_START;
     rank_sizes z;
-    int64_t total = 0;
+    int64_t total = 0, after = 0;
     if (sizes_of(&s, setup, &z)) {
         const rank_common c = common_of(&s, setup, &z);
-        total = rank_bytes(&s, setup, &z, &c);
+        total = rank_bytes(&s, setup, &z, &c, &after);
     }
     *bytes = s.ok ? total : 0;
+    *kept = s.ok ? after : 0;
     return s.ok ? CPPARITY_OK : cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s", s.what);
 }
 
 cpparity_status model_memory_cpu(const cpparity_implementation_estimate *setup, int64_t *bytes,
-                                 cpparity_error *error) {
-    return estimate(setup, cpu_bytes, bytes, error);
+                                 int64_t *kept, cpparity_error *error) {
+    return estimate(setup, cpu_bytes, bytes, kept, error);
 }
 
 cpparity_status model_memory_cuda(const cpparity_implementation_estimate *setup, int64_t *bytes,
-                                  cpparity_error *error) {
-    return estimate(setup, cuda_bytes, bytes, error);
+                                  int64_t *kept, cpparity_error *error) {
+    return estimate(setup, cuda_bytes, bytes, kept, error);
 }

@@ -45,11 +45,11 @@ extern "C" { /* C linkage for CUDA (C++) translation units */
 
 /* The estimate of the cpu implementation (implementation.h `estimate`). */
 cpparity_status model_memory_cpu(const cpparity_implementation_estimate *setup, int64_t *bytes,
-                                 cpparity_error *error);
+                                 int64_t *kept, cpparity_error *error);
 
 /* The estimate of the cuda implementation: its host memory only. */
 cpparity_status model_memory_cuda(const cpparity_implementation_estimate *setup, int64_t *bytes,
-                                  cpparity_error *error);
+                                  int64_t *kept, cpparity_error *error);
 
 #ifdef __cplusplus
 }

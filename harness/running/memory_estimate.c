@@ -381,8 +381,8 @@ static void implementation_share(cpparity_sizer *s, const cpparity_case *c, int6
         .comm_gathers_reduce = setting->ranks_are_processes && !setting->device_comm,
     };
     cpparity_error error;
-    int64_t bytes = 0;
-    const bool stated = implementation->estimate(&setup, &bytes, &error) == CPPARITY_OK;
+    int64_t bytes = 0, kept = 0;
+    const bool stated = implementation->estimate(&setup, &bytes, &kept, &error) == CPPARITY_OK;
     if (!stated || bytes < 0) {
         char what[CPPARITY_SIZER_TEXT];
         snprintf(what, sizeof what, "the %.64s implementation's estimate: %.150s",
@@ -391,6 +391,7 @@ static void implementation_share(cpparity_sizer *s, const cpparity_case *c, int6
         return;
     }
     item->implementation_own = bytes;
+    item->implementation_kept = kept;
     item->implementation_known = true;
 }
 
@@ -471,7 +472,11 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     const int64_t L = (z.S / per + (z.S % per != 0)) * (per / cp);
     const int64_t Sp = PRODUCT(&s, "the padded sequence", cp, L);
     const int64_t logits = PRODUCT(&s, "a rank's logits", z.B, L, z.V);
-    const int64_t outputs = SUM(&s, PRODUCT(&s, "a rank's logits", 4, logits),
+    /* an implementation that reads its logits by rows hands over no slice, and its instance
+     * lives on while the root reads them */
+    const bool by_rows =
+        setting->implementation != NULL && setting->implementation->read_logits_rows != NULL;
+    const int64_t outputs = SUM(&s, by_rows ? 0 : PRODUCT(&s, "a rank's logits", 4, logits),
                                 PRODUCT(&s, "a rank's gradients", 4, z.P));
     implementation_share(&s, c, cp, dtype, layout, algorithm, setting, item);
     const int64_t weights = PRODUCT(&s, "the weights", 8, z.P);
@@ -487,7 +492,8 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     const int64_t block =
         PRODUCT(&s, "a row block of logits", row_blocks_widest(&padded_blocks), z.V);
     item->rank_outputs = SUM(&s, outputs, PRODUCT(&s, "the ranks' positions", 8, Sp),
-                             PRODUCT(&s, "a row block of logits", 4, block));
+                             PRODUCT(&s, "a row block of logits", 4, block),
+                             by_rows ? item->implementation_kept : 0);
 
     /* the root: the gathered gradients (run_item.c), the comparison one block of positions at a
      * time (judge_item.c: the gathered rows, the block by position, a run as read, 4 bytes each,

@@ -94,18 +94,20 @@ typedef struct memory_setting {
 
 /* What one item (a case at one cp size) allocates, part by part. */
 typedef struct memory_item {
-    int64_t reference;          /* computing the float64 reference, its kept outputs included */
-    int64_t reference_kept;     /* what the cache keeps of it: logits, gradients, masked rows */
-    int64_t baseline;           /* computing the naive baseline of one dtype, outputs included */
-    int64_t baseline_kept;      /* what the cache keeps of it: logits and gradients */
-    int64_t implementation;     /* one rank running the implementation, with its inputs/outputs */
-    int64_t implementation_own; /* of which the implementation's estimate (0 when unknown) */
-    bool implementation_known;  /* the implementation declares an estimate (or none runs) */
-    int64_t parameter_cache;    /* the weights fixtures/parameter_cache.h keeps, once a process */
-    int64_t rank_outputs;       /* of which a rank still holds while the root judges */
-    int64_t judging;            /* the root: gathered outputs, comparison slices, records */
-    int64_t stored;             /* values and records the results keep (--store) */
-    int64_t discrimination;     /* one rerun of the reference for the discrimination check */
+    int64_t reference;           /* computing the float64 reference, its kept outputs included */
+    int64_t reference_kept;      /* what the cache keeps of it: logits, gradients, masked rows */
+    int64_t baseline;            /* computing the naive baseline of one dtype, outputs included */
+    int64_t baseline_kept;       /* what the cache keeps of it: logits and gradients */
+    int64_t implementation;      /* one rank running the implementation, with its inputs/outputs */
+    int64_t implementation_own;  /* of which the implementation's estimate (0 when unknown) */
+    int64_t implementation_kept; /* what its instance holds after backward (its estimate's
+                                    kept), held while the root reads logits by rows */
+    bool implementation_known;   /* the implementation declares an estimate (or none runs) */
+    int64_t parameter_cache;     /* the weights fixtures/parameter_cache.h keeps, once a process */
+    int64_t rank_outputs;        /* of which a rank still holds while the root judges */
+    int64_t judging;             /* the root: gathered outputs, comparison slices, records */
+    int64_t stored;              /* values and records the results keep (--store) */
+    int64_t discrimination;      /* one rerun of the reference for the discrimination check */
 } memory_item;
 
 /* What one process holds at most while a planned item runs. */

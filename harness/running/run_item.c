@@ -72,7 +72,9 @@ typedef struct rank_summary {
 /* What one rank of the implementation under test produced. */
 typedef struct rank_outputs {
     rank_summary summary; /* loss, time, problem */
-    float *logits;        /* [B, L, V] this rank's slice, owned */
+    float *logits;        /* [B, L, V] this rank's slice, owned; NULL when read by rows */
+    void *instance;       /* the implementation's instance, kept for read_logits_rows until the
+                             logits have been sent (NULL otherwise: destroyed after backward) */
     float *gradients;     /* (parameters.total) by the harness's parameter table, owned */
 } rank_outputs;
 
@@ -160,9 +162,13 @@ static cpparity_status run_on_rank(cpparity_comm *group, const run_target *targe
     }
     if (status == CPPARITY_OK) {
         weights = malloc((size_t)parameters.total * sizeof *weights);
-        outputs->logits = malloc((size_t)logits_count * sizeof(float));
+        /* an implementation that reads its logits by rows keeps them nowhere whole */
+        outputs->logits = implementation->read_logits_rows != NULL
+                              ? NULL
+                              : malloc((size_t)logits_count * sizeof(float));
         outputs->gradients = calloc((size_t)parameters.total, sizeof(float));
-        if (weights == NULL || outputs->logits == NULL || outputs->gradients == NULL) {
+        if (weights == NULL || outputs->gradients == NULL ||
+            (outputs->logits == NULL && implementation->read_logits_rows == NULL)) {
             status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                         "rank %d: out of memory (inputs and outputs)", group->rank);
         } else {
@@ -200,8 +206,9 @@ static cpparity_status run_on_rank(cpparity_comm *group, const run_target *targe
             outputs->summary.loss = NAN;
             note_problem(&outputs->summary, "no loss", read_error.message);
         }
-        if (implementation->read_logits(instance, outputs->logits, B * L * V, &read_error) !=
-            CPPARITY_OK) {
+        if (outputs->logits != NULL &&
+            implementation->read_logits(instance, outputs->logits, B * L * V, &read_error) !=
+                CPPARITY_OK) {
             for (int64_t i = 0; i < B * L * V; i++) {
                 outputs->logits[i] = NAN;
             }
@@ -209,7 +216,9 @@ static cpparity_status run_on_rank(cpparity_comm *group, const run_target *targe
         }
         read_gradients(implementation, instance, &parameters, outputs);
     }
-    if (instance != NULL) {
+    if (instance != NULL && status == CPPARITY_OK && outputs->logits == NULL) {
+        outputs->instance = instance; /* its logits are read by rows, block by block */
+    } else if (instance != NULL) {
         implementation->destroy(instance);
     }
     free(weights);
@@ -420,14 +429,18 @@ typedef struct streamed_logits {
     int64_t cp, batch, vocab, length; /* ranks, B, V, L (every rank holds L rows) */
     int64_t **positions;              /* [cp] each rank's positions (L), by token_layout.h */
     int64_t *held;                    /* (cp·L) their storage */
-    const float *mine;                /* this rank's logits [B, L, V] */
-    row_blocks blocks;                /* of the padded sequence */
-    int64_t next;                     /* blocks gathered so far */
-    row_block current;                /* the last one */
-    int64_t *rows;                    /* (edge) scratch: a rank's rows in a block */
-    float *send;                      /* (edge · V) this rank's rows of a block */
-    void *received;                   /* root: the block's rows, rank after rank */
-    int64_t *sizes;                   /* [cp] bytes from each rank */
+    const float *mine;                /* this rank's logits [B, L, V], or NULL: read by rows */
+    const cpparity_implementation *implementation; /* with mine NULL: read_logits_rows of */
+    void *instance;                                /* this rank's instance */
+    row_blocks blocks;                             /* of the padded sequence */
+    int64_t next;                                  /* blocks gathered so far */
+    row_block current;                             /* the last one */
+    int64_t *rows;                                 /* (edge) scratch: a rank's rows in a block */
+    float *send;                                   /* (edge · V) this rank's rows of a block */
+    void *received;                                /* root: the block's rows, rank after rank */
+    int64_t *sizes;                                /* [cp] bytes from each rank */
+    char unreadable[PROBLEM_TEXT]; /* the first rows read_logits_rows could not give (sent
+                                      as NaN), "" when none */
 } streamed_logits;
 
 static void streamed_free(streamed_logits *s) {
@@ -442,7 +455,8 @@ static void streamed_free(streamed_logits *s) {
 
 static cpparity_status streamed_start(streamed_logits *s, cpparity_comm *group, int root,
                                       const cpparity_case *c, const run_plan_item *planned,
-                                      const float *mine, cpparity_error *error) {
+                                      const cpparity_implementation *implementation,
+                                      const rank_outputs *outputs, cpparity_error *error) {
     const int64_t cp = group->size, V = c->model.vocab_size;
     const int64_t L = expected_local_len(c->seq_len, cp, planned->layout);
     memset(s, 0, sizeof *s);
@@ -452,7 +466,9 @@ static cpparity_status streamed_start(streamed_logits *s, cpparity_comm *group, 
     s->batch = c->batch_size;
     s->vocab = V;
     s->length = L;
-    s->mine = mine;
+    s->mine = outputs->logits;
+    s->implementation = implementation;
+    s->instance = outputs->instance;
     s->blocks = row_blocks_of(c->batch_size, cp * L);
     s->positions = calloc((size_t)cp, sizeof *s->positions);
     s->held = malloc((size_t)(cp * L + 1) * sizeof *s->held);
@@ -491,9 +507,27 @@ static cpparity_status streamed_next(streamed_logits *s, cpparity_error *error) 
     const int64_t V = s->vocab, L = s->length;
     const int64_t count =
         rows_in_block(s->positions[s->group->rank], L, block.begin, block.end, s->rows);
-    for (int64_t i = 0; i < count; i++) {
+    for (int64_t i = 0; s->mine != NULL && i < count; i++) {
         memcpy(s->send + i * V, s->mine + (block.batch_row * L + s->rows[i]) * V,
                (size_t)V * sizeof *s->send);
+    }
+    for (int64_t i = 0; s->mine == NULL && i < count;) { /* runs of consecutive rows */
+        int64_t run = 1;
+        while (i + run < count && s->rows[i + run] == s->rows[i] + run) {
+            run++;
+        }
+        cpparity_error read_error;
+        if (s->implementation->read_logits_rows(s->instance, block.batch_row, s->rows[i], run,
+                                                s->send + i * V, &read_error) != CPPARITY_OK) {
+            if (s->unreadable[0] == '\0') {
+                snprintf(s->unreadable, sizeof s->unreadable, "logits rows unreadable: %.400s",
+                         read_error.message);
+            }
+            for (int64_t k = 0; k < run * V; k++) { /* unreadable rows are not finite */
+                s->send[i * V + k] = NAN;
+            }
+        }
+        i += run;
     }
     free(s->received);
     s->received = NULL;
@@ -559,6 +593,25 @@ static const char *cp1_not_run(const run_plan *plan, const run_plan_item *planne
         }
     }
     return NULL;
+}
+
+/* After the walk: the root learns which ranks could not read their logits rows (read_logits_rows
+ * failed: they sent NaN) and fails the item naming the first. */
+static cpparity_status report_unreadable(cpparity_comm *group, int root, const streamed_logits *s,
+                                         run_item *item, cpparity_error *error) {
+    void *messages = NULL;
+    cpparity_status status =
+        gather(group, root, s->unreadable, (int64_t)sizeof s->unreadable, &messages, NULL, error);
+    for (int r = 0; status == CPPARITY_OK && group->rank == root && r < group->size; r++) {
+        const char *message = (const char *)messages + (size_t)r * sizeof s->unreadable;
+        if (message[0] != '\0') {
+            item->outcome = RUN_FAIL;
+            snprintf(item->message, sizeof item->message, "rank %d: %.900s", r, message);
+            break;
+        }
+    }
+    free(messages);
+    return status;
 }
 
 /* Root: the problems ranks reported, the reference and the judgement. */
@@ -714,7 +767,8 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
         }
         streamed_logits streamed = {0};
         if (status == CPPARITY_OK && walk) {
-            status = streamed_start(&streamed, group, root, c, planned, outputs.logits, error);
+            status = streamed_start(&streamed, group, root, c, planned, target->implementation,
+                                    &outputs, error);
         }
         if (status == CPPARITY_OK && walk && !is_root) {
             status = streamed_serve(&streamed, error);
@@ -743,6 +797,9 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
                 status = status == CPPARITY_OK ? drained : status;
             }
         }
+        if (status == CPPARITY_OK && walk) { /* rows a rank could not read fail the item */
+            status = report_unreadable(group, root, &streamed, item, error);
+        }
         streamed_free(&streamed);
         cpparity_tensor_table_free(&table);
         free(summaries);
@@ -750,6 +807,9 @@ cpparity_status run_item_execute(cpparity_comm *group, int root, const run_plan 
     }
     prefetch_finish(&prefetch); /* on every path: the thread uses the cache */
     item->wall_seconds = monotonic_seconds() - started;
+    if (outputs.instance != NULL) { /* its logits have been read */
+        target->implementation->destroy(outputs.instance);
+    }
     free(outputs.logits);
     free(outputs.gradients);
     if (!is_root) {
