@@ -27,6 +27,7 @@
 #include "harness/running/run.h"
 #include "harness/running/run_plan.h"
 #include "harness/running/selftest.h"
+#include "harness/suite/case_file.h"
 #include "harness/version.h"
 #include "reference/threads.h"
 
@@ -41,14 +42,20 @@
 
 /* Everything a rank of the job needs, shared read-only by local ranks. */
 typedef struct run_command {
-    run_command_kind kind;              /* run or selftest */
-    const char *name;                   /* "run" or "selftest", for messages */
-    run_plan *plan;                     /* built before the job started */
-    cpparity_status plan_status;        /* how building it went */
-    cpparity_error plan_error;          /* why it failed */
-    const run_options *options;         /* parsed flags */
-    const run_target *target;           /* implementation and kernel */
-    const run_environment *environment; /* provenance and the results path */
+    run_command_kind kind;       /* run or selftest */
+    const char *name;            /* "run" or "selftest", for messages */
+    run_plan *plan;              /* built before the job started (local ranks), or by each
+                                    rank from rank 0's bytes of the suites (plan_deferred:
+                                    ranks started by a launcher, maybe on other hosts) */
+    cpparity_status plan_status; /* how building it went */
+    cpparity_error plan_error;   /* why it failed */
+    bool plan_deferred;          /* the plan is built inside the job (plan_from_rank_0) */
+    bool plan_built;             /* *plan holds a plan to free */
+    const cpparity_implementation *implementation; /* for the memory check */
+    const cpparity_attention_kernel *kernel;       /* for the memory check */
+    const run_options *options;                    /* parsed flags */
+    const run_target *target;                      /* implementation and kernel */
+    const run_environment *environment;            /* provenance and the results path */
 } run_command;
 
 /* "HDF5 1.10.8; OpenBLAS ...; Open MPI ..." */
@@ -122,13 +129,81 @@ static cpparity_status share_memory_decisions(cpparity_comm *world, run_plan *pl
     return status;
 }
 
+/* The plan on every rank of a launcher's job, whose ranks may run on hosts that do not see the
+ * suite files (no shared file system): rank 0 reads them and sends their bytes, every rank builds
+ * the same plan from the bytes, and rank 0 checks the memory (its decisions are shared after).
+ * The outcome is in command->plan_status and plan_error, on rank 0 (the others build what rank 0
+ * sent, or say rank 0 could not read). */
+static void plan_from_rank_0(cpparity_comm *world, run_command *command) {
+    const run_options *options = command->options;
+    const char *const *paths = NULL;
+    int count = 0;
+    run_plan_suite_paths(options, &paths, &count);
+    int64_t *lengths = calloc((size_t)count + 1, sizeof *lengths);
+    run_suite_text *texts = calloc((size_t)count + 1, sizeof *texts);
+    char **bytes = calloc((size_t)count + 1, sizeof *bytes);
+    cpparity_error *error = &command->plan_error;
+    int64_t read =
+        lengths != NULL && texts != NULL && bytes != NULL ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME;
+    if (read != CPPARITY_OK) {
+        cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (the suites)");
+    }
+    for (int s = 0; world->rank == 0 && read == CPPARITY_OK && s < count; s++) {
+        size_t length = 0;
+        read = cpparity_suite_read(paths[s], &bytes[s], &length, error);
+        lengths[s] = (int64_t)length;
+    }
+    cpparity_error comm_error;
+    cpparity_status status =
+        cpparity_broadcast(world, &read, 1, CPPARITY_INT64, 0, NULL, &comm_error);
+    if (status == CPPARITY_OK && read == CPPARITY_OK && count > 0) {
+        status = cpparity_broadcast(world, lengths, count, CPPARITY_INT64, 0, NULL, &comm_error);
+    }
+    for (int s = 0; status == CPPARITY_OK && read == CPPARITY_OK && s < count; s++) {
+        if (world->rank != 0 && (bytes[s] = malloc((size_t)lengths[s] + 1)) == NULL) {
+            status =
+                cpparity_error_set(&comm_error, CPPARITY_ERROR_RUNTIME,
+                                   "out of memory (a suite of %lld bytes)", (long long)lengths[s]);
+            break;
+        }
+        status =
+            cpparity_broadcast(world, bytes[s], lengths[s], CPPARITY_INT8, 0, NULL, &comm_error);
+        texts[s] = (run_suite_text){paths[s], bytes[s], (size_t)lengths[s]};
+    }
+    if (status != CPPARITY_OK) {
+        *error = comm_error;
+        command->plan_status = status;
+    } else if (read != CPPARITY_OK) {
+        command->plan_status = (cpparity_status)read;
+        if (world->rank != 0) {
+            cpparity_error_set(error, (cpparity_status)read, "rank 0 could not read the suites");
+        }
+    } else {
+        command->plan_status = run_plan_build_texts(command->plan, options, texts, count, error);
+        command->plan_built = command->plan_status == CPPARITY_OK;
+        if (command->plan_status == CPPARITY_OK && world->rank == 0) {
+            command->plan_status = memory_check_plan(
+                command->plan, options, command->implementation, command->kernel, error);
+        }
+    }
+    for (int s = 0; bytes != NULL && s < count; s++) {
+        free(bytes[s]);
+    }
+    free(bytes);
+    free(texts);
+    free(lengths);
+}
+
 /* What every rank of the job runs: agree on the plan and the outputs, then run. */
 static int run_main(cpparity_comm *world, void *argument) {
-    const run_command *command = argument;
+    run_command *command = argument;
     if (world->world_rank != 0 && strcmp(world->kind, "local") != 0) {
         char prefix[64]; /* one process per rank: its messages say which */
         snprintf(prefix, sizeof prefix, "cpparity %s: rank %d", command->name, world->world_rank);
         interrupt_set_prefix(prefix);
+    }
+    if (command->plan_deferred) {
+        plan_from_rank_0(world, command);
     }
     cpparity_status status =
         agree_and_report(world, command->name, command->plan_status, &command->plan_error);
@@ -308,17 +383,29 @@ static int command_main(int argc, char **argv, run_command_kind kind) {
                                          libraries,        command_line,        out_path};
     const run_target target = {implementation, kernel, options.fault};
     run_plan plan;
-    run_command command = {kind,     name,    &plan,       CPPARITY_OK, {CPPARITY_OK, ""},
-                           &options, &target, &environment};
+    memset(&plan, 0, sizeof plan);
+    run_command command = {.kind = kind,
+                           .name = name,
+                           .plan = &plan,
+                           .plan_status = CPPARITY_OK,
+                           .options = &options,
+                           .target = &target,
+                           .environment = &environment,
+                           .implementation = implementation,
+                           .kernel = kernel};
+    cpparity_error_clear(&command.plan_error);
     memory_allocator_pin(); /* what the run allocates is what it holds (memory_estimate.h) */
     reference_set_threads(reference_threads_for(&options, backend, 0));
-    command.plan_status = run_plan_build(&plan, &options, &command.plan_error);
-    if (command.plan_status == CPPARITY_OK) { /* before anything is allocated: does it fit? */
+    /* ranks a launcher starts may be on hosts without the suite files: their plan is built in
+     * the job, from rank 0's bytes (plan_from_rank_0); local ranks share this one */
+    command.plan_deferred = backend->ranks_from_launcher;
+    if (!command.plan_deferred) {
+        command.plan_status = run_plan_build(&plan, &options, &command.plan_error);
+        command.plan_built = command.plan_status == CPPARITY_OK;
+    }
+    if (!command.plan_deferred && command.plan_status == CPPARITY_OK) { /* does it fit? */
         command.plan_status =
             memory_check_plan(&plan, &options, implementation, kernel, &command.plan_error);
-        if (command.plan_status != CPPARITY_OK) {
-            run_plan_free(&plan);
-        }
     }
     int ranks = options.ranks;
     if (ranks == 0 && !backend->ranks_from_launcher) {
@@ -331,7 +418,7 @@ static int command_main(int argc, char **argv, run_command_kind kind) {
         fprintf(stderr, "cpparity %s: %s\n", name, error.message);
         code = code > (int)error.status ? code : (int)error.status;
     }
-    if (command.plan_status == CPPARITY_OK) {
+    if (command.plan_built) {
         run_plan_free(&plan);
     }
     return code;

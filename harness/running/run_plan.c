@@ -95,16 +95,33 @@ int64_t run_plan_case_items(const cpparity_case *c, int64_t case_index, const ru
     return count;
 }
 
+void run_plan_suite_paths(const run_options *options, const char *const **paths, int *count) {
+    static const char *default_suite[1];
+    default_suite[0] = cpparity_default_suite();
+    *paths = options->suite_count > 0 ? options->suites : default_suite;
+    *count = options->random_cases > 0 ? 0 : options->suite_count > 0 ? options->suite_count : 1;
+}
+
 cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error) {
+    return run_plan_build_texts(plan, options, NULL, 0, error);
+}
+
+cpparity_status run_plan_build_texts(run_plan *plan, const run_options *options,
+                                     const run_suite_text *texts, int text_count,
+                                     cpparity_error *error) {
     memset(plan, 0, sizeof *plan);
-    const char *default_suite[] = {cpparity_default_suite()};
-    const char *const *paths = options->suite_count > 0 ? options->suites : default_suite;
-    const int count = options->suite_count > 0 ? options->suite_count : 1;
+    const char *const *paths = NULL;
+    int count = 0;
+    run_plan_suite_paths(options, &paths, &count);
+    count = options->random_cases > 0 ? 1 : count;
     int64_t total_cases = 0;
     for (int s = 0; s < count; s++) {
         cpparity_status status =
             options->random_cases > 0
                 ? random_cases_load(options->seed, options->random_cases, &plan->suites[s], error)
+            : texts != NULL && s < text_count
+                ? cpparity_suite_load_text(texts[s].text, texts[s].length, texts[s].path,
+                                           &plan->suites[s], error)
                 : cpparity_suite_load(paths[s], &plan->suites[s], error);
         if (status != CPPARITY_OK) {
             run_plan_free(plan);

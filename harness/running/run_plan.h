@@ -55,6 +55,23 @@ typedef struct run_plan {
  * peak is over the limit, is an input error giving the estimate and the limit. */
 cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error);
 
+/* A suite file's bytes, read by one rank and sent to the others (ranks on other nodes may not see
+ * the file: `mpirun` over several hosts without a shared file system). */
+typedef struct run_suite_text {
+    const char *path; /* as given, for messages (the suite's path) */
+    const char *text; /* its bytes */
+    size_t length;
+} run_suite_text;
+
+/* The suite paths run_plan_build reads for options (the cases/ci.yaml default when none is
+ * given), into *paths and *count; none with --random. */
+void run_plan_suite_paths(const run_options *options, const char *const **paths, int *count);
+
+/* run_plan_build from the suites' bytes (count of them, in the order of run_plan_suite_paths)
+ * instead of the files. */
+cpparity_status run_plan_build_texts(run_plan *plan, const run_options *options,
+                                     const run_suite_text *texts, int count, cpparity_error *error);
+
 /* The most items run_plan_case_items lays out for one case. */
 #define RUN_PLAN_CASE_ITEMS                                                                        \
     ((CPPARITY_MAX_CP_SIZES * CPPARITY_LAYOUT_COUNT * CPPARITY_MAX_ALGORITHMS + 1) *               \
