@@ -47,4 +47,23 @@ cpparity_status reference_attention_backward(double *dq, double *dk, double *dv,
                                              reference_attention_shape shape, double scale,
                                              cpparity_error *error);
 
+/* The same, computing only the outputs of the flattened rows [first_row, end_row) of B·S (their
+ * out and lse; in the backward their dq, and dk and dv of the same rows as keys): one rank's
+ * row blocks when the reference is spread over ranks. Every input is whole and every output
+ * tensor whole-shaped; the other rows of the outputs are left as they were. The rows must start
+ * and end on the mask's tile edges (row blocks always do): else CPPARITY_ERROR_INPUT. Each
+ * output element is the same bits as the whole call's. */
+cpparity_status reference_attention_forward_rows(double *out, double *lse, const double *q,
+                                                 const double *k, const double *v,
+                                                 const reference_mask *mask,
+                                                 reference_attention_shape shape, double scale,
+                                                 int64_t first_row, int64_t end_row,
+                                                 cpparity_error *error);
+cpparity_status
+reference_attention_backward_rows(double *dq, double *dk, double *dv, const double *dout,
+                                  const double *q, const double *k, const double *v,
+                                  const double *out, const double *lse, const reference_mask *mask,
+                                  reference_attention_shape shape, double scale, int64_t first_row,
+                                  int64_t end_row, cpparity_error *error);
+
 #endif

@@ -230,6 +230,30 @@ static void lone_item(void *context, int64_t item, void *memory) {
     }
 }
 
+/* D of the queries of one (b, query tile), every head: what pass 1 computes for its own tiles,
+ * the same sums, for a call restricted to some rows (attention_tiles_restrict), whose pass 2
+ * reads D of queries outside them. */
+static void delta_item(void *context, int64_t item, void *memory) {
+    (void)memory;
+    backward_context *c = context;
+    const attention_tiles *tiles = &c->tiles;
+    const int64_t head_dim = tiles->shape.head_dim, heads = tiles->shape.heads;
+    int64_t b = 0, query_tile = 0, q_begin = 0, q_end = 0;
+    attention_tile_of(tiles, item, &b, &query_tile);
+    attention_tile_tokens(tiles, query_tile, &q_begin, &q_end);
+    for (int64_t h = 0; h < heads; h++) {
+        const int64_t row_index = (b * heads + h) * tiles->shape.seq_len;
+        for (int64_t t = q_begin; t < q_end; t++) {
+            const int64_t offset = attention_query_offset(tiles, b, t, h);
+            double delta = 0.0;
+            for (int64_t d = 0; d < head_dim; d++) {
+                delta += c->dout[offset + d] * c->out[offset + d];
+            }
+            c->delta[row_index + t] = delta;
+        }
+    }
+}
+
 /* Pass 1: D and dq of one (b, h, query tile). */
 static void query_item(void *context, int64_t item, void *memory) {
     backward_context *c = context;
@@ -237,9 +261,10 @@ static void query_item(void *context, int64_t item, void *memory) {
     const int64_t head_dim = tiles->shape.head_dim, heads = tiles->shape.heads;
     backward_scratch s = backward_scratch_carve(tiles, memory);
     tile_pair pair = {0};
-    pair.query_tile = tiles->count - 1 - item % tiles->count; /* the longest first */
-    pair.h = (item / tiles->count) % heads;
-    pair.b = item / (tiles->count * heads);
+    const int64_t computed = tiles->end_tile - tiles->first_tile;
+    attention_tile_of(tiles, tiles->end_tile - 1 - item % computed, &pair.b,
+                      &pair.query_tile); /* the longest first */
+    pair.h = item / computed % heads;
     pair.g = pair.h / tiles->group;
     int64_t q_begin, q_end;
     attention_tile_tokens(tiles, pair.query_tile, &q_begin, &q_end);
@@ -283,9 +308,10 @@ static void key_item(void *context, int64_t item, void *memory) {
     const int64_t head_dim = tiles->shape.head_dim, kv_heads = tiles->shape.kv_heads;
     backward_scratch s = backward_scratch_carve(tiles, memory);
     tile_pair pair = {0};
-    pair.key_tile = item % tiles->count; /* under a causal mask the first have the most work */
-    pair.g = (item / tiles->count) % kv_heads;
-    pair.b = item / (tiles->count * kv_heads);
+    const int64_t computed = tiles->end_tile - tiles->first_tile;
+    /* under a causal mask the first key tiles have the most work */
+    attention_tile_of(tiles, tiles->first_tile + item % computed, &pair.b, &pair.key_tile);
+    pair.g = item / computed % kv_heads;
     int64_t k_begin, k_end;
     attention_tile_tokens(tiles, pair.key_tile, &k_begin, &k_end);
     const int64_t tile_keys = k_end - k_begin;
@@ -325,6 +351,16 @@ cpparity_status reference_attention_backward(double *dq, double *dk, double *dv,
                                              const reference_mask *mask,
                                              reference_attention_shape shape, double scale,
                                              cpparity_error *error) {
+    return reference_attention_backward_rows(dq, dk, dv, dout, q, k, v, out, lse, mask, shape,
+                                             scale, 0, shape.batch * shape.seq_len, error);
+}
+
+cpparity_status
+reference_attention_backward_rows(double *dq, double *dk, double *dv, const double *dout,
+                                  const double *q, const double *k, const double *v,
+                                  const double *out, const double *lse, const reference_mask *mask,
+                                  reference_attention_shape shape, double scale, int64_t first_row,
+                                  int64_t end_row, cpparity_error *error) {
     backward_context context = {.dq = dq,
                                 .dk = dk,
                                 .dv = dv,
@@ -336,9 +372,13 @@ cpparity_status reference_attention_backward(double *dq, double *dk, double *dv,
                                 .lse = lse,
                                 .scale = scale};
     cpparity_status status = attention_tiles_init(&context.tiles, mask, shape, error);
+    if (status == CPPARITY_OK) {
+        status = attention_tiles_restrict(&context.tiles, first_row, end_row, error);
+    }
     if (status != CPPARITY_OK) {
         return status;
     }
+    const int64_t computed = context.tiles.end_tile - context.tiles.first_tile;
     context.delta = malloc((size_t)(shape.batch * shape.heads * shape.seq_len) * sizeof(double));
     context.lone = malloc((size_t)(shape.batch * shape.seq_len));
     if (context.delta == NULL || context.lone == NULL) {
@@ -356,19 +396,28 @@ cpparity_status reference_attention_backward(double *dq, double *dk, double *dv,
         .context = &context,
     };
     const size_t scratch_bytes = backward_scratch_bytes(&context.tiles);
+    const reference_parallel_work deltas = {
+        .items = attention_tiles_whole(&context.tiles) ? 0 : shape.batch * context.tiles.count,
+        .scratch_bytes = 0,
+        .run_item = delta_item,
+        .context = &context,
+    };
     const reference_parallel_work queries = {
-        .items = shape.batch * shape.heads * context.tiles.count,
+        .items = shape.heads * computed,
         .scratch_bytes = scratch_bytes,
         .run_item = query_item,
         .context = &context,
     };
     const reference_parallel_work keys = {
-        .items = shape.batch * shape.kv_heads * context.tiles.count,
+        .items = shape.kv_heads * computed,
         .scratch_bytes = scratch_bytes,
         .run_item = key_item,
         .context = &context,
     };
     status = reference_parallel_run(&lone, "the reference attention backward", error);
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&deltas, "the reference attention backward", error);
+    }
     if (status == CPPARITY_OK) {
         status = reference_parallel_run(&queries, "the reference attention backward", error);
     }

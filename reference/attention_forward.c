@@ -164,8 +164,10 @@ static void forward_item(void *context, int64_t item, void *memory) {
     const attention_tiles *tiles = &c->tiles;
     const int64_t head_dim = tiles->shape.head_dim, heads = tiles->shape.heads;
     /* the last query tiles first: under a causal mask they have the most key tiles */
-    const int64_t query_tile = tiles->count - 1 - item % tiles->count;
-    const int64_t h = (item / tiles->count) % heads, b = item / (tiles->count * heads);
+    const int64_t computed = tiles->end_tile - tiles->first_tile;
+    int64_t b = 0, query_tile = 0;
+    attention_tile_of(tiles, tiles->end_tile - 1 - item % computed, &b, &query_tile);
+    const int64_t h = item / computed % heads;
     const int64_t g = h / tiles->group;
     forward_scratch s = forward_scratch_carve(tiles, memory);
     int64_t q_begin, q_end;
@@ -225,13 +227,26 @@ cpparity_status reference_attention_forward(double *out, double *lse, const doub
                                             const reference_mask *mask,
                                             reference_attention_shape shape, double scale,
                                             cpparity_error *error) {
+    return reference_attention_forward_rows(out, lse, q, k, v, mask, shape, scale, 0,
+                                            shape.batch * shape.seq_len, error);
+}
+
+cpparity_status reference_attention_forward_rows(double *out, double *lse, const double *q,
+                                                 const double *k, const double *v,
+                                                 const reference_mask *mask,
+                                                 reference_attention_shape shape, double scale,
+                                                 int64_t first_row, int64_t end_row,
+                                                 cpparity_error *error) {
     forward_context context = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .scale = scale};
     cpparity_status status = attention_tiles_init(&context.tiles, mask, shape, error);
+    if (status == CPPARITY_OK) {
+        status = attention_tiles_restrict(&context.tiles, first_row, end_row, error);
+    }
     if (status != CPPARITY_OK) {
         return status;
     }
     const reference_parallel_work work = {
-        .items = shape.batch * shape.heads * context.tiles.count,
+        .items = shape.heads * (context.tiles.end_tile - context.tiles.first_tile),
         .scratch_bytes = forward_scratch_bytes(&context.tiles),
         .run_item = forward_item,
         .context = &context,

@@ -28,7 +28,41 @@ cpparity_status attention_tiles_init(attention_tiles *tiles, const reference_mas
     tiles->group = shape.heads / shape.kv_heads;
     tiles->query_stride = shape.heads * shape.head_dim;
     tiles->key_stride = shape.kv_heads * shape.head_dim;
+    tiles->first_tile = 0;
+    tiles->end_tile = shape.batch * tiles->count;
     return CPPARITY_OK;
+}
+
+/* The flattened tile starting at flattened row `row`, or −1 when row is not on a tile edge. */
+static int64_t tile_at_row(const attention_tiles *tiles, int64_t row) {
+    const int64_t S = tiles->shape.seq_len, b = row / S, t = row % S;
+    return t % tiles->edge == 0 ? b * tiles->count + t / tiles->edge : -1;
+}
+
+cpparity_status attention_tiles_restrict(attention_tiles *tiles, int64_t first_row, int64_t end_row,
+                                         cpparity_error *error) {
+    const int64_t rows = tiles->shape.batch * tiles->shape.seq_len;
+    const int64_t first = first_row >= 0 && first_row <= rows ? tile_at_row(tiles, first_row) : -1;
+    const int64_t end = end_row >= first_row && end_row <= rows ? tile_at_row(tiles, end_row) : -1;
+    if (first < 0 || end < 0) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "attention rows [%lld, %lld) of %lld are not on tile edges (%lld "
+                                  "tokens)",
+                                  (long long)first_row, (long long)end_row, (long long)rows,
+                                  (long long)tiles->edge);
+    }
+    tiles->first_tile = first;
+    tiles->end_tile = end;
+    return CPPARITY_OK;
+}
+
+bool attention_tiles_whole(const attention_tiles *tiles) {
+    return tiles->first_tile == 0 && tiles->end_tile == tiles->shape.batch * tiles->count;
+}
+
+void attention_tile_of(const attention_tiles *tiles, int64_t f, int64_t *b, int64_t *tile) {
+    *b = f / tiles->count;
+    *tile = f % tiles->count;
 }
 
 void attention_tile_tokens(const attention_tiles *tiles, int64_t index, int64_t *begin,

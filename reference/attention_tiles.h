@@ -24,11 +24,25 @@ typedef struct attention_tiles {
     int64_t group;        /* query heads per key/value head: H / Hkv */
     int64_t query_stride; /* H · Dh, between consecutive tokens of a query-shaped tensor */
     int64_t key_stride;   /* Hkv · Dh, between consecutive tokens of a key-shaped tensor */
+    int64_t first_tile;   /* the tiles whose outputs are computed: [first_tile, end_tile) of */
+    int64_t end_tile;     /* the flattened b · count + tile, all B · count unless restricted */
 } attention_tiles;
 
-/* Checks shape against mask (CPPARITY_ERROR_INPUT naming what differs) and fills tiles. */
+/* Checks shape against mask (CPPARITY_ERROR_INPUT naming what differs) and fills tiles, every
+ * tile's outputs to be computed. */
 cpparity_status attention_tiles_init(attention_tiles *tiles, const reference_mask *mask,
                                      reference_attention_shape shape, cpparity_error *error);
+
+/* Computes the outputs of the flattened rows [first_row, end_row) of B·S only (a rank's row
+ * blocks when the reference is spread): CPPARITY_ERROR_INPUT unless both are on tile edges. */
+cpparity_status attention_tiles_restrict(attention_tiles *tiles, int64_t first_row, int64_t end_row,
+                                         cpparity_error *error);
+
+/* Whether tiles computes every tile's outputs. */
+bool attention_tiles_whole(const attention_tiles *tiles);
+
+/* Batch row and tile of flattened tile f (b · count + tile). */
+void attention_tile_of(const attention_tiles *tiles, int64_t f, int64_t *b, int64_t *tile);
 
 /* Tokens [*begin, *end) of tile `index`. */
 void attention_tile_tokens(const attention_tiles *tiles, int64_t index, int64_t *begin,

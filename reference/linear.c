@@ -15,7 +15,8 @@
  *                                                     weights: one dgemm per row block, added
  *                                                     onto the tile in row-block order
  * The last is the only sum over tokens: it goes row block by row block in the blocks' order, so
- * it is the same whether the blocks are in one process or handed from rank to rank in that order.
+ * it is the same whether the blocks are in one process or handed from rank to rank in that order
+ * (team.h: one band of LINEAR_BLOCK weight rows at a time, pipelined over the ranks).
  */
 #include "model_layers.h"
 
@@ -46,6 +47,8 @@ typedef struct linear_work {
     int64_t result_columns;     /* of result */
     int64_t result_rows;        /* of result (the weight gradient's O) */
     int64_t column_blocks;      /* ceil(result_columns / LINEAR_BLOCK) */
+    int64_t band;               /* weight gradient: the band of LINEAR_BLOCK weight rows whose
+                                   tiles the items are */
 } linear_work;
 
 static int64_t minimum(int64_t a, int64_t b) {
@@ -66,7 +69,7 @@ static void linear_item(void *context, int64_t item, void *scratch) {
     const int n = (int)minimum(LINEAR_BLOCK, w->result_columns - column);
     const int in = (int)w->in_features, out = (int)w->out_features;
     if (w->product == LINEAR_WEIGHT_GRADIENT) {
-        const int64_t row = item / w->column_blocks * LINEAR_BLOCK;
+        const int64_t row = w->band * LINEAR_BLOCK;
         const int m = (int)minimum(LINEAR_BLOCK, w->result_rows - row);
         double *result = w->result + row * w->result_columns + column;
         for (int64_t b = w->rows->first; b < w->rows->end; b++) {
@@ -93,17 +96,30 @@ static void linear_item(void *context, int64_t item, void *scratch) {
 
 static void linear_run(linear_work *work) {
     work->column_blocks = (work->result_columns + LINEAR_BLOCK - 1) / LINEAR_BLOCK;
-    const int64_t row_items = work->product == LINEAR_WEIGHT_GRADIENT
-                                  ? (work->result_rows + LINEAR_BLOCK - 1) / LINEAR_BLOCK
-                                  : work->rows->end - work->rows->first;
     const reference_parallel_work parallel = {
-        .items = row_items * work->column_blocks,
+        .items = work->product == LINEAR_WEIGHT_GRADIENT
+                     ? work->column_blocks
+                     : (work->rows->end - work->rows->first) * work->column_blocks,
         .scratch_bytes = 0,
         .run_item = linear_item,
         .context = work,
     };
     /* without scratch the runner allocates nothing and cannot fail */
     (void)reference_parallel_run(&parallel, "a linear layer", NULL);
+}
+
+/* The weight gradient, one band of weight rows at a time, handed from rank to rank. */
+static double *band_values(void *context, int64_t band, int64_t *count) {
+    const linear_work *work = context;
+    const int64_t row = band * LINEAR_BLOCK;
+    *count = minimum(LINEAR_BLOCK, work->result_rows - row) * work->result_columns;
+    return work->result + row * work->result_columns;
+}
+
+static void band_add(void *context, int64_t band) {
+    linear_work *work = context;
+    work->band = band;
+    linear_run(work);
 }
 
 void linear_forward(double *out, const double *in, const double *weight, const reference_rows *rows,
@@ -122,11 +138,11 @@ void linear_forward(double *out, const double *in, const double *weight, const r
     linear_run(&work);
 }
 
-void linear_backward(double *din, double *dweight, const double *dout, const double *in,
-                     const double *weight, const reference_rows *rows, int64_t in_features,
-                     int64_t out_features) {
-    if (rows->first >= rows->end || in_features == 0 || out_features == 0) {
-        return;
+cpparity_status linear_backward(double *din, double *dweight, const double *dout, const double *in,
+                                const double *weight, const reference_rows *rows,
+                                int64_t in_features, int64_t out_features, cpparity_error *error) {
+    if (in_features == 0 || out_features == 0) {
+        return CPPARITY_OK;
     }
     linear_work input = {.product = LINEAR_INPUT_GRADIENT,
                          .result = din,
@@ -136,7 +152,9 @@ void linear_backward(double *din, double *dweight, const double *dout, const dou
                          .in_features = in_features,
                          .out_features = out_features,
                          .result_columns = in_features};
-    linear_run(&input);
+    if (rows->first < rows->end) {
+        linear_run(&input);
+    }
     linear_work weights = {.product = LINEAR_WEIGHT_GRADIENT,
                            .result = dweight,
                            .left = dout,
@@ -146,12 +164,13 @@ void linear_backward(double *din, double *dweight, const double *dout, const dou
                            .out_features = out_features,
                            .result_columns = in_features,
                            .result_rows = out_features};
-    linear_run(&weights);
+    return reference_team_pipeline(rows->team, (out_features + LINEAR_BLOCK - 1) / LINEAR_BLOCK,
+                                   band_values, band_add, &weights, error);
 }
 
 reference_rows reference_rows_all(int64_t batch, int64_t seq_len) {
     const reference_rows rows = {row_blocks_of(batch, seq_len), 0,
-                                 row_blocks_of(batch, seq_len).count};
+                                 row_blocks_of(batch, seq_len).count, NULL};
     return rows;
 }
 

@@ -14,8 +14,10 @@
  *   dlm_head[v0:v1] (w, D) += dlogitsᵀ · normed              one dgemm per row block, added in
  *                                                           row-block order (as linear.c)
  * So the arithmetic depends on the row blocks and the chunk width, never on the thread count or
- * on how many ranks hold the row blocks. The logits of a row block can be recomputed at any time
- * from the normed hidden state (lm_head_logits_rows): bit for bit the forward's.
+ * on how many ranks hold the row blocks (spread over ranks, each chunk of dlm_head is handed
+ * from rank to rank in block order, the chunks pipelined: team.h). The logits of a row block can be
+ * recomputed at any time from the normed hidden state (lm_head_logits_rows): bit for bit the
+ * forward's.
  */
 #include <cblas.h>
 #include <math.h>
@@ -228,16 +230,41 @@ static void chunk_gradient_item(void *context, int64_t item, void *scratch) {
     }
 }
 
+/* One vocabulary chunk: its logits again, dlogits, dnormed and (pipelined over the team's ranks
+ * with reference_team_pipeline) dlm_head. */
+static void chunk_add(void *context, int64_t chunk) {
+    chunk_work *work = context;
+    work->v0 = chunk * LM_HEAD_CHUNK;
+    work->width = minimum(LM_HEAD_CHUNK, work->vocab - work->v0);
+    work->column_tiles = (work->width + LINEAR_TILE - 1) / LINEAR_TILE;
+    const reference_parallel_work steps[3] = {
+        {work->blocks * work->column_tiles, 0, chunk_logits_item, work},
+        {work->blocks, 0, chunk_softmax_item, work},
+        {work->blocks * work->hidden_tiles + work->column_tiles * work->hidden_tiles, 0,
+         chunk_gradient_item, work},
+    };
+    for (int s = 0; s < 3; s++) {
+        (void)reference_parallel_run(&steps[s], "the LM head's backward", NULL);
+    }
+}
+
+static double *chunk_values(void *context, int64_t chunk, int64_t *count) {
+    const chunk_work *work = context;
+    const int64_t v0 = chunk * LM_HEAD_CHUNK;
+    *count = minimum(LM_HEAD_CHUNK, work->vocab - v0) * work->hidden;
+    return work->dweight + v0 * work->hidden;
+}
+
 cpparity_status lm_head_backward(double *dnormed, double *dweight, const double *normed,
                                  const double *weight, const double *lse, const int64_t *labels,
                                  const reference_rows *rows, int64_t hidden, int64_t vocab,
                                  double scale, cpparity_error *error) {
     const int64_t tokens = reference_rows_count(rows);
-    if (tokens == 0 || vocab == 0) {
+    if (vocab == 0 || (tokens == 0 && reference_team_size(rows->team) == 1)) {
         return CPPARITY_OK;
     }
     const int64_t widest = minimum(LM_HEAD_CHUNK, vocab);
-    double *logits = malloc((size_t)(tokens * widest) * sizeof *logits);
+    double *logits = malloc((size_t)(tokens * widest + 1) * sizeof *logits);
     if (logits == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                   "out of memory (the logits of a vocabulary chunk: %lld x %lld)",
@@ -257,20 +284,9 @@ cpparity_status lm_head_backward(double *dnormed, double *dweight, const double 
                        .scale = scale,
                        .hidden_tiles = (hidden + LINEAR_TILE - 1) / LINEAR_TILE,
                        .blocks = rows->end - rows->first};
-    for (int64_t v0 = 0; v0 < vocab; v0 += LM_HEAD_CHUNK) {
-        work.v0 = v0;
-        work.width = minimum(LM_HEAD_CHUNK, vocab - v0);
-        work.column_tiles = (work.width + LINEAR_TILE - 1) / LINEAR_TILE;
-        const reference_parallel_work steps[3] = {
-            {work.blocks * work.column_tiles, 0, chunk_logits_item, &work},
-            {work.blocks, 0, chunk_softmax_item, &work},
-            {work.blocks * work.hidden_tiles + work.column_tiles * work.hidden_tiles, 0,
-             chunk_gradient_item, &work},
-        };
-        for (int s = 0; s < 3; s++) {
-            (void)reference_parallel_run(&steps[s], "the LM head's backward", NULL);
-        }
-    }
+    const cpparity_status status =
+        reference_team_pipeline(rows->team, (vocab + LM_HEAD_CHUNK - 1) / LM_HEAD_CHUNK,
+                                chunk_values, chunk_add, &work, error);
     free(logits);
-    return CPPARITY_OK;
+    return status;
 }

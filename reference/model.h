@@ -29,6 +29,7 @@
 #include "common/tensor_table.h"
 #include "reference/mask.h"
 #include "reference/model_layers.h"
+#include "reference/team.h"
 
 /* Offsets of one layer's saved activations in the activation storage. */
 typedef struct reference_layer_activations {
@@ -71,7 +72,10 @@ typedef struct reference_model {
     int64_t final_input, final_rstd, final_normed;          /* (B,S,D), (B,S), (B,S,D) */
     int64_t logits_lse;  /* (B,S) offset in activations: log Σ_v exp(logits) of each token */
     int64_t token_loss;  /* (B,S) offset: the token's cross-entropy term (0 if ignored) */
-    reference_rows rows; /* the batch's row blocks, all held here */
+    reference_rows rows; /* the batch's row blocks held here: all, or this rank's (team.h) */
+    int64_t first_row;   /* the flattened row (b·S + t) of the first token held */
+    int64_t local_rows;  /* tokens held: B·S in one process, O(B·S / R) on a rank of R */
+    int64_t *rank_rows;  /* (team size) the tokens each rank holds */
     reference_mask masks[CPPARITY_MAX_LAYERS]; /* per layer, built by forward */
     double loss_sum;                           /* Σ token losses over valid labels */
     int64_t valid_labels;                      /* number of labels != −100 in the batch */
@@ -84,6 +88,16 @@ typedef struct reference_model {
 cpparity_status reference_model_init(reference_model *model, const cpparity_model_config *config,
                                      int64_t batch, int64_t seq_len, cpparity_error *error);
 
+/* The same spread over the ranks of team (reference/team.h; NULL or size 1: this process holds
+ * everything): every rank of the team calls this and then forward and backward on the same batch,
+ * in the same order; team must outlive the model. Each rank holds its row blocks' activations;
+ * loss, gradients and every layer's attention lse come out whole on every rank, the same bits as
+ * one process computes (the activations are each rank's rows: final_normed below). */
+cpparity_status reference_model_init_spread(reference_model *model,
+                                            const cpparity_model_config *config, int64_t batch,
+                                            int64_t seq_len, const reference_team *team,
+                                            cpparity_error *error);
+
 /* Forward on a batch of the model's B × S: logits, loss_sum, valid_labels and loss. */
 cpparity_status reference_model_forward(reference_model *model, const cpparity_batch *batch,
                                         cpparity_error *error);
@@ -93,11 +107,26 @@ cpparity_status reference_model_backward(reference_model *model, const cpparity_
                                          cpparity_error *error);
 
 /* The logits of row block `block` of the last forward (common/row_blocks.h, row_blocks_of(B, S)):
- * out (rows of the block, V), bit for bit what the forward computed. */
+ * out (rows of the block, V), bit for bit what the forward computed. The block must be held here
+ * (every block in one process). */
 void reference_model_logits_block(const reference_model *model, int64_t block, double *out);
 
-/* The final norm's output (B,S,D) of the last forward: the LM head's input. */
+/* The final norm's output (local_rows, D) of the last forward: the LM head's input, for the
+ * tokens held here (all (B,S,D) in one process). */
 const double *reference_model_final_normed(const reference_model *model);
+
+/* Every rank's final norm output, whole (B,S,D), into whole on every rank of the team (a
+ * collective; a copy in one process). */
+cpparity_status reference_model_final_normed_whole(const reference_model *model, double *whole,
+                                                   cpparity_error *error);
+
+/* *whole (B·S, width), malloc'd (the caller frees it) = every rank's rows of `mine` (local_rows,
+ * width) in token order: a collective of the model's team, a copy in one process. */
+cpparity_status reference_model_gather(const reference_model *model, const double *mine,
+                                       int64_t width, double **whole, cpparity_error *error);
+
+/* Tokens rank `rank` of the model's team holds (local_rows on that rank). */
+int64_t reference_model_rank_rows(const reference_model *model, int rank);
 
 /* The LM head's weight (V,D): lm_head.weight, or model.embed_tokens.weight when tied. */
 const double *reference_model_head(const reference_model *model);

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/row_blocks.h"
+#include "reference/team.h"
 
 /* The tokens a layer works on: row blocks [first, end) of a batch's blocks (common/row_blocks.h),
  * held as consecutive rows of the tensors from the first block's first token on (all of a
@@ -20,9 +21,11 @@
  * product over tokens is cut at these blocks, so its arithmetic does not depend on how many
  * threads or ranks compute it. */
 typedef struct reference_rows {
-    row_blocks blocks; /* the batch's blocks */
-    int64_t first;     /* the first block held */
-    int64_t end;       /* one past the last */
+    row_blocks blocks;          /* the batch's blocks */
+    int64_t first;              /* the first block held */
+    int64_t end;                /* one past the last */
+    const reference_team *team; /* the ranks holding the other blocks (team.h), in block order;
+                                   NULL when these are all of them */
 } reference_rows;
 
 /* Every block of a batch of B × S tokens. */
@@ -38,12 +41,14 @@ void embedding_backward(double *dweight, const double *dout, const int64_t *ids,
                         int64_t dim);
 
 /* out (N, O) = in (N, I) · weightᵀ, weight (O, I) as torch.nn.Linear stores it; N the rows of
- * rows. The weight gradient adds one row block after the other, in the blocks' order (linear.c). */
+ * rows. The weight gradient adds one row block after the other, in the blocks' order (linear.c),
+ * and over rows->team's ranks in rank order: its last rank ends with the whole sum. */
 void linear_forward(double *out, const double *in, const double *weight, const reference_rows *rows,
                     int64_t in_features, int64_t out_features);
-void linear_backward(double *din, double *dweight, const double *dout, const double *in,
-                     const double *weight, const reference_rows *rows, int64_t in_features,
-                     int64_t out_features);
+/* CPPARITY_ERROR_RUNTIME when the ranks of rows->team cannot exchange the partial sums. */
+cpparity_status linear_backward(double *din, double *dweight, const double *dout, const double *in,
+                                const double *weight, const reference_rows *rows,
+                                int64_t in_features, int64_t out_features, cpparity_error *error);
 
 /* out (N, D) = weight ⊙ in / sqrt(mean(in²) + eps); rstd (N) saves 1/sqrt(mean(in²) + eps). */
 void rmsnorm_forward(double *out, double *rstd, const double *in, const double *weight,
@@ -93,6 +98,8 @@ cpparity_status lm_head_forward(double *lse, double *term, const double *normed,
  * (softmax(logits) − onehot(label)) · scale on rows with a label (0 elsewhere), recomputed from
  * normed and the forward's lse one vocabulary chunk at a time. CPPARITY_ERROR_RUNTIME when out
  * of memory (a chunk's logits, N × LM_HEAD_CHUNK). */
+/* (Spread over rows->team, dweight is summed over its ranks in rank order, vocabulary chunks
+ * pipelined: its last rank ends with the whole sum.) */
 cpparity_status lm_head_backward(double *dnormed, double *dweight, const double *normed,
                                  const double *weight, const double *lse, const int64_t *labels,
                                  const reference_rows *rows, int64_t hidden, int64_t vocab,

@@ -1,8 +1,9 @@
 /*
- * bench_model.c — `cpparity bench model [SUITE.yaml] [--case PATTERN] [--threads N] [--json]`:
- * wall time and GFLOP/s of the float64 reference model's forward and backward for each case of
- * a suite, next to this machine's dgemm on as many threads (the ceiling), to size suites and to
- * see the reference's share of a run. The FLOP count is docs/benchmarks.md's.
+ * bench_model.c — `cpparity bench model [SUITE.yaml] [--case PATTERN] [--threads N] [--ranks R]
+ * [--json]`: wall time and GFLOP/s of the float64 reference model's forward and backward for each
+ * case of a suite, next to this machine's dgemm on as many threads (the ceiling), to size suites
+ * and to see the reference's share of a run; with --ranks, spread over R local ranks (the time of
+ * rank 0, from the model's allocation on). The FLOP count is docs/benchmarks.md's.
  */
 #include <fnmatch.h>
 #include <getopt.h>
@@ -13,13 +14,17 @@
 
 #include "common/case.h"
 #include "common/monotonic_clock.h"
+#include "distributed/comm/comm_local.h"
 #include "fixtures/batch_fixture.h"
 #include "fixtures/parameter_fixture.h"
 #include "harness/bench/bench_model.h"
 #include "harness/bench/bench_reference.h"
+#include "harness/running/reference_team_comm.h"
 #include "harness/suite/case_file.h"
 #include "reference/model.h"
 #include "reference/threads.h"
+
+enum { BENCH_MAX_RANKS = 64 };
 
 static double cpu_seconds(void) {
     struct timespec now;
@@ -48,6 +53,72 @@ static cpparity_status model_flops(const reference_model *model, double *flops,
     }
     *flops = total;
     return CPPARITY_OK;
+}
+
+/* One rank's share of a case spread over local ranks: rank 0's times are the case's. */
+typedef struct spread_run {
+    const cpparity_case *c;
+    const cpparity_batch *batch;
+    double start, middle, end, flops;
+} spread_run;
+
+static cpparity_status spread_rank(cpparity_comm *comm, void *argument, cpparity_error *error) {
+    spread_run *run = argument;
+    const cpparity_case *c = run->c;
+    const reference_team team = reference_team_of_comm(comm);
+    reference_model model;
+    const double start = monotonic_seconds();
+    cpparity_status status =
+        reference_model_init_spread(&model, &c->model, c->batch_size, c->seq_len, &team, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    fixture_fill_parameters(model.parameters, &model.parameter_table, c->seed);
+    status = reference_model_forward(&model, run->batch, error);
+    const double middle = monotonic_seconds();
+    if (status == CPPARITY_OK) {
+        status = reference_model_backward(&model, run->batch, error);
+    }
+    if (status == CPPARITY_OK && comm->rank == 0) {
+        run->start = start;
+        run->middle = middle;
+        run->end = monotonic_seconds();
+        status = model_flops(&model, &run->flops, error);
+    }
+    reference_model_free(&model);
+    return status;
+}
+
+/* Times one case spread over `ranks` local ranks; prints one line. */
+static int bench_spread_case(const cpparity_case *c, int ranks, FILE *out, FILE *err) {
+    cpparity_batch batch = {0};
+    cpparity_error error;
+    cpparity_status status = fixture_batch_build(&batch, c->rows, c->batch_size, c->seq_len,
+                                                 c->model.vocab_size, c->seed, &error);
+    spread_run run = {c, &batch, 0.0, 0.0, 0.0, 0.0};
+    cpparity_status statuses[BENCH_MAX_RANKS];
+    cpparity_error errors[BENCH_MAX_RANKS];
+    if (status == CPPARITY_OK) {
+        status = comm_local_run(ranks, 86400.0, spread_rank, &run, statuses, errors, &error);
+    }
+    for (int r = 0; status == CPPARITY_OK && r < ranks; r++) {
+        if (statuses[r] != CPPARITY_OK) {
+            status = statuses[r];
+            error = errors[r];
+        }
+    }
+    if (status == CPPARITY_OK) {
+        fprintf(out, "%-48s %3lld %5lld %3lld %10s %10.6f %10.6f %10.6f %9.2f\n", c->name,
+                (long long)c->batch_size, (long long)c->seq_len,
+                (long long)c->model.num_hidden_layers, "-", run.middle - run.start,
+                run.end - run.middle, run.end - run.start,
+                run.flops / (run.end - run.start) * 1e-9);
+    } else {
+        fprintf(err, "cpparity bench model: case %s: %s\n", c->name, error.message);
+    }
+    fflush(out);
+    cpparity_batch_free(&batch);
+    return (int)status;
 }
 
 /* Times one case; prints one line. Returns an exit code. */
@@ -101,24 +172,25 @@ static int bench_case(const cpparity_case *c, int threads, int json, FILE *out, 
 
 static void usage(FILE *stream) {
     fprintf(stream,
-            "usage: cpparity bench model [SUITE.yaml] [--case PATTERN] [--threads N] [--json]\n"
+            "usage: cpparity bench model [SUITE.yaml] [--case PATTERN] [--threads N] [--ranks R]\n"
+            "                            [--json]\n"
             "  Times the float64 reference model forward and backward per case, and this\n"
             "  machine's dgemm on the same threads (the ceiling), in the same run.\n"
             "  --case PATTERN  only the cases whose name matches (shell pattern)\n"
-            "  --threads N     threads of the reference (default 1)\n"
+            "  --threads N     threads of the reference (default 1), in each rank\n"
+            "  --ranks R       the reference spread over R ranks (threads of this process,\n"
+            "                  each holding its row blocks: docs/architecture.md); default 1\n"
             "  --json          one JSON object per line instead of the table\n");
 }
 
 int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
     static const struct option options[] = {
-        {"case", required_argument, NULL, 'c'},
-        {"threads", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"case", required_argument, NULL, 'c'}, {"threads", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},       {"ranks", required_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
     };
     const char *pattern = "*";
-    int threads = 1, json = 0, option;
+    int threads = 1, json = 0, ranks = 1, option;
     optind = 1;
     opterr = 0;
     while ((option = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -135,6 +207,15 @@ int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
             threads = (int)parsed;
         } else if (option == 'j') {
             json = 1;
+        } else if (option == 'r') {
+            char *end = NULL;
+            const long parsed = strtol(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || parsed < 1 || parsed > BENCH_MAX_RANKS) {
+                fprintf(err, "cpparity bench model: --ranks expects 1 to %d, got '%s'\n",
+                        BENCH_MAX_RANKS, optarg);
+                return 2;
+            }
+            ranks = (int)parsed;
         } else if (option == 'h') {
             usage(out);
             return 0;
@@ -148,6 +229,10 @@ int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
         fprintf(err, "cpparity bench model: at most one SUITE.yaml\n");
         return 2;
     }
+    if (ranks > 1 && json) {
+        fprintf(err, "cpparity bench model: --json is for one rank\n");
+        return 2;
+    }
     const char *path = optind < argc ? argv[optind] : cpparity_default_suite();
     cpparity_suite suite;
     cpparity_error error;
@@ -157,8 +242,10 @@ int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
     }
     reference_set_threads(threads);
     if (!json) {
-        fprintf(out, "# cpparity bench model: float64 reference model, %d thread(s), suite %s\n",
-                threads, path);
+        fprintf(out,
+                "# cpparity bench model: float64 reference model, %d rank(s) x %d thread(s), "
+                "suite %s\n",
+                ranks, threads, path);
     }
     int status = bench_dgemm_ceiling(threads, json, out, err);
     if (status == 0 && !json) {
@@ -167,7 +254,8 @@ int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
     }
     for (int64_t i = 0; i < suite.count && status == 0; i++) {
         if (fnmatch(pattern, suite.cases[i].name, 0) == 0) {
-            status = bench_case(&suite.cases[i], threads, json, out, err);
+            status = ranks > 1 ? bench_spread_case(&suite.cases[i], ranks, out, err)
+                               : bench_case(&suite.cases[i], threads, json, out, err);
         }
     }
     cpparity_suite_free(&suite);

@@ -13,13 +13,17 @@
 #include "common/case.h"
 #include "common/interrupt.h"
 #include "common/output_file.h"
+#include "distributed/comm/comm_launch.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/run_arguments.h"
 #include "harness/running/attention_export.h"
 #include "harness/running/attention_item.h"
+#include "harness/running/reference_service.h"
+#include "harness/running/run_options.h"
 #include "harness/storage/export.h"
 #include "harness/suite/case_file.h"
 #include "harness/suite/random_cases.h"
+#include "reference/threads.h"
 
 #define EXPORT_MAX_NAMED 4096 /* --case flags of one command */
 
@@ -158,9 +162,10 @@ static cpparity_status choose(const export_options *o, const cpparity_suite *sui
     return CPPARITY_OK;
 }
 
-/* The model-level export of one case. */
+/* The model-level export of one case; with a service (a launcher's job of several ranks), its
+ * reference spread over the job's ranks (reference_service.h). */
 static int export_model_case(const export_options *o, const cpparity_case *exported,
-                             const export_source *source) {
+                             const export_source *source, reference_service *service) {
     cpparity_error error;
     if (o->seed.set) {
         fprintf(stderr, "cpparity export: --seed applies to attention-level cases; a model-level "
@@ -173,7 +178,17 @@ static int export_model_case(const export_options *o, const cpparity_case *expor
         output_claim claim; /* a second export to the same path stops now, not after computing */
         status = output_file_claim(&claim, o->output, "-o", &error);
         if (status == CPPARITY_OK) {
-            status = export_case(exported, source, !o->no_logits, o->output, &error);
+            export_spread spread = {NULL, reference_service_summon, service};
+            if (service != NULL) {
+                service->suite_text = source->suite_text;
+                service->suite_length = source->suite_length;
+                service->suite_path = source->suite_path;
+                spread.team = &service->team;
+                printf("# float64 reference spread over %d ranks (row blocks)\n",
+                       service->world->size);
+            }
+            status = export_case(exported, source, !o->no_logits, o->output,
+                                 service != NULL ? &spread : NULL, &error);
             output_file_release(&claim);
         }
     }
@@ -216,18 +231,9 @@ static int export_attention(const export_options *o, const cpparity_suite *suite
     return (int)status;
 }
 
-int command_export(int argc, char **argv) {
-    export_options o;
+/* The export on this process (with a service: rank 0 of a launcher's job). */
+static int export_run(export_options o, reference_service *service) {
     cpparity_error error;
-    if (parse(&o, argc, argv, &error) != CPPARITY_OK) {
-        fprintf(stderr, "cpparity export: %s\n", error.message);
-        usage(stderr);
-        return 2;
-    }
-    if (o.help) {
-        usage(stdout);
-        return 0;
-    }
     cpparity_suite suite = {0};
     char *suite_text = NULL; /* what is parsed is what the export keeps (/source/suite_yaml) */
     size_t suite_length = 0;
@@ -262,10 +268,56 @@ int command_export(int argc, char **argv) {
         const cpparity_case *one =
             o.named_count == 1 ? cpparity_suite_find(&suite, o.named[0]) : NULL;
         code = one != NULL && one->level == CPPARITY_LEVEL_MODEL
-                   ? export_model_case(&o, one, &source)
+                   ? export_model_case(&o, one, &source, service)
                    : export_attention(&o, &suite, &source);
     }
     cpparity_suite_free(&suite);
     free(suite_text);
+    return code;
+}
+
+/* Every rank of a launcher's job: rank 0 reads the suite and writes the export, the others
+ * compute their row blocks of its reference (they need none of rank 0's files). */
+static int export_job_main(cpparity_comm *world, void *argument) {
+    const export_options *o = argument;
+    if (world->size == 1) {
+        return export_run(*o, NULL);
+    }
+    reference_service service;
+    reference_service_init(&service, world, NULL, 0, NULL);
+    reference_set_threads(reference_threads_per_rank(0, true, 1));
+    if (world->rank != 0) {
+        char prefix[64]; /* one process per rank: its messages say which */
+        snprintf(prefix, sizeof prefix, "cpparity export: rank %d", world->world_rank);
+        interrupt_set_prefix(prefix);
+        return reference_service_serve(&service);
+    }
+    const int code = export_run(*o, &service);
+    reference_service_release(&service, code);
+    return code;
+}
+
+int command_export(int argc, char **argv) {
+    export_options o;
+    cpparity_error error;
+    if (parse(&o, argc, argv, &error) != CPPARITY_OK) {
+        fprintf(stderr, "cpparity export: %s\n", error.message);
+        usage(stderr);
+        return 2;
+    }
+    if (o.help) {
+        usage(stdout);
+        return 0;
+    }
+    const cpparity_comm_backend *backend = comm_backend_detect();
+    if (!backend->ranks_from_launcher) {
+        return export_run(o, NULL);
+    }
+    int code = 0; /* mpirun -np R: the reference spread over the R ranks */
+    if (backend->launch(0, RUN_DEFAULT_TIMEOUT_SECONDS, export_job_main, &o, &code, &error) !=
+        CPPARITY_OK) {
+        fprintf(stderr, "cpparity export: %s\n", error.message);
+        return 3;
+    }
     return code;
 }

@@ -16,7 +16,10 @@
 
 #include "common/interrupt.h"
 #include "common/model_parameters.h"
+#include "distributed/comm/comm_launch.h"
 #include "harness/cli/commands.h"
+#include "harness/running/reference_service.h"
+#include "harness/running/run_options.h"
 #include "harness/cli/judge_kernel.h"
 #include "harness/cli/judge_provenance.h"
 #include "harness/cli/run_arguments.h"
@@ -275,7 +278,9 @@ static int judge_kernel_dump(const judge_options *options, const attention_expor
     return judge_kernel(&request);
 }
 
-static int judge(const judge_options *options, int argc, char **argv) {
+/* Judges on this process; with a service (a launcher's job of several ranks), rank 0 of it,
+ * whose float64 reference the other ranks compute with it (reference_service.h). */
+static int judge(const judge_options *options, int argc, char **argv, reference_service *service) {
     cpparity_error error;
     cpparity_error_clear(&error);
     char default_out[512];
@@ -358,9 +363,20 @@ static int judge(const judge_options *options, int argc, char **argv) {
     printf("# layout: %s (cp %lld, %lld positions for S = %lld), framework %s, kernel %s\n",
            token_layout_kind_name(set.layout), (long long)set.cp, (long long)set.padded_len,
            (long long)loaded.c->seq_len, framework, set.dumps[0].kernel);
+    reference_set_threads(reference_threads_per_rank(options->threads, service != NULL, 1));
+    if (service != NULL) {
+        printf("# float64 reference spread over %d ranks (row blocks), %d thread%s each\n",
+               service->world->size, reference_threads(), reference_threads() == 1 ? "" : "s");
+    }
     console_table_header(stdout);
-    reference_set_threads(options->threads > 0 ? options->threads
-                                               : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    if (service != NULL) { /* the other ranks compute their row blocks of the reference */
+        service->suite_text = loaded.reading.suite_text;
+        service->suite_length = loaded.reading.suite_length;
+        service->suite_path = loaded.suite_path;
+        cache.team = &service->team;
+        cache.summon = reference_service_summon;
+        cache.summon_context = service;
+    }
     const reference_outputs *reference = NULL;
     double seconds = 0.0;
     interrupt_set_activity("the float64 reference of case '%s'", loaded.c->name);
@@ -432,6 +448,32 @@ static int judge(const judge_options *options, int argc, char **argv) {
     return code;
 }
 
+typedef struct judge_job {
+    const judge_options *options;
+    int argc;
+    char **argv;
+} judge_job;
+
+/* Every rank of a launcher's job: rank 0 judges, the others serve its references. */
+static int judge_job_main(cpparity_comm *world, void *argument) {
+    const judge_job *job = argument;
+    if (world->size == 1) {
+        return judge(job->options, job->argc, job->argv, NULL);
+    }
+    reference_service service;
+    reference_service_init(&service, world, NULL, 0, NULL);
+    if (world->rank != 0) {
+        char prefix[64]; /* one process per rank: its messages say which */
+        snprintf(prefix, sizeof prefix, "cpparity judge: rank %d", world->world_rank);
+        interrupt_set_prefix(prefix);
+        reference_set_threads(reference_threads_per_rank(job->options->threads, true, 1));
+        return reference_service_serve(&service);
+    }
+    const int code = judge(job->options, job->argc, job->argv, &service);
+    reference_service_release(&service, code);
+    return code;
+}
+
 int command_judge(int argc, char **argv) {
     judge_options options;
     cpparity_error error;
@@ -445,5 +487,17 @@ int command_judge(int argc, char **argv) {
         return 0;
     }
     interrupt_set_activity("cpparity judge");
-    return judge(&options, argc, argv);
+    const cpparity_comm_backend *backend = comm_backend_detect();
+    if (!backend->ranks_from_launcher) {
+        return judge(&options, argc, argv, NULL);
+    }
+    /* mpirun -np R: rank 0 judges, every rank computes its row blocks of the reference */
+    judge_job job = {&options, argc, argv};
+    int code = 0;
+    if (backend->launch(0, RUN_DEFAULT_TIMEOUT_SECONDS, judge_job_main, &job, &code, &error) !=
+        CPPARITY_OK) {
+        fprintf(stderr, "cpparity judge: %s\n", error.message);
+        return 3;
+    }
+    return code;
 }

@@ -25,6 +25,7 @@
 #include "harness/running/attention_item.h"
 #include "harness/running/memory_estimate.h"
 #include "harness/running/run.h"
+#include "harness/running/reference_service.h"
 #include "harness/running/run_plan.h"
 #include "harness/running/selftest.h"
 #include "harness/suite/case_file.h"
@@ -289,18 +290,7 @@ static const cpparity_attention_kernel *choose_kernel(const run_options *options
  * known). */
 static int reference_threads_for(const run_options *options, const cpparity_comm_backend *backend,
                                  int ranks) {
-    if (options->threads > 0) {
-        return options->threads;
-    }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long sharing = ranks > 0 ? ranks : 1;
-    if (backend->ranks_from_launcher) {
-        const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-        local = local != NULL ? local : getenv("MPI_LOCALNRANKS");
-        sharing = local != NULL && atol(local) > 0 ? atol(local) : 1;
-    }
-    const long threads = cores / sharing;
-    return threads < 1 ? 1 : threads > REFERENCE_MAX_THREADS ? REFERENCE_MAX_THREADS : (int)threads;
+    return reference_threads_per_rank(options->threads, backend->ranks_from_launcher, ranks);
 }
 
 /* run or selftest: argv[0] is the sub-command. */

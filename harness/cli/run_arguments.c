@@ -237,7 +237,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
 
     memset(options, 0, sizeof *options);
     options->device = "cpu";
-    options->timeout_seconds = 300.0;
+    options->timeout_seconds = RUN_DEFAULT_TIMEOUT_SECONDS;
     options->store = RUN_STORE_FAILURES;
     options->selftest = kind == RUN_COMMAND_SELFTEST;
     optind = 1;

@@ -26,16 +26,18 @@ static void outputs_free(reference_outputs *outputs) {
     memset(outputs, 0, sizeof *outputs);
 }
 
-/* Runs the reference on the case and keeps what comparison needs. */
+/* Runs the reference on the case (spread over team: reference/team.h) and keeps what comparison
+ * needs, whole, on every rank of the team. */
 static cpparity_status compute(reference_outputs *outputs, const cpparity_case *c, uint64_t seed,
-                               cpparity_error *error) {
+                               const reference_team *team, cpparity_error *error) {
     const double start = monotonic_seconds();
     cpparity_batch batch = {0};
     reference_model model = {0};
     cpparity_status status = fixture_batch_build(&batch, c->rows, c->batch_size, c->seq_len,
                                                  c->model.vocab_size, seed, error);
     if (status == CPPARITY_OK) {
-        status = reference_model_init(&model, &c->model, c->batch_size, c->seq_len, error);
+        status =
+            reference_model_init_spread(&model, &c->model, c->batch_size, c->seq_len, team, error);
     }
     if (status == CPPARITY_OK) {
         fixture_fill_parameters(model.parameters, &model.parameter_table, seed);
@@ -63,8 +65,9 @@ static cpparity_status compute(reference_outputs *outputs, const cpparity_case *
         }
     }
     if (status == CPPARITY_OK) {
-        memcpy(outputs->final_normed, reference_model_final_normed(&model),
-               (size_t)(B * S * D) * sizeof(double));
+        status = reference_model_final_normed_whole(&model, outputs->final_normed, error);
+    }
+    if (status == CPPARITY_OK) {
         memcpy(outputs->head, reference_model_head(&model), (size_t)(V * D) * sizeof(double));
         memcpy(outputs->gradients, model.gradients,
                (size_t)model.parameter_table.total * sizeof(double));
@@ -193,7 +196,13 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
     reference_outputs fresh;
     memset(&fresh, 0, sizeof fresh);
     const bool loaded = cache->directory != NULL && load_stored(cache, c, seed, &fresh);
-    cpparity_status status = loaded ? CPPARITY_OK : compute(&fresh, c, seed, error);
+    cpparity_status status = CPPARITY_OK;
+    if (!loaded && cache->summon != NULL) { /* the team's other ranks join the computation */
+        status = cache->summon(cache->summon_context, c, seed, error);
+    }
+    if (status == CPPARITY_OK && !loaded) {
+        status = compute(&fresh, c, seed, cache->team, error);
+    }
     if (status != CPPARITY_OK) {
         outputs_free(&fresh);
         return status;
@@ -272,12 +281,24 @@ cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t c
     return CPPARITY_OK;
 }
 
+cpparity_status reference_outputs_share(const cpparity_case *c, uint64_t seed,
+                                        const reference_team *team, cpparity_error *error) {
+    reference_outputs outputs;
+    memset(&outputs, 0, sizeof outputs);
+    const cpparity_status status = compute(&outputs, c, seed, team, error);
+    outputs_free(&outputs);
+    return status;
+}
+
 void reference_cache_free(reference_cache *cache) {
     for (int64_t i = 0; i < cache->count; i++) {
         outputs_free(&cache->entries[i]);
     }
     free(cache->entries);
-    const char *directory = cache->directory; /* the setting outlives the entries */
+    const reference_cache settings = *cache; /* the settings outlive the entries */
     memset(cache, 0, sizeof *cache);
-    cache->directory = directory;
+    cache->directory = settings.directory;
+    cache->team = settings.team;
+    cache->summon = settings.summon;
+    cache->summon_context = settings.summon_context;
 }

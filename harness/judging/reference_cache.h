@@ -17,6 +17,7 @@
 #include "common/tensor_table.h"
 #include "harness/judging/naive_model.h"
 #include "common/case.h"
+#include "reference/team.h"
 
 typedef struct reference_outputs {
     int64_t case_index;                    /* the plan's case index */
@@ -50,6 +51,13 @@ typedef struct reference_cache {
     int64_t stored;        /* outputs computed and written there */
     int64_t rejected;      /* entries there that could not be trusted (recomputed, replaced) */
     char warning[CPPARITY_ERROR_TEXT]; /* why the last one was rejected, or a store failed */
+    const reference_team *team;        /* the ranks computing each reference together (reference/
+                                          team.h), this one their rank 0; NULL: this process alone */
+    /* With a team: called before each reference is computed (not when it is cached) so that the
+     * team's other ranks join with reference_outputs_share on the same case and seed. */
+    cpparity_status (*summon)(void *context, const cpparity_case *c, uint64_t seed,
+                              cpparity_error *error);
+    void *summon_context;
 } reference_cache;
 
 /* The outputs for (case_index, seed), computed now when not cached (*computed_now says which):
@@ -73,6 +81,12 @@ cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t c
                                                const reference_outputs **outputs,
                                                double *seconds_now, cpparity_error *error);
 
+/* Another rank's share of a reference that rank 0 of team computes with reference_cache_get: the
+ * same case and seed, in the same order; the outputs are not kept here. */
+cpparity_status reference_outputs_share(const cpparity_case *c, uint64_t seed,
+                                        const reference_team *team, cpparity_error *error);
+
+/* Frees every entry; the settings (directory, team, summon) stay. */
 void reference_cache_free(reference_cache *cache);
 
 #endif

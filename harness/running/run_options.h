@@ -16,6 +16,10 @@
 #define RUN_MAX_SUITES 32
 #define RUN_MAX_PATTERNS 32
 
+/* The deadline of every collective unless --timeout says otherwise (waiting for a rank that is
+ * computing does not count: comm.h). */
+#define RUN_DEFAULT_TIMEOUT_SECONDS 300.0
+
 typedef struct run_options {
     const char *suites[RUN_MAX_SUITES];     /* suite files; the default suite when none */
     int suite_count;                        /* entries of suites */
@@ -39,7 +43,8 @@ typedef struct run_options {
     int64_t random_cases; /* --random N: N random attention-level cases from seed instead of
                              suites (harness/suite/random_cases.h); 0 = none */
     const char *kernel;   /* --kernel NAME; NULL = the implementation's */
-    double timeout_seconds;                      /* --timeout, default 300 */
+    double timeout_seconds;                      /* --timeout, default
+                                                    RUN_DEFAULT_TIMEOUT_SECONDS */
     run_store store;                             /* --store, default failures */
     bool allow_not_run;                          /* --allow-not-run: NOT RUN items do not fail */
     bool help;                                   /* --help was given */

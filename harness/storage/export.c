@@ -11,6 +11,7 @@
 #include "common/output_file.h"
 #include "common/row_blocks.h"
 #include "reference/model.h"
+#include "reference/model_layers.h"
 
 /* Creates group name under parent; an absolute name ("/inputs") is also how error messages name
  * it. Returns the open group (caller closes) or a negative id with error filled. */
@@ -196,9 +197,10 @@ static int64_t logits_chunk_rows(int64_t vocab) {
     return rows;
 }
 
-/* /reference/logits [B, S, V], one row block at a time (never held whole). */
+/* /reference/logits [B, S, V], one row block at a time (never held whole), from every token's
+ * final norm output (B·S, D). */
 static cpparity_status write_logits(hid_t group, const reference_model *model,
-                                    cpparity_error *error) {
+                                    const double *final_normed, cpparity_error *error) {
     const int64_t B = model->batch, S = model->seq_len, V = model->config.vocab_size;
     const int64_t dims[3] = {B, S, V};
     const int64_t rows = logits_chunk_rows(V);
@@ -214,7 +216,9 @@ static cpparity_status write_logits(hid_t group, const reference_model *model,
                                                 "float64 reference logits [B,S,V]", &stream, error);
     for (int64_t k = 0; status == CPPARITY_OK && k < blocks.count; k++) {
         const row_block block = row_blocks_at(&blocks, k);
-        reference_model_logits_block(model, k, logits);
+        lm_head_logits_rows(logits, final_normed + block.flat * model->config.hidden_size,
+                            reference_model_head(model), block.end - block.begin,
+                            model->config.hidden_size, V);
         const int64_t start[3] = {block.batch_row, block.begin, 0};
         const int64_t count[3] = {1, block.end - block.begin, V};
         status = hdf5_stream_write(&stream, start, count, logits, error);
@@ -226,8 +230,8 @@ static cpparity_status write_logits(hid_t group, const reference_model *model,
     return status;
 }
 
-static cpparity_status write_reference(hid_t file, const reference_model *model, bool logits,
-                                       cpparity_error *error) {
+static cpparity_status write_reference(hid_t file, const reference_model *model,
+                                       const double *final_normed, cpparity_error *error) {
     const hid_t group = create_group(file, "/reference", error);
     if (group < 0) {
         return CPPARITY_ERROR_RUNTIME;
@@ -236,14 +240,14 @@ static cpparity_status write_reference(hid_t file, const reference_model *model,
         hdf5_write_dataset(group, "loss", H5T_NATIVE_DOUBLE, 0, NULL, &model->loss,
                            "float64 reference loss: summed token cross-entropy / valid labels",
                            error) == CPPARITY_OK &&
-        (!logits || write_logits(group, model, error) == CPPARITY_OK) &&
+        (final_normed == NULL || write_logits(group, model, final_normed, error) == CPPARITY_OK) &&
         write_tensors(group, "grads", &model->parameter_table, model->gradients,
                       "float64 reference gradient of the loss", error) == CPPARITY_OK;
     return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
 }
 
 cpparity_status export_case(const cpparity_case *exported, const export_source *source, bool logits,
-                            const char *path, cpparity_error *error) {
+                            const char *path, const export_spread *spread, cpparity_error *error) {
     output_file output;
     cpparity_status status = output_file_begin(&output, path, "-o", error);
     if (status != CPPARITY_OK) {
@@ -251,12 +255,17 @@ cpparity_status export_case(const cpparity_case *exported, const export_source *
     }
     cpparity_batch batch = {0};
     reference_model model = {0};
+    double *final_normed = NULL; /* every token's, whole: the logits are made from it */
+    const reference_team *team = spread != NULL ? spread->team : NULL;
     hid_t file = H5I_INVALID_HID, access = H5I_INVALID_HID;
     status = fixture_batch_build(&batch, exported->rows, exported->batch_size, exported->seq_len,
                                  exported->model.vocab_size, exported->seed, error);
+    if (status == CPPARITY_OK && spread != NULL) { /* the other ranks join (as reference_cache) */
+        status = spread->summon(spread->context, exported, exported->seed, error);
+    }
     if (status == CPPARITY_OK) {
-        status = reference_model_init(&model, &exported->model, exported->batch_size,
-                                      exported->seq_len, error);
+        status = reference_model_init_spread(&model, &exported->model, exported->batch_size,
+                                             exported->seq_len, team, error);
     }
     if (status == CPPARITY_OK) {
         fixture_fill_parameters(model.parameters, &model.parameter_table, exported->seed);
@@ -264,6 +273,15 @@ cpparity_status export_case(const cpparity_case *exported, const export_source *
     }
     if (status == CPPARITY_OK) {
         status = reference_model_backward(&model, &batch, error);
+    }
+    if (status == CPPARITY_OK) { /* a collective of the team: with or without the logits */
+        final_normed = malloc(
+            (size_t)(exported->batch_size * exported->seq_len * exported->model.hidden_size) *
+            sizeof *final_normed);
+        status = final_normed == NULL
+                     ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                          "out of memory (the final norm's output)")
+                     : reference_model_final_normed_whole(&model, final_normed, error);
     }
     if (status != CPPARITY_OK) {
         goto done;
@@ -282,7 +300,7 @@ cpparity_status export_case(const cpparity_case *exported, const export_source *
                       "float64 fixture weight", error) != CPPARITY_OK ||
         (exported->seq_len <= EXPORT_DENSE_MASK_LIMIT &&
          write_masks(file, &model, error) != CPPARITY_OK) ||
-        write_reference(file, &model, logits, error) != CPPARITY_OK) {
+        write_reference(file, &model, logits ? final_normed : NULL, error) != CPPARITY_OK) {
         goto fail;
     }
     /* HDF5 writes much of the file while closing it: a full disk shows here */
@@ -299,6 +317,7 @@ done:
     if (status != CPPARITY_OK) {
         output_file_abandon(&output);
     }
+    free(final_normed);
     reference_model_free(&model);
     cpparity_batch_free(&batch);
     return status;

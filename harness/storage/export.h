@@ -25,6 +25,7 @@
 #include "common/case.h"
 #include "common/digest.h"
 #include "common/error.h"
+#include "reference/team.h"
 
 /* Largest S for which dense masks are written. */
 #define EXPORT_DENSE_MASK_LIMIT 1024
@@ -41,9 +42,20 @@ typedef struct export_source {
 void export_digest(const char *suite_text, size_t length, const char *case_name, uint64_t seed,
                    char hex[CPPARITY_DIGEST_HEX]);
 
-/* Runs the reference on the case and writes path (never overwriting: CPPARITY_ERROR_INPUT if it
- * exists), /reference/logits only with logits. Nothing is left at path on failure. */
+/* The ranks the export's reference is spread over (reference/team.h): this process is the team's
+ * rank 0, and summon(context, case, seed) has the others join (reference_cache.h's
+ * reference_outputs_share) before it computes. */
+typedef struct export_spread {
+    const reference_team *team;
+    cpparity_status (*summon)(void *context, const cpparity_case *c, uint64_t seed,
+                              cpparity_error *error);
+    void *context;
+} export_spread;
+
+/* Runs the reference on the case (spread as spread says; NULL: this process alone) and writes
+ * path (never overwriting: CPPARITY_ERROR_INPUT if it exists), /reference/logits only with
+ * logits. Nothing is left at path on failure. */
 cpparity_status export_case(const cpparity_case *exported, const export_source *source, bool logits,
-                            const char *path, cpparity_error *error);
+                            const char *path, const export_spread *spread, cpparity_error *error);
 
 #endif

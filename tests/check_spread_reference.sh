@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# check_spread_reference.sh MPIRUN CPPARITY SUITE PYTHON [ROOT_FLAG] — the float64 reference is
+# the same bits on 1, 2 and 4 ranks: each case of SUITE is exported by one process and by
+# `mpirun -np 2` and `-np 4` (the reference spread over the ranks by row blocks,
+# docs/architecture.md), and every /reference dataset of the files (loss, logits, every gradient)
+# must be identical byte for byte. Then `mpirun -np 2 cpparity judge` of dumps of the export
+# passes as one process's judge does, and fails, naming the same element, on a planted error.
+set -u
+mpirun=$1 cpparity=$2 suite=$3 python=$4 root_flag=${5:-}
+source_dir=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/cpparity-spread-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAILED: $*"; exit 1; }
+
+for case in $("$cpparity" list "$suite" --names); do
+    "$cpparity" export "$suite" --case "$case" -o "$work/$case-1.h5" > "$work/out" 2>&1 ||
+        { cat "$work/out"; fail "$case: export on one process"; }
+    for ranks in 2 4; do
+        "$mpirun" $root_flag --oversubscribe -np $ranks "$cpparity" export "$suite" --case "$case" \
+            -o "$work/$case-$ranks.h5" > "$work/out" 2>&1 ||
+            { cat "$work/out"; fail "$case: export on $ranks ranks"; }
+        grep -q "^# float64 reference spread over $ranks ranks" "$work/out" ||
+            fail "$case: the export on $ranks ranks does not say it spread the reference"
+        "$python" - "$work/$case-1.h5" "$work/$case-$ranks.h5" << 'EOF_PY' ||
+import sys, h5py
+one, spread = (h5py.File(p, "r") for p in sys.argv[1:3])
+names = []
+one["reference"].visit(lambda n: names.append(n) if isinstance(one["reference"][n], h5py.Dataset) else None)
+assert len(names) > 3, f"only {names} in /reference"
+for name in names:
+    a, b = one["reference"][name][()], spread["reference"][name][()]
+    assert a.shape == b.shape and a.tobytes() == b.tobytes(), \
+        f"/reference/{name} differs in its bits ({sys.argv[2]})"
+print(f"{len(names)} /reference datasets identical bit for bit")
+EOF_PY
+            fail "$case: one process and $ranks ranks differ"
+    done
+    echo "ok $case: the same bits on 1, 2 and 4 ranks"
+done
+
+# judge on 2 ranks: the same verdicts as on one process
+case=$("$cpparity" list "$suite" --names | head -1)
+"$python" "$source_dir/tests/judge/make_dumps.py" "$work/$case-1.h5" "$work/right" --cp 2 > /dev/null ||
+    fail "make_dumps.py"
+"$python" "$source_dir/tests/judge/make_dumps.py" "$work/$case-1.h5" "$work/wrong" --cp 2 \
+    --wrong logits-noise > /dev/null || fail "make_dumps.py --wrong"
+for dumps in right wrong; do
+    "$cpparity" judge "$work/$case-1.h5" "$work/$dumps"/rank_*.h5 --out "$work/$dumps-1.h5" \
+        > "$work/$dumps-1.out" 2>&1
+    one=$?
+    "$mpirun" $root_flag --oversubscribe -np 2 "$cpparity" judge "$work/$case-1.h5" \
+        "$work/$dumps"/rank_*.h5 --out "$work/$dumps-2.h5" > "$work/$dumps-2.out" 2>&1
+    two=$?
+    [ $one = $two ] || fail "judge of the $dumps dumps: exit $one on one process, $two on 2 ranks"
+    grep -q "^# float64 reference spread over 2 ranks" "$work/$dumps-2.out" ||
+        fail "the judge on 2 ranks does not say it spread the reference"
+    diff <(grep -E ' (PASS|FAIL)$|^ +(FAIL|[0-9]+ tensor)' "$work/$dumps-1.out") \
+        <(grep -E ' (PASS|FAIL)$|^ +(FAIL|[0-9]+ tensor)' "$work/$dumps-2.out") ||
+        fail "judge of the $dumps dumps: the verdicts differ between 1 process and 2 ranks"
+done
+grep -q "FAIL logits rank" "$work/wrong-2.out" || fail "the planted error is not named"
+echo "ok judge on 2 ranks: the same verdicts as on one process"
