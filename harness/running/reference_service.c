@@ -124,6 +124,7 @@ int reference_threads_per_rank(int requested, bool from_launcher, int ranks) {
     if (from_launcher) {
         const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
         local = local != NULL ? local : getenv("MPI_LOCALNRANKS");
+        local = local != NULL ? local : getenv("SLURM_NTASKS_PER_NODE");
         sharing = local != NULL && atol(local) > 0 ? atol(local) : 1;
     }
     const long threads = cores / sharing;

@@ -52,8 +52,8 @@ void reference_service_release(reference_service *s, int exit_code);
 int reference_service_serve(reference_service *s);
 
 /* The float64 reference's threads in each rank: `requested` (--threads) when > 0, else this
- * machine's cores shared by the ranks on it (a launcher's local ranks, from Open MPI's or MPICH's
- * environment; else `ranks`, the local ranks of this process, at least 1). */
+ * machine's cores shared by the ranks on it (a launcher's local ranks, from Open MPI's, MPICH's or
+ * Slurm's environment; else `ranks`, the local ranks of this process, at least 1). */
 int reference_threads_per_rank(int requested, bool from_launcher, int ranks);
 
 #endif
