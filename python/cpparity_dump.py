@@ -140,10 +140,52 @@ class Logits:
                                                             dtype=np.float64)
 
 
+class ComputedLogits:
+    """The reference logits [B, S, V] made on demand from the export's /reference/final_normed
+    [B, S, D] (the LM head's input) and the LM head's weight: what a `cpparity export --no-logits`
+    file offers instead of the S x V dataset. Indexed like `Logits` (`logits[b, begin:end]`,
+    `logits.blocks()`), each read costs one float64 product of the rows asked for with the head.
+    The values equal the stored logits to float64 rounding (numpy's product, not cpparity's), far
+    below any float32 or bf16 tolerance.
+    """
+
+    def __init__(self, final_normed, head):
+        self.final_normed = np.asarray(final_normed, dtype=np.float64)
+        self.head = np.asarray(head, dtype=np.float64)
+        self.shape = self.final_normed.shape[:2] + (self.head.shape[0],)
+        self.dtype = np.dtype(np.float64)
+        self.ndim = 3
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) > 3:
+            raise IndexError(f"logits [B, S, V]: {len(key)} indices")
+        hidden = self.final_normed[key[:2]]
+        values = hidden @ self.head.T
+        if len(key) == 3:
+            values = values[(Ellipsis, key[2])]
+        return values
+
+    def __array__(self, dtype=None, copy=None):
+        values = self[()]
+        return values if dtype is None else values.astype(dtype)
+
+    def blocks(self, rows=256):
+        """(batch_row, begin, end, logits [end - begin, V]) for every block of `rows` positions."""
+        for batch_row in range(self.shape[0]):
+            for begin in range(0, self.shape[1], rows):
+                end = min(begin + rows, self.shape[1])
+                yield batch_row, begin, end, self[batch_row, begin:end]
+
+
 @dataclass
 class Reference:
     """The export's float64 reference outputs: loss, logits [B, S, V] (a `Logits`, read lazily;
-    None when the export was written with --no-logits), grads {name: array}."""
+    with --no-logits a `ComputedLogits` made from /reference/final_normed, or None for an export
+    older than that dataset), grads {name: array}."""
 
     loss: float
     logits: object
@@ -231,9 +273,16 @@ def read_export(path):
         reference = None
         if "reference" in file:
             group = file["reference"]
+            logits = None
+            if "logits" in group:
+                logits = Logits(path, group["logits"].shape)
+            elif "final_normed" in group:
+                head = "model.embed_tokens.weight" if model.get("tie_word_embeddings") else \
+                    "lm_head.weight"
+                logits = ComputedLogits(group["final_normed"][()], weights[head])
             reference = Reference(
                 loss=float(group["loss"][()]),
-                logits=Logits(path, group["logits"].shape) if "logits" in group else None,
+                logits=logits,
                 grads={name: np.asarray(group["grads"][name][()], dtype=np.float64)
                        for name in group["grads"]})
         suite_yaml = suite_path = None
@@ -351,6 +400,22 @@ def _row_chunks(shape, itemsize):
     return (1, max(1, min(rows, length)), vocab)
 
 
+def _lazy_logits_dataset(file, logits, shape):
+    """/logits [B, L_r, V] float32 from a lazy array, written one chunk of rows at a time."""
+    chunks = _row_chunks(shape, 4)
+    dataset = file.create_dataset("logits", shape=shape, dtype=np.float32, fletcher32=True,
+                                  chunks=chunks)
+    for batch_row in range(shape[0]):
+        for begin in range(0, shape[1], chunks[1]):
+            end = min(begin + chunks[1], shape[1])
+            rows = np.asarray(logits[batch_row:batch_row + 1, begin:end], dtype=np.float32)
+            if rows.shape != (1, end - begin, shape[2]):
+                raise ValueError(f"logits[{batch_row}:{batch_row + 1}, {begin}:{end}]: shape "
+                                 f"{list(rows.shape)}, expected {[1, end - begin, shape[2]]}")
+            dataset[batch_row:batch_row + 1, begin:end] = rows
+    return dataset
+
+
 def _compact_scalar(file, name, value):
     """A scalar dataset stored inside its (checksummed) object header."""
     properties = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
@@ -367,7 +432,10 @@ def write_rank_dump(path, *, export, rank, cp, token_indices, loss, logits, grad
     """Write one rank's dump, version 1 of docs/dump-format.md, atomically to `path`.
 
     export: an `Export` (or the export file's path). token_indices: int [L_r] (broadcast to every
-    batch row) or [B, L_r]. loss: a scalar. logits: [B, L_r, V], written as float32.
+    batch row) or [B, L_r]. loss: a scalar. logits: [B, L_r, V], written as float32: an array or
+    tensor, or any lazy array (an h5py dataset, a numpy memmap, `LazyLogits`: something with
+    .shape that `logits[b:b+1, begin:end]` reads) for rows too many to hold, written one chunk of
+    rows at a time.
     gradients: {name: full gradient}; gradient_slices: {name: (offset, 1-D values)}, elements
     [offset, offset + n) of the row-major flattened gradient. Every parameter of the export
     appears exactly once across the two. Raises ValueError on any argument that breaks the
@@ -396,9 +464,13 @@ def write_rank_dump(path, *, export, rank, cp, token_indices, loss, logits, grad
         raise ValueError(f"loss: expected a scalar, got shape {list(loss_array.shape)}")
     if loss_array.dtype.kind != "f":
         raise ValueError(f"loss: expected a floating-point value, got dtype {loss_array.dtype}")
-    logits_array = _to_numpy(logits, floating=True)
+    # a lazy array (an h5py dataset, a memmap, LazyLogits, anything with .shape and slicing) is
+    # written one block of rows at a time, never held whole
+    lazy = not isinstance(logits, np.ndarray) and not hasattr(logits, "detach") and \
+        hasattr(logits, "shape") and hasattr(logits, "__getitem__")
+    logits_array = logits if lazy else _to_numpy(logits, floating=True)
     expected = (export.batch_size, indices.shape[1], export.vocab_size)
-    if logits_array.shape != expected:
+    if tuple(logits_array.shape) != expected:
         raise ValueError(f"logits: shape {list(logits_array.shape)}, expected [B, L_r, V] = "
                          f"{list(expected)} (L_r from token_indices)")
     full, slices = _check_gradients(export, gradients, gradient_slices)
@@ -425,9 +497,12 @@ def write_rank_dump(path, *, export, rank, cp, token_indices, loss, logits, grad
             attrs["export_digest"] = _text(export.digest)
             _checked_dataset(file, "token_indices", indices)
             _compact_scalar(file, "loss", np.float64(loss_array.reshape(())))
-            logits_values = np.ascontiguousarray(logits_array, dtype=np.float32)
-            _checked_dataset(file, "logits", logits_values,
-                             chunks=_row_chunks(logits_values.shape, 4))
+            if lazy:
+                _lazy_logits_dataset(file, logits_array, expected)
+            else:
+                logits_values = np.ascontiguousarray(logits_array, dtype=np.float32)
+                _checked_dataset(file, "logits", logits_values,
+                                 chunks=_row_chunks(logits_values.shape, 4))
             for name, array in full.items():
                 _checked_dataset(file, f"gradients/{name}", array)
             for name, (offset, array) in slices.items():

@@ -60,3 +60,27 @@ for dumps in right wrong; do
 done
 grep -q "FAIL logits rank" "$work/wrong-2.out" || fail "the planted error is not named"
 echo "ok judge on 2 ranks: the same verdicts as on one process"
+
+# The long-context route on the same case: an export without /reference/logits (--no-logits),
+# dumps written one block of rows at a time from its /reference/final_normed
+# (cpparity_dump.ComputedLogits, make_dumps.py --lazy), judged on 2 ranks: they pass, and one
+# element off in the last real row fails, located at that position.
+"$cpparity" export "$suite" --case "$case" --no-logits -o "$work/no-logits.h5" > /dev/null 2>&1 ||
+    fail "export --no-logits"
+"$python" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r'); assert 'reference/logits' not in f and 'reference/final_normed' in f" \
+    "$work/no-logits.h5" || fail "export --no-logits: /reference/logits written, or no /reference/final_normed"
+"$python" "$source_dir/tests/judge/make_dumps.py" "$work/no-logits.h5" "$work/lazy" --cp 4 \
+    --layout zigzag --lazy > /dev/null || fail "make_dumps.py --lazy"
+"$python" "$source_dir/tests/judge/make_dumps.py" "$work/no-logits.h5" "$work/last" --cp 4 \
+    --layout zigzag --wrong last-block-element > "$work/last.txt" || fail "make_dumps.py --wrong last-block-element"
+position=$(grep -o '(position [0-9]*)' "$work/last.txt" | grep -o '[0-9]*')
+[ -n "$position" ] || fail "make_dumps.py did not say where it planted the error"
+"$mpirun" $root_flag --oversubscribe -np 2 "$cpparity" judge "$work/no-logits.h5" "$work/lazy"/rank_*.h5 \
+    --out "$work/lazy.h5" > "$work/lazy.out" 2>&1 || { cat "$work/lazy.out"; fail "judge of lazily written dumps"; }
+"$mpirun" $root_flag --oversubscribe -np 2 "$cpparity" judge "$work/no-logits.h5" "$work/last"/rank_*.h5 \
+    --out "$work/last.h5" > "$work/last.out" 2>&1
+code=$?
+[ $code = 1 ] || { cat "$work/last.out"; fail "one element off in the last row: exit $code, expected 1"; }
+grep -q "FAIL logits rank [0-9]* batch row 0 position $position vocab " "$work/last.out" ||
+    { cat "$work/last.out"; fail "the element off at position $position is not named"; }
+echo "ok the long-context route: --no-logits export, lazily written dumps, a one-element error located"

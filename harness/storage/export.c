@@ -231,7 +231,8 @@ static cpparity_status write_logits(hid_t group, const reference_model *model,
 }
 
 static cpparity_status write_reference(hid_t file, const reference_model *model,
-                                       const double *final_normed, cpparity_error *error) {
+                                       const double *final_normed, bool logits,
+                                       cpparity_error *error) {
     const hid_t group = create_group(file, "/reference", error);
     if (group < 0) {
         return CPPARITY_ERROR_RUNTIME;
@@ -240,7 +241,14 @@ static cpparity_status write_reference(hid_t file, const reference_model *model,
         hdf5_write_dataset(group, "loss", H5T_NATIVE_DOUBLE, 0, NULL, &model->loss,
                            "float64 reference loss: summed token cross-entropy / valid labels",
                            error) == CPPARITY_OK &&
-        (final_normed == NULL || write_logits(group, model, final_normed, error) == CPPARITY_OK) &&
+        hdf5_write_dataset(
+            group, "final_normed", H5T_NATIVE_DOUBLE, 3,
+            (const int64_t[]){model->batch, model->seq_len, model->config.hidden_size},
+            final_normed,
+            "float64 final norm output [B,S,D], the LM head's input: logits = "
+            "final_normed . head^T, a block of rows at a time",
+            error) == CPPARITY_OK &&
+        (!logits || write_logits(group, model, final_normed, error) == CPPARITY_OK) &&
         write_tensors(group, "grads", &model->parameter_table, model->gradients,
                       "float64 reference gradient of the loss", error) == CPPARITY_OK;
     return HDF5_CLOSE(group, written ? CPPARITY_OK : CPPARITY_ERROR_RUNTIME, error);
@@ -300,7 +308,7 @@ cpparity_status export_case(const cpparity_case *exported, const export_source *
                       "float64 fixture weight", error) != CPPARITY_OK ||
         (exported->seq_len <= EXPORT_DENSE_MASK_LIMIT &&
          write_masks(file, &model, error) != CPPARITY_OK) ||
-        write_reference(file, &model, logits ? final_normed : NULL, error) != CPPARITY_OK) {
+        write_reference(file, &model, final_normed, logits, error) != CPPARITY_OK) {
         goto fail;
     }
     /* HDF5 writes much of the file while closing it: a full disk shows here */

@@ -13,6 +13,7 @@
  *   /masks/layer_<l>        uint8 [B,S,S], 1 = may attend (only when S <= 1024)
  *   /reference/loss         float64 scalar   /reference/logits      float64 [B,S,V] (unless
  *                           left out: `export --no-logits`; written one row block at a time)
+ *   /reference/final_normed float64 [B,S,D]: the LM head's input (logits = final_normed · headᵀ)
  *   /reference/grads/<name> float64, one per parameter
  */
 #ifndef CPPARITY_HARNESS_STORAGE_EXPORT_H

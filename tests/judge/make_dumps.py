@@ -3,7 +3,7 @@
 
     make_dumps.py EXPORT.h5 OUT_DIR --cp N [--layout contiguous|zigzag|round-robin]
                   [--dtype f32|bf16] [--gradients full|slices] [--padded-length SP]
-                  [--framework-version TEXT] [--wrong NAME | --malformed NAME]
+                  [--framework-version TEXT] [--lazy] [--wrong NAME | --malformed NAME]
 
 Writes OUT_DIR/rank_<r>.h5 for r in 0..N-1 with python/cpparity_dump.py (docs/dump-format.md),
 one line per file. Stale rank_<n>.h5 files in OUT_DIR are removed first. The outputs are the
@@ -17,6 +17,10 @@ rank r holds the r-th of N contiguous, as-even-as-possible pieces of each flatte
 (possibly empty).
 
 --wrong NAME plants a numerical error: the dumps are well formed, the judge must FAIL (exit 1).
+Past LAZY_ELEMENTS logits (a long case) each rank's logits are made from the export one block of
+rows at a time and never held whole (the export's /reference/logits read lazily, or computed from
+/reference/final_normed when it was exported with --no-logits); only last-block-element is
+planted then.
 --malformed NAME breaks the structure: the judge must refuse (exit 2). WRONG and MALFORMED below
 say what each changes. Exit status: 0 written, 2 usage error (message on stderr).
 """
@@ -43,7 +47,14 @@ WRONG = {
     "logits-noise": "rank 0: /logits + 1e-2 * rms(logits) * N(0, 1)",
     "padding-nan": "the rank holding position Sp-1 (automatic padding): NaN in its /logits row "
                    "there, batch row 0, vocabulary entry 0",
+    "last-block-element": "the rank holding the last real position of batch row 0: its logits "
+                          "there at vocabulary entry V-1 off by 1e-3 of the row's largest",
 }
+
+# Past this many logits elements (B x Sp x V) the dumps are written one block of rows at a time
+# from the export's reference (read lazily, or made from /reference/final_normed): a long case's
+# logits are never held whole (docs/architecture.md, "Long context: row blocks").
+LAZY_ELEMENTS = 1 << 27
 
 MALFORMED = {
     "missing-rank": "rank cp-1: not written",
@@ -106,6 +117,9 @@ def parse_arguments(argv):
                         help="full gradients on every rank, or one flat slice per rank "
                              "(default full; slices for slices-hole)")
     plant = parser.add_mutually_exclusive_group()
+    parser.add_argument("--lazy", action="store_true",
+                        help="write the logits one block of rows at a time however few they are "
+                             "(automatic past LAZY_ELEMENTS)")
     plant.add_argument("--wrong", choices=list(WRONG), help="plant a numerical error")
     plant.add_argument("--malformed", choices=list(MALFORMED), help="plant a structural error")
     args = parser.parse_args(argv)
@@ -140,6 +154,41 @@ def stored_outputs(export, dtype, padded_len):
     gradients = {name: reference.grads[name].astype(np.float32)
                  for name in export.parameter_names}
     return np.float32(reference.loss), logits, gradients
+
+
+class RankLogits:
+    """One rank's padded logits [B, L_r, V] as a correct implementation stores them, made from the
+    export's reference one slice of rows at a time (a lazy array for write_rank_dump)."""
+
+    def __init__(self, export, indices, dtype, plant=None):
+        self.reference = export.reference.logits
+        self.seq_len = export.seq_len
+        self.indices = np.asarray(indices)
+        self.dtype_name = dtype
+        self.plant = plant  # (batch_row, local_row, vocab, delta) or None
+        self.shape = (export.batch_size, len(self.indices), export.vocab_size)
+
+    def __getitem__(self, key):
+        rows_b, rows = key
+        positions = self.indices[rows]
+        values = np.zeros((rows_b.stop - rows_b.start, len(positions), self.shape[2]),
+                          dtype=np.float32)
+        real = np.nonzero(positions < self.seq_len)[0]
+        wanted = positions[real]
+        consecutive = len(wanted) > 0 and np.all(np.diff(wanted) == 1)
+        for out, b in enumerate(range(rows_b.start, rows_b.stop)):
+            if consecutive:  # one read of a run of rows (the usual case: a chunk of a layout)
+                values[out, real] = self.reference[b, int(wanted[0]):int(wanted[-1]) + 1]
+            elif len(real) > 0:
+                values[out, real] = self.reference[b, wanted]
+        if self.dtype_name == "bf16":
+            values = round_to_bfloat16(values)
+        if self.plant is not None:
+            b, local, vocab, delta = self.plant
+            first = rows.start or 0
+            if rows_b.start <= b < rows_b.stop and first <= local < first + len(positions):
+                values[b - rows_b.start, local - first, vocab] += np.float32(delta)
+        return values
 
 
 def real_local_rows(export, indices):
@@ -264,7 +313,18 @@ def make_dumps(args):
     padded_len = args.padded_length or export.padded_length(
         cp, cpparity_dump.LAYOUT_CHUNKS_PER_RANK[args.layout])
     args.padded_len = padded_len
-    loss, padded_logits, gradients = stored_outputs(export, args.dtype, padded_len)
+    lazy = export.batch_size * padded_len * export.vocab_size > LAZY_ELEMENTS or \
+        args.lazy or args.wrong == "last-block-element"
+    if lazy and (args.malformed or (args.wrong and args.wrong != "last-block-element")):
+        raise UsageError(f"{args.export}: logits too large to hold; only --wrong "
+                         f"last-block-element is planted in them")
+    if lazy:
+        loss = np.float32(export.reference.loss)
+        gradients = {name: export.reference.grads[name].astype(np.float32)
+                     for name in export.parameter_names}
+        padded_logits = None
+    else:
+        loss, padded_logits, gradients = stored_outputs(export, args.dtype, padded_len)
     os.makedirs(args.out_dir, exist_ok=True)
     remove_stale_dumps(args.out_dir)
     first_rank_index = export.token_indices(args.layout, cp, 0, padded_len)[0]
@@ -275,7 +335,22 @@ def make_dumps(args):
             print(f"{path}: not written (malformed missing-rank)")
             continue
         indices = export.token_indices(args.layout, cp, rank, padded_len)
-        logits = padded_logits[:, indices].copy()
+        planted = ""
+        if lazy:
+            plant = None
+            if args.wrong == "last-block-element":
+                mask = export.inputs["attention_mask"][0]
+                last = int(np.nonzero(mask[:export.seq_len])[0][-1])
+                local = np.nonzero(np.asarray(indices) == last)[0]
+                if len(local) > 0:
+                    row = export.reference.logits[0, last:last + 1][0]
+                    delta = 1e-3 * float(np.max(np.abs(row)))
+                    plant = (0, int(local[0]), export.vocab_size - 1, delta)
+                    planted = (f"/logits[0, {int(local[0])}, {export.vocab_size - 1}] "
+                               f"(position {last}) + {delta:.3g}")
+            logits = RankLogits(export, indices, args.dtype, plant)
+        else:
+            logits = padded_logits[:, indices].copy()
         full, slices = {}, {}
         for name in export.parameter_names:
             if args.gradients == "full":
@@ -283,8 +358,8 @@ def make_dumps(args):
             else:
                 start, stop = flat_slice_bounds(gradients[name].size, cp, rank)
                 slices[name] = (start, gradients[name].reshape(-1)[start:stop].copy())
-        rank_loss, planted = loss, ""
-        if args.wrong:
+        rank_loss = loss
+        if args.wrong and not lazy:
             indices, rank_loss, planted = plant_wrong(args.wrong, export, args, rank, indices,
                                                       loss, logits, full, slices)
         cpparity_dump.write_rank_dump(
