@@ -310,7 +310,8 @@ int command_export(int argc, char **argv) {
         return 0;
     }
     const cpparity_comm_backend *backend = comm_backend_detect();
-    if (!backend->ranks_from_launcher) {
+    if (!backend->ranks_from_launcher) { /* the reference on every core of this machine */
+        reference_set_threads(reference_threads_per_rank(0, false, 1));
         return export_run(o, NULL);
     }
     int code = 0; /* mpirun -np R: the reference spread over the R ranks */
