@@ -501,17 +501,27 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
      * sums, 40 bytes a position), what the results keep */
     const int64_t records = PRODUCT(&s, "the tensor records", cp, SUM(&s, z.parameters, 2),
                                     (int64_t)sizeof(tensor_record));
-    item->judging = SUM(&s, PRODUCT(&s, "the gathered gradients", cp, 4, z.P),
-                        PRODUCT(&s, "the rank summaries", cp, (int64_t)sizeof(cpparity_error)),
-                        PRODUCT(&s, "a block of logits compared", 20, block),
-                        PRODUCT(&s, "the position maps", 40, Sp), records);
-    /* --store all keeps every tensor whole; failures (with a fault planted) keeps logits whole
-     * up to judge_item.c's bound and a window of at most a block past it */
+    /* --store all keeps every tensor whole; failures keeps each rank's logits whole up to
+     * judge_item.c's bound and past it a window of the rank's rows of one block (at most its L
+     * rows), 12 bytes a value: while the logits are compared every rank's are held, pass or fail
+     * (the verdict comes at the end); afterwards only a failing tensor's stay (with a fault
+     * planted the results are expected to keep them) */
     const bool keep_values = setting->store == RUN_STORE_ALL ||
                              (setting->store == RUN_STORE_FAILURES && !setting->selftest &&
                               setting->fault != CPPARITY_FAULT_NONE);
+    const int64_t rank_rows = PRODUCT(&s, "a rank's rows of logits", L, z.V);
     const int64_t kept_logits =
-        setting->store == RUN_STORE_ALL || logits <= JUDGE_STORE_WHOLE_LOGITS ? logits : block;
+        setting->store == RUN_STORE_ALL || logits <= JUDGE_STORE_WHOLE_LOGITS
+            ? logits
+            : (block < rank_rows ? block : rank_rows);
+    const int64_t compared_window =
+        setting->store == RUN_STORE_FAILURES && !keep_values
+            ? PRODUCT(&s, "the logits kept while compared", 12, cp, kept_logits)
+            : 0;
+    item->judging = SUM(&s, PRODUCT(&s, "the gathered gradients", cp, 4, z.P),
+                        PRODUCT(&s, "the rank summaries", cp, (int64_t)sizeof(cpparity_error)),
+                        PRODUCT(&s, "a block of logits compared", 20, block),
+                        PRODUCT(&s, "the position maps", 40, Sp), records, compared_window);
     const int64_t values = keep_values
                                ? PRODUCT(&s, "the stored values", 12,
                                          SUM(&s, PRODUCT(&s, "the stored values", cp, kept_logits),
