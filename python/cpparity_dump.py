@@ -433,7 +433,7 @@ def write_rank_dump(path, *, export, rank, cp, token_indices, loss, logits, grad
 
     export: an `Export` (or the export file's path). token_indices: int [L_r] (broadcast to every
     batch row) or [B, L_r]. loss: a scalar. logits: [B, L_r, V], written as float32: an array or
-    tensor, or any lazy array (an h5py dataset, a numpy memmap, `LazyLogits`: something with
+    tensor, or any lazy array (an h5py dataset, a numpy memmap, `ComputedLogits`: something with
     .shape that `logits[b:b+1, begin:end]` reads) for rows too many to hold, written one chunk of
     rows at a time.
     gradients: {name: full gradient}; gradient_slices: {name: (offset, 1-D values)}, elements
@@ -464,7 +464,7 @@ def write_rank_dump(path, *, export, rank, cp, token_indices, loss, logits, grad
         raise ValueError(f"loss: expected a scalar, got shape {list(loss_array.shape)}")
     if loss_array.dtype.kind != "f":
         raise ValueError(f"loss: expected a floating-point value, got dtype {loss_array.dtype}")
-    # a lazy array (an h5py dataset, a memmap, LazyLogits, anything with .shape and slicing) is
+    # a lazy array (an h5py dataset, a memmap, ComputedLogits, anything with .shape and slicing) is
     # written one block of rows at a time, never held whole
     lazy = not isinstance(logits, np.ndarray) and not hasattr(logits, "detach") and \
         hasattr(logits, "shape") and hasattr(logits, "__getitem__")

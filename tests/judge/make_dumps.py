@@ -144,16 +144,21 @@ def parse_arguments(argv):
     return args
 
 
+def stored_loss_and_gradients(export):
+    """The reference's loss and gradients as a correct implementation stores them (float32)."""
+    gradients = {name: export.reference.grads[name].astype(np.float32)
+                 for name in export.parameter_names}
+    return np.float32(export.reference.loss), gradients
+
+
 def stored_outputs(export, dtype, padded_len):
     """The reference as a correct implementation stores it: loss, padded logits, gradients."""
-    reference = export.reference
     logits = np.zeros((export.batch_size, padded_len, export.vocab_size), dtype=np.float32)
-    logits[:, :export.seq_len] = reference.logits
+    logits[:, :export.seq_len] = export.reference.logits
     if dtype == "bf16":
         logits = round_to_bfloat16(logits)
-    gradients = {name: reference.grads[name].astype(np.float32)
-                 for name in export.parameter_names}
-    return np.float32(reference.loss), logits, gradients
+    loss, gradients = stored_loss_and_gradients(export)
+    return loss, logits, gradients
 
 
 class RankLogits:
@@ -319,9 +324,7 @@ def make_dumps(args):
         raise UsageError(f"{args.export}: logits too large to hold; only --wrong "
                          f"last-block-element is planted in them")
     if lazy:
-        loss = np.float32(export.reference.loss)
-        gradients = {name: export.reference.grads[name].astype(np.float32)
-                     for name in export.parameter_names}
+        loss, gradients = stored_loss_and_gradients(export)
         padded_logits = None
     else:
         loss, padded_logits, gradients = stored_outputs(export, args.dtype, padded_len)
