@@ -102,9 +102,16 @@ typedef struct tensor_record {
                                      position ‖x − r‖₂ / ‖r‖₂ over batch rows and vocabulary of
                                      the compared elements (NaN where none is); NULL otherwise;
                                      owned. Kept for every logits record, passing or not */
-    int64_t *positions;           /* logits whose rows are not consecutive positions
-                                     (position_offset −1): (shape[1]) the global position of
-                                     each row, in row order; NULL otherwise; owned */
+    bool position_checked;        /* logits: the per-position rule applies (docs/tolerances.md)
+                                     and the next four say where it is tightest */
+    int64_t position_worst;       /* the global position whose error is furthest over (or
+                                     nearest to) its own limit */
+    double position_worst_error; /* that position's ‖x − r‖₂ / ‖r‖₂ (batch rows, vocabulary) */
+    double position_worst_baseline;    /* the naive baseline's, on the same elements */
+    int64_t position_worst_element[2]; /* its largest |x − r|: batch row, vocabulary id */
+    int64_t *positions;                /* logits whose rows are not consecutive positions
+                                          (position_offset −1): (shape[1]) the global position of
+                                          each row, in row order; NULL otherwise; owned */
 } tensor_record;
 
 typedef struct run_item {

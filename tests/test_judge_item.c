@@ -574,23 +574,23 @@ Test(judge_item, contiguous_auto_padding_several_rows__last_rank_counts_only_rea
 /* A record too large to keep whole under --store failures (B·L·V past JUDGE_STORE_WHOLE_LOGITS)
  * keeps the window of its rank's rows around the failing element: the block of positions it is
  * in, values and reference, with the window saying which rows; a passing record keeps nothing. */
-Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_around_the_error) {
-    enum { S = 2048, V = 2100, PLANTED_ROW = 1500, PLANTED_VOCAB = 7 };
-    cr_assert_gt((int64_t)S * V, JUDGE_STORE_WHOLE_LOGITS, "the record must be too large");
-    judged j;
-    memset(&j, 0, sizeof j);
-    j.cp = 1;
-    j.batch = 1;
-    j.seq = S;
-    cpparity_case *c = &j.c;
+/* A cp = 1 item of one row of S positions and vocabulary V, too large to keep whole: logits =
+ * normed · headᵀ with D = 1 (every logit one product, exact in the test too), the implementation's
+ * logits the reference cast to float32, a naive error of 1e-7 on every position. */
+static void prepare_long(judged *j, int64_t S, int64_t V) {
+    memset(j, 0, sizeof *j);
+    j->cp = 1;
+    j->batch = 1;
+    j->seq = S;
+    cpparity_case *c = &j->c;
     snprintf(c->name, sizeof c->name, "long");
     c->model = test_small_model(CPPARITY_LAYER_FULL, CPPARITY_LAYER_FULL);
     c->model.vocab_size = V;
     c->seq_len = S;
     c->batch_size = 1;
-    j.length = S;
-    j.row = (cpparity_row_layout){0, 1, &j.length, 0, false, NULL};
-    c->rows = &j.row;
+    j->length = S;
+    j->row = (cpparity_row_layout){0, 1, &j->length, 0, false, NULL};
+    c->rows = &j->row;
     for (int d = 0; d < CPPARITY_DTYPE_COUNT; d++) {
         for (int k = 0; k < CPPARITY_KIND_COUNT; k++) {
             c->tolerances[d][k] =
@@ -598,7 +598,7 @@ Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_aroun
         }
     }
     /* logits = normed · headᵀ with D = 1: every logit one product, exact in the test too */
-    reference_outputs *r = &j.reference;
+    reference_outputs *r = &j->reference;
     cpparity_error error;
     cr_assert_eq(cpparity_model_parameter_table(&c->model, &r->parameter_table, &error),
                  CPPARITY_OK);
@@ -618,43 +618,71 @@ Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_aroun
     for (int64_t v = 0; v < V; v++) {
         r->head[v] = 0.5 + 0.001 * (double)(v % 97);
     }
-    j.naive.gradients = malloc((size_t)P * sizeof(float));
-    j.naive.logits_error = calloc(S, sizeof(double));
-    j.naive.logits_norm = calloc(S, sizeof(double));
-    j.naive.logits_nonfinite = calloc(S, 1);
-    j.logits = malloc((size_t)S * V * sizeof(float));
-    j.whole = NULL;
-    j.gradients = malloc((size_t)P * sizeof(float));
+    j->naive.gradients = malloc((size_t)P * sizeof(float));
+    j->naive.logits_error = calloc(S, sizeof(double));
+    j->naive.logits_norm = calloc(S, sizeof(double));
+    j->naive.logits_nonfinite = calloc(S, 1);
+    j->logits = malloc((size_t)S * V * sizeof(float));
+    j->whole = NULL;
+    j->gradients = malloc((size_t)P * sizeof(float));
     for (int64_t t = 0; t < S; t++) {
         for (int64_t v = 0; v < V; v++) {
             const double logit = r->final_normed[t] * r->head[v];
-            j.logits[t * V + v] = (float)logit;
-            j.naive.logits_norm[t] += logit * logit;
+            j->logits[t * V + v] = (float)logit;
+            j->naive.logits_norm[t] += logit * logit;
         }
-        j.naive.logits_error[t] = 1e-14 * j.naive.logits_norm[t]; /* a naive error of 1e-7 */
+        j->naive.logits_error[t] = 1e-14 * j->naive.logits_norm[t]; /* a naive error of 1e-7 */
     }
-    j.logits[PLANTED_ROW * V + PLANTED_VOCAB] += 0.5f;
     for (int64_t i = 0; i < P; i++) {
         r->gradients[i] = reference_value(i + 5);
-        j.naive.gradients[i] = (float)(r->gradients[i] * (1.0 + 1e-7));
-        j.gradients[i] = (float)r->gradients[i];
+        j->naive.gradients[i] = (float)(r->gradients[i] * (1.0 + 1e-7));
+        j->gradients[i] = (float)r->gradients[i];
     }
-    j.naive.loss = (float)(r->loss * (1.0 + 1e-7));
-    j.losses[0] = (float)r->loss;
-    j.item.source = c;
-    j.item.cp = 1;
-    j.item.dtype = CPPARITY_DTYPE_F32;
-    j.item.is_baseline = true;
-    j.item.worst_tensor = -1;
-    const judge_memory_logits memory = {j.logits, 1, 1, V, NULL, S};
+    j->naive.loss = (float)(r->loss * (1.0 + 1e-7));
+    j->losses[0] = (float)r->loss;
+}
+
+/* Judges prepare_long's item (its logits as they are now) under --store failures. */
+static void judge_long(judged *j) {
+    cpparity_case *c = &j->c;
+    reference_outputs *r = &j->reference;
+    const int64_t S = c->seq_len, V = c->model.vocab_size;
+    cpparity_error error;
+    j->item.source = c;
+    j->item.cp = 1;
+    j->item.dtype = CPPARITY_DTYPE_F32;
+    j->item.is_baseline = true;
+    j->item.worst_tensor = -1;
+    const judge_memory_logits memory = {j->logits, 1, 1, V, NULL, S};
     const judge_inputs in = {.reference = r,
-                             .naive = &j.naive,
-                             .losses = j.losses,
+                             .naive = &j->naive,
+                             .losses = j->losses,
                              .logits = judge_logits_in_memory(&memory),
-                             .gradients = j.gradients,
+                             .gradients = j->gradients,
                              .local_len = S,
                              .store = RUN_STORE_FAILURES};
-    cr_assert_eq(judge_item(&j.item, 0, &in, NULL, &error), CPPARITY_OK, "%s", error.message);
+    cr_assert_eq(judge_item(&j->item, 0, &in, NULL, &error), CPPARITY_OK, "%s", error.message);
+}
+
+static void release_long(judged *j) {
+    free(j->reference.final_normed);
+    free(j->reference.head);
+    free(j->reference.gradients);
+    free(j->reference.fully_masked);
+    cpparity_tensor_table_free(&j->reference.parameter_table);
+    naive_outputs_free(&j->naive);
+    free(j->logits);
+    free(j->gradients);
+    run_item_free_tensors(&j->item);
+}
+
+Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_around_the_error) {
+    enum { S = 2048, V = 2100, PLANTED_ROW = 1500, PLANTED_VOCAB = 7 };
+    cr_assert_gt((int64_t)S * V, JUDGE_STORE_WHOLE_LOGITS, "the record must be too large");
+    judged j;
+    prepare_long(&j, S, V);
+    j.logits[PLANTED_ROW * V + PLANTED_VOCAB] += 0.5f;
+    judge_long(&j);
     cr_assert_eq(j.item.outcome, RUN_FAIL, "%s", j.item.message);
     const tensor_record *record = logits_record(&j, 0);
     cr_assert(!record->decision.passed);
@@ -668,7 +696,8 @@ Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_aroun
     cr_assert_not_null(record->values);
     const int64_t at = (PLANTED_ROW - 1280) * V + PLANTED_VOCAB;
     cr_assert(record->values[at] == j.logits[PLANTED_ROW * V + PLANTED_VOCAB]);
-    cr_assert(record->reference[at] == r->final_normed[PLANTED_ROW] * r->head[PLANTED_VOCAB]);
+    cr_assert(record->reference[at] ==
+              j.reference.final_normed[PLANTED_ROW] * j.reference.head[PLANTED_VOCAB]);
     int64_t shape[4], count = 0;
     cr_assert_eq(tensor_record_stored_shape(record, shape, &count), 3);
     cr_assert(shape[0] == 1 && shape[1] == 256 && shape[2] == V && count == 256 * V);
@@ -676,13 +705,39 @@ Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_aroun
         const tensor_record *kept = &j.item.tensors[i];
         cr_assert(!kept->decision.passed || kept->values == NULL, "%s kept its values", kept->name);
     }
-    free(j.reference.final_normed);
-    free(j.reference.head);
-    free(j.reference.gradients);
-    free(j.reference.fully_masked);
-    cpparity_tensor_table_free(&j.reference.parameter_table);
-    naive_outputs_free(&j.naive);
-    free(j.logits);
-    free(j.gradients);
-    run_item_free_tensors(&j.item);
+    release_long(&j);
+}
+
+/* One element of the last position off by 5e-4 (logits about 0.6): the whole tensor's error,
+ * 5e-4 / ‖r‖ ≈ 4e-7, is under its limit 1.2e-6 (2 × naive 1e-7 + floor 1e-6), and would pass
+ * alone; that position's own error, 5e-4 / ‖r_p‖ ≈ 1.8e-5, is fifteen times its limit. The
+ * per-position rule fails it, naming the position, the batch row and the vocabulary id. */
+Test(judge_item, one_element_of_a_long_sequence__fails_by_the_per_position_rule) {
+    enum { S = 2048, V = 2100, PLANTED_VOCAB = 2099 };
+    judged j;
+    prepare_long(&j, S, V);
+    j.logits[(S - 1) * V + PLANTED_VOCAB] += 5e-4f;
+    judge_long(&j);
+    const tensor_record *record = logits_record(&j, 0);
+    cr_assert_lt(record->metrics.relative_l2, record->decision.limit,
+                 "the whole tensor must pass on its own: %.3g vs %.3g", record->metrics.relative_l2,
+                 record->decision.limit);
+    cr_assert_eq(j.item.outcome, RUN_FAIL, "%s", j.item.message);
+    cr_assert(!record->decision.passed);
+    cr_assert(strstr(j.item.message, "per position: 2047 errs") != NULL, "%s", j.item.message);
+    cr_assert(record->worst[0] == 0 && record->worst[1] == S - 1 &&
+                  record->worst[2] == PLANTED_VOCAB,
+              "worst at batch row %lld, position %lld, vocab %lld", (long long)record->worst[0],
+              (long long)record->worst[1], (long long)record->worst[2]);
+    release_long(&j);
+}
+
+/* The same sequence unchanged: every position within its own limit, nothing fails. */
+Test(judge_item, long_sequence_of_the_reference__passes_the_per_position_rule) {
+    judged j;
+    prepare_long(&j, 2048, 2100);
+    judge_long(&j);
+    cr_assert_eq(j.item.outcome, RUN_PASS, "%s", j.item.message);
+    cr_assert(logits_record(&j, 0)->position_checked);
+    release_long(&j);
 }

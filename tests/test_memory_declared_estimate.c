@@ -287,7 +287,10 @@ Test(declared_estimate, kernel_workspace__read_only_where_struct_size_covers_it)
     cr_assert(kernel_workspace_bytes(&kernel, &dims, &bytes));
     cr_expect_eq(bytes, 0);
     cr_assert(kernel_workspace_bytes(cpparity_cpu_f32_kernel(), &dims, &bytes));
-    cr_expect_eq(bytes, 2 * 8 * (int64_t)sizeof(float), "cpu-f32: two accumulators of Dh floats");
+    /* cpu-f32: an accumulator of Dh floats and an online-softmax state (two floats) for each of
+     * the 4 heads × 32 rows of a query tile, and one tile's sums (Dh floats) */
+    cr_expect_eq(bytes, 4 * 32 * (8 + 2) * (int64_t)sizeof(float) + 8 * (int64_t)sizeof(float),
+                 "cpu-f32: %lld bytes", (long long)bytes);
 }
 
 Test(declared_estimate, older_abi2_descriptor__is_registered) {
@@ -316,7 +319,13 @@ Test(declared_estimate, kernel_workspace__reaches_the_cpu_implementations_figure
     setting.kernel = &declaring;
     const memory_item declared = item_of(&suite, &setting);
     /* the cpu implementation calls the kernel on the gathered sequence: B × S tokens here */
-    const int64_t expected = 1000 * c->batch_size * c->seq_len - 2 * 8 * (int64_t)sizeof(float);
+    /* at cp 2 each rank's call holds half the heads (Ulysses' all-to-all) */
+    const cpparity_attention_dims dims = {c->batch_size, c->seq_len,
+                                          c->model.num_attention_heads / 2,
+                                          c->model.num_key_value_heads / 2, c->model.head_dim};
+    int64_t own = 0; /* what cpu-f32 itself declares for these sizes */
+    cr_assert(kernel_workspace_bytes(cpparity_cpu_f32_kernel(), &dims, &own));
+    const int64_t expected = 1000 * c->batch_size * c->seq_len - own;
     cr_expect_eq(declared.implementation - built_in.implementation, expected, "%lld, expected %lld",
                  (long long)(declared.implementation - built_in.implementation),
                  (long long)expected);

@@ -128,6 +128,10 @@ typedef struct rank_logits {
     compare_accumulator metrics;
     double *profile_error, *profile_norm; /* (L_r) per row over batch rows and vocabulary */
     int64_t *profile_count;               /* (L_r) compared elements per row */
+    double *naive_profile_error;          /* (L_r) the baseline's Σ (x − r)² per row */
+    double *naive_profile_norm;           /* (L_r) its Σ r² over the same elements */
+    double *profile_worst;                /* (L_r) the row's largest |x − r| */
+    int64_t *profile_worst_at;            /* (L_r) where: b·V + v */
     double naive_error, naive_norm;       /* the baseline's sums on the compared tokens */
     bool naive_nonfinite;                 /* a real token of the rank is not finite there */
     bool whole;                           /* values kept whole (record->values, ->reference) */
@@ -156,6 +160,10 @@ static void walk_free(logits_walk *walk) {
         free(walk->ranks[r].profile_error);
         free(walk->ranks[r].profile_norm);
         free(walk->ranks[r].profile_count);
+        free(walk->ranks[r].naive_profile_error);
+        free(walk->ranks[r].naive_profile_norm);
+        free(walk->ranks[r].profile_worst);
+        free(walk->ranks[r].profile_worst_at);
         free(walk->ranks[r].block_rows);
     }
     free(walk->ranks);
@@ -195,8 +203,14 @@ static cpparity_status walk_start(logits_walk *walk, const judge_inputs *in, int
         rank->profile_error = calloc(length, sizeof *rank->profile_error);
         rank->profile_norm = calloc(length, sizeof *rank->profile_norm);
         rank->profile_count = calloc(length, sizeof *rank->profile_count);
+        rank->naive_profile_error = calloc(length, sizeof *rank->naive_profile_error);
+        rank->naive_profile_norm = calloc(length, sizeof *rank->naive_profile_norm);
+        rank->profile_worst = calloc(length, sizeof *rank->profile_worst);
+        rank->profile_worst_at = calloc(length, sizeof *rank->profile_worst_at);
         rank->block_rows = malloc((size_t)(edge + 1) * sizeof *rank->block_rows);
-        ok = rank->profile_error && rank->profile_norm && rank->profile_count && rank->block_rows;
+        ok = rank->profile_error && rank->profile_norm && rank->profile_count &&
+             rank->naive_profile_error && rank->naive_profile_norm && rank->profile_worst &&
+             rank->profile_worst_at && rank->block_rows;
         for (int64_t t = 0; ok && t < rank->rows.length; t++) {
             const int64_t position = row_position(&rank->rows, t);
             walk->owner[position] = r;
@@ -302,7 +316,8 @@ static void compare_block(logits_walk *walk, const row_block *block) {
         const float *x = walk->values + (p - block->begin) * V;
         const double *r = walk->expected + (p - block->begin) * V;
         const int64_t base = (b * L + t) * V;
-        double error = 0.0, norm = 0.0;
+        double error = 0.0, norm = 0.0, worst = -1.0;
+        int64_t worst_at = 0;
         for (int64_t v = 0; v < V; v++) {
             const double expected = real ? r[v] : 0.0;
             compare_add(&rank->metrics, base + v, (double)x[v], expected, compared);
@@ -310,14 +325,24 @@ static void compare_block(logits_walk *walk, const row_block *block) {
                 const double difference = (double)x[v] - expected;
                 error += difference * difference;
                 norm += expected * expected;
+                if (fabs(difference) > worst) { /* ties: the smaller vocabulary id */
+                    worst = fabs(difference);
+                    worst_at = v;
+                }
             }
         }
         if (compared) {
+            if (rank->profile_count[t] == 0 || worst > rank->profile_worst[t]) {
+                rank->profile_worst[t] = worst;
+                rank->profile_worst_at[t] = b * V + worst_at;
+            }
             rank->profile_error[t] += error;
             rank->profile_norm[t] += norm;
             rank->profile_count[t] += V;
             rank->naive_error += naive->logits_error[b * S + p];
             rank->naive_norm += naive->logits_norm[b * S + p];
+            rank->naive_profile_error[t] += naive->logits_error[b * S + p];
+            rank->naive_profile_norm[t] += naive->logits_norm[b * S + p];
         }
         rank->naive_nonfinite |= real && naive->logits_nonfinite[b * S + p];
         if (rank->whole) {
@@ -362,6 +387,29 @@ static void finish_rank(rank_logits *rank, run_item *item) {
         record->position_error[t] = rank->profile_count[t] == 0 ? NAN
                                     : norm > 0.0                ? sqrt(error) / sqrt(norm)
                                                                 : sqrt(error);
+    }
+    /* the per-position rule: the position furthest over (or nearest to) its own limit */
+    const cpparity_tolerance *tolerance = &record->tolerance;
+    double furthest = -1.0;
+    for (int64_t t = 0; !rank->naive_nonfinite && t < L; t++) {
+        if (rank->profile_count[t] == 0) {
+            continue;
+        }
+        const double norm = rank->profile_norm[t];
+        const double error =
+            norm > 0.0 ? sqrt(rank->profile_error[t]) / sqrt(norm) : sqrt(rank->profile_error[t]);
+        const double naive = norm > 0.0 ? sqrt(rank->naive_profile_error[t]) / sqrt(norm)
+                                        : sqrt(rank->naive_profile_error[t]);
+        const double over = error / (tolerance->ratio * naive + tolerance->floor);
+        if (over > furthest || isnan(over)) {
+            furthest = isnan(over) ? INFINITY : over;
+            record->position_checked = true;
+            record->position_worst = row_position(&rank->rows, t);
+            record->position_worst_error = error;
+            record->position_worst_baseline = naive;
+            record->position_worst_element[0] = rank->profile_worst_at[t] / record->shape[2];
+            record->position_worst_element[1] = rank->profile_worst_at[t] % record->shape[2];
+        }
     }
 }
 
@@ -498,6 +546,29 @@ static cpparity_status compare_all(run_item *item, const judge_inputs *in, cppar
     return CPPARITY_OK;
 }
 
+/* The per-position rule (docs/tolerances.md): a logits tensor that passes as a whole still fails
+ * when one position's logits err more than the rule allows against the baseline's error on that
+ * same position, so that an error in a few elements is not averaged away over a long sequence.
+ * The failure names that position and its largest error's batch row and vocabulary id. */
+static void decide_position(tensor_record *record) {
+    if (!record->decision.passed || !record->position_checked) {
+        return;
+    }
+    const cpparity_tolerance *t = &record->tolerance;
+    const double limit = t->ratio * record->position_worst_baseline + t->floor;
+    if (record->position_worst_error <= limit) {
+        return;
+    }
+    record->decision.passed = false;
+    record->worst[0] = record->position_worst_element[0];
+    record->worst[1] = record->position_worst;
+    record->worst[2] = record->position_worst_element[1];
+    snprintf(record->decision.reason, sizeof record->decision.reason,
+             "per position: %lld errs %.2e > limit %.2e = %g x naive %.2e + floor %.2e",
+             (long long)record->position_worst, record->position_worst_error, limit, t->ratio,
+             record->position_worst_baseline, t->floor);
+}
+
 /* Decides every tensor of a finished item with compare_decide (the naive baseline's error on
  * the same elements; for cp > 1 also the tensor's error at cp = 1). */
 static void decide_tensors(run_item *item, int64_t case_index, const baseline_table *baselines) {
@@ -511,6 +582,7 @@ static void decide_tensors(run_item *item, int64_t case_index, const baseline_ta
         }
         record->decision = compare_decide(&record->metrics, record->baseline_error,
                                           record->cp1_error, &record->tolerance);
+        decide_position(record);
         if (!item->is_baseline && baselines != NULL && isnan(record->cp1_error)) {
             record->decision.passed = false;
             snprintf(record->decision.reason, sizeof record->decision.reason,

@@ -1,158 +1,231 @@
-/* naive_attention.c — attention row by row in float32 (see naive_attention.h). */
+/* naive_attention.c — attention in float32 by blocks of rows (see naive_attention.h). */
 #include "harness/judging/naive_attention.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/judging/naive_products.h"
 #include "reference/parallel.h"
 
-enum { QUERY_ROWS = 64 }; /* query positions per forward work item */
+enum { BLOCK = 64 }; /* query rows (forward, dq) or keys (dk, dv) per work item; mask block edge */
 
-/* The allowed keys of one query row as ranges [begin, end) in increasing order. */
-typedef struct key_ranges {
-    int64_t count;   /* ranges */
-    int64_t keys;    /* keys in all of them */
-    int64_t *bounds; /* (2·count) begin, end of each */
-} key_ranges;
+/* The span of the other side that a block can touch: [begin, end), empty when begin == end. */
+typedef struct span {
+    int64_t begin, end;
+} span;
 
-/* The keys query q of row b may attend, from the mask's block classification (an empty block
- * skipped, a full one taken whole, a mixed one key by key). */
-static void allowed_keys(const reference_mask *mask, int64_t b, int64_t q, key_ranges *ranges) {
-    ranges->count = 0;
-    ranges->keys = 0;
-    const int64_t edge = mask->block_size;
-    for (int64_t k0 = 0; k0 <= q; k0 += edge) {
-        const int64_t k1 = k0 + edge < q + 1 ? k0 + edge : q + 1;
-        const reference_block_class kind = reference_mask_classify_block(mask, b, q, q + 1, k0, k1);
-        for (int64_t k = k0; k < k1 && kind != REFERENCE_BLOCK_NONE; k++) {
-            if (kind == REFERENCE_BLOCK_MIXED && !reference_mask_allowed(mask, b, q, k)) {
-                continue;
-            }
-            int64_t *last = ranges->count > 0 ? ranges->bounds + 2 * (ranges->count - 1) : NULL;
-            if (last != NULL && last[1] == k) {
-                last[1] = k + 1;
-            } else {
-                ranges->bounds[2 * ranges->count] = k;
-                ranges->bounds[2 * ranges->count + 1] = k + 1;
-                ranges->count++;
-            }
-            ranges->keys++;
-        }
-    }
+/* Per batch row and block: the keys a query block attends (keys[b·blocks + i]) and the queries
+ * that attend a key block (queries[b·blocks + j]), from the mask's block classification. */
+typedef struct spans {
+    int64_t blocks; /* ceil(S / BLOCK) */
+    span *keys, *queries;
+} spans;
+
+static int64_t minimum(int64_t a, int64_t b) {
+    return a < b ? a : b;
 }
 
-/* scores[j] = Σ_d x[d]·kt[d][key_j] for the allowed keys in order (kt: Dh rows of S keys, one
- * key/value head of one batch row); each score summed over d in increasing order, keys side by
- * side. */
-static void dot_keys(float *scores, const float *x, const float *kt, int64_t seq_len,
-                     int64_t head_dim, const key_ranges *ranges) {
-    memset(scores, 0, (size_t)ranges->keys * sizeof *scores);
-    for (int64_t d = 0; d < head_dim; d++) {
-        const float xd = x[d];
-        const float *row = kt + d * seq_len;
-        float *at = scores;
-        for (int64_t r = 0; r < ranges->count; r++) {
-            const int64_t begin = ranges->bounds[2 * r], end = ranges->bounds[2 * r + 1];
-            for (int64_t key = begin; key < end; key++) {
-                at[key - begin] += xd * row[key];
-            }
-            at += end - begin;
-        }
-    }
+static void spans_free(spans *x) {
+    free(x->keys);
+    free(x->queries);
 }
 
-/* The key of position j among the allowed keys. */
-static int64_t key_at(const key_ranges *ranges, int64_t *range, int64_t *offset) {
-    while (*offset >= ranges->bounds[2 * *range + 1] - ranges->bounds[2 * *range]) {
-        *offset -= ranges->bounds[2 * *range + 1] - ranges->bounds[2 * *range];
-        (*range)++;
+static bool spans_init(spans *x, const reference_mask *mask, naive_attention_shape s) {
+    x->blocks = (s.seq_len + BLOCK - 1) / BLOCK;
+    const size_t count = (size_t)(s.batch * x->blocks);
+    x->keys = calloc(count, sizeof *x->keys);
+    x->queries = calloc(count, sizeof *x->queries);
+    if (x->keys == NULL || x->queries == NULL) {
+        spans_free(x);
+        return false;
     }
-    return ranges->bounds[2 * *range] + *offset;
-}
-
-/* k (B,S,Hkv,Dh) → kt (B,Hkv,Dh,S). */
-static void transpose_keys(float *kt, const float *k, naive_attention_shape s) {
     for (int64_t b = 0; b < s.batch; b++) {
-        for (int64_t t = 0; t < s.seq_len; t++) {
-            for (int64_t kv = 0; kv < s.kv_heads; kv++) {
-                const float *from = k + ((b * s.seq_len + t) * s.kv_heads + kv) * s.head_dim;
-                float *to = kt + (b * s.kv_heads + kv) * s.head_dim * s.seq_len + t;
-                for (int64_t d = 0; d < s.head_dim; d++) {
-                    to[d * s.seq_len] = from[d];
+        span *keys = x->keys + b * x->blocks, *queries = x->queries + b * x->blocks;
+        for (int64_t i = 0; i < x->blocks; i++) {
+            const int64_t q0 = i * BLOCK, q1 = minimum(q0 + BLOCK, s.seq_len);
+            for (int64_t j = 0; j < x->blocks; j++) {
+                const int64_t k0 = j * BLOCK, k1 = minimum(k0 + BLOCK, s.seq_len);
+                if (reference_mask_classify_block(mask, b, q0, q1, k0, k1) ==
+                    REFERENCE_BLOCK_NONE) {
+                    continue;
                 }
+                if (keys[i].begin == keys[i].end) {
+                    keys[i].begin = k0;
+                }
+                keys[i].end = k1;
+                if (queries[j].begin == queries[j].end) {
+                    queries[j].begin = q0;
+                }
+                queries[j].end = q1;
             }
+        }
+    }
+    return true;
+}
+
+/* allowed[(q − q0)·query_step + (k − k0)·key_step] for queries [q0, q1) × keys [k0, k1). */
+static void fill_mask(const reference_mask *mask, int64_t b, int64_t q0, int64_t q1, int64_t k0,
+                      int64_t k1, int64_t query_step, int64_t key_step, uint8_t *allowed) {
+    const reference_block_class kind = reference_mask_classify_block(mask, b, q0, q1, k0, k1);
+    if (kind == REFERENCE_BLOCK_MIXED) {
+        reference_mask_fill_block(mask, b, q0, q1, k0, k1, query_step, key_step, allowed);
+        return;
+    }
+    for (int64_t q = q0; q < q1; q++) {
+        for (int64_t k = k0; k < k1; k++) {
+            allowed[(q - q0) * query_step + (k - k0) * key_step] = kind == REFERENCE_BLOCK_ALL;
         }
     }
 }
 
-/* Per thread: a row's key ranges (2·S), scores (S) and, backward, dp (S). */
-static size_t scratch_bytes(int64_t seq_len) {
-    return (size_t)seq_len * (2 * sizeof(int64_t) + 2 * sizeof(float)) + 64;
+/* δ = Σ_d dout[d]·out[d] in increasing d. */
+static float row_delta(const float *dout, const float *out, int64_t head_dim) {
+    float delta = 0.0f;
+    for (int64_t d = 0; d < head_dim; d++) {
+        delta += dout[d] * out[d];
+    }
+    return delta;
 }
 
 typedef struct attention_work {
     naive_attention_shape s;
     const reference_mask *mask;
+    const spans *spans;
     float scale;
-    const float *q, *k, *v, *kt, *vt, *dout;
+    const float *q, *k, *v, *dout;
     float *out, *lse;                   /* forward: written */
     const float *saved_out, *saved_lse; /* backward: the forward's */
     float *dq, *dk, *dv;                /* backward */
-    int64_t query_blocks;               /* forward: ceil(S / QUERY_ROWS) */
 } attention_work;
 
-static key_ranges scratch_ranges(void *scratch, float **scores, float **second, int64_t seq_len) {
-    key_ranges ranges = {0, 0, scratch};
-    *scores = (float *)(ranges.bounds + 2 * seq_len);
-    *second = *scores + seq_len;
-    return ranges;
+/* Per thread: two BLOCK × S float tables, S row values, a BLOCK × BLOCK mask and a product's
+ * scratch, each 64-byte aligned. */
+typedef struct scratch_tables {
+    float *first, *second, *rows;
+    uint8_t *allowed;
+    void *product;
+} scratch_tables;
+
+static size_t aligned(size_t bytes) {
+    return (bytes + 63) / 64 * 64;
 }
 
-/* item: batch row, block of QUERY_ROWS query positions, every head */
+static size_t scratch_bytes(int64_t seq_len) {
+    return 2 * aligned((size_t)(BLOCK * seq_len) * sizeof(float)) +
+           aligned((size_t)seq_len * sizeof(float)) + aligned(BLOCK * BLOCK) +
+           naive_product_scratch_bytes();
+}
+
+size_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads) {
+    const size_t blocks = (size_t)((seq_len + BLOCK - 1) / BLOCK);
+    return (size_t)threads * (scratch_bytes(seq_len) + 64) +
+           2 * (size_t)batch * blocks * sizeof(span);
+}
+
+static scratch_tables tables_of(void *scratch, int64_t seq_len) {
+    char *at = scratch;
+    scratch_tables t;
+    t.first = (float *)at;
+    at += aligned((size_t)(BLOCK * seq_len) * sizeof(float));
+    t.second = (float *)at;
+    at += aligned((size_t)(BLOCK * seq_len) * sizeof(float));
+    t.rows = (float *)at;
+    at += aligned((size_t)seq_len * sizeof(float));
+    t.allowed = (uint8_t *)at;
+    at += aligned(BLOCK * BLOCK);
+    t.product = at;
+    return t;
+}
+
+/* Operands of one batch row and head: rows of q / dout / out (head h), of k / v (head kv). */
+static naive_matrix query_rows(const float *x, naive_attention_shape s, int64_t b, int64_t t,
+                               int64_t h) {
+    return (naive_matrix){x + ((b * s.seq_len + t) * s.heads + h) * s.head_dim,
+                          s.heads * s.head_dim, 1};
+}
+
+static naive_matrix key_rows(const float *x, naive_attention_shape s, int64_t b, int64_t t,
+                             int64_t kv) {
+    return (naive_matrix){x + ((b * s.seq_len + t) * s.kv_heads + kv) * s.head_dim,
+                          s.kv_heads * s.head_dim, 1};
+}
+
+/* The same rows read as columns (the transposed operand of a product). */
+static naive_matrix transposed(naive_matrix rows) {
+    return (naive_matrix){rows.data, rows.column_stride, rows.row_stride};
+}
+
+/* scores (rows × keys, row stride keys) ← scale · Σ_d q·k where allowed, −∞ elsewhere, for
+ * query rows [q0, q1) of head h and keys [k0, k1) of its key/value head. */
+static void masked_scores(const attention_work *w, const scratch_tables *t, int64_t b, int64_t h,
+                          int64_t q0, int64_t q1, span keys) {
+    const naive_attention_shape s = w->s;
+    const int64_t rows = q1 - q0, width = keys.end - keys.begin, kv = h / (s.heads / s.kv_heads);
+    naive_product_on_this_thread(t->first, width, query_rows(w->q, s, b, q0, h),
+                                 transposed(key_rows(w->k, s, b, keys.begin, kv)), rows, width,
+                                 s.head_dim, false, t->product);
+    for (int64_t k0 = keys.begin; k0 < keys.end; k0 += BLOCK) {
+        const int64_t k1 = minimum(k0 + BLOCK, keys.end);
+        fill_mask(w->mask, b, q0, q1, k0, k1, k1 - k0, 1, t->allowed);
+        for (int64_t r = 0; r < rows; r++) {
+            float *score = t->first + r * width + (k0 - keys.begin);
+            for (int64_t k = 0; k < k1 - k0; k++) {
+                score[k] = t->allowed[r * (k1 - k0) + k] ? w->scale * score[k] : -INFINITY;
+            }
+        }
+    }
+}
+
+/* item: batch row, query head, block of BLOCK query rows */
 static void forward_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
-    const int64_t b = item / w->query_blocks, first = item % w->query_blocks * QUERY_ROWS;
-    const int64_t last = first + QUERY_ROWS < s.seq_len ? first + QUERY_ROWS : s.seq_len;
-    const int64_t group = s.heads / s.kv_heads, Dh = s.head_dim;
-    float *scores = NULL, *unused = NULL;
-    key_ranges ranges = scratch_ranges(scratch, &scores, &unused, s.seq_len);
-    for (int64_t t = first; t < last; t++) {
-        allowed_keys(w->mask, b, t, &ranges);
-        for (int64_t h = 0; h < s.heads; h++) {
-            const float *query = w->q + ((b * s.seq_len + t) * s.heads + h) * Dh;
-            float *row = w->out + ((b * s.seq_len + t) * s.heads + h) * Dh;
-            const int64_t kv = h / group;
-            memset(row, 0, (size_t)Dh * sizeof *row);
-            if (ranges.keys == 0) {
-                w->lse[(b * s.heads + h) * s.seq_len + t] = -INFINITY;
-                continue;
-            }
-            dot_keys(scores, query, w->kt + (b * s.kv_heads + kv) * Dh * s.seq_len, s.seq_len, Dh,
-                     &ranges);
-            float maximum = -INFINITY;
-            for (int64_t j = 0; j < ranges.keys; j++) {
-                scores[j] = w->scale * scores[j];
-                maximum = scores[j] > maximum ? scores[j] : maximum;
-            }
-            float sum = 0.0f;
-            for (int64_t j = 0; j < ranges.keys; j++) {
-                scores[j] = expf(scores[j] - maximum);
-                sum += scores[j];
-            }
-            int64_t range = 0, offset = 0;
-            for (int64_t j = 0; j < ranges.keys; j++, offset++) {
-                const float p = scores[j] / sum;
-                const int64_t key = key_at(&ranges, &range, &offset);
-                const float *value = w->v + ((b * s.seq_len + key) * s.kv_heads + kv) * Dh;
-                for (int64_t d = 0; d < Dh; d++) {
-                    row[d] += p * value[d];
-                }
-            }
-            w->lse[(b * s.heads + h) * s.seq_len + t] = maximum + logf(sum);
+    const int64_t blocks = w->spans->blocks;
+    const int64_t b = item / (s.heads * blocks), h = item / blocks % s.heads, i = item % blocks;
+    const int64_t q0 = i * BLOCK, q1 = minimum(q0 + BLOCK, s.seq_len), rows = q1 - q0;
+    const int64_t kv = h / (s.heads / s.kv_heads);
+    const span keys = w->spans->keys[b * blocks + i];
+    const int64_t width = keys.end - keys.begin;
+    const scratch_tables t = tables_of(scratch, s.seq_len);
+    float *lse = w->lse + (b * s.heads + h) * s.seq_len;
+    if (width == 0) {
+        for (int64_t r = 0; r < rows; r++) {
+            memset(w->out + ((b * s.seq_len + q0 + r) * s.heads + h) * s.head_dim, 0,
+                   (size_t)s.head_dim * sizeof(float));
+            lse[q0 + r] = -INFINITY;
         }
+        return;
     }
+    masked_scores(w, &t, b, h, q0, q1, keys);
+    /* the plain softmax of each row: its maximum, exp(score − maximum) and their sum in increasing
+     * key order, then p = exp / sum (0 for a row with no allowed key) */
+    for (int64_t r = 0; r < rows; r++) {
+        float *p = t.first + r * width;
+        float maximum = -INFINITY;
+        for (int64_t k = 0; k < width; k++) {
+            maximum = p[k] > maximum ? p[k] : maximum;
+        }
+        if (maximum == -INFINITY) {
+            memset(p, 0, (size_t)width * sizeof *p);
+            lse[q0 + r] = -INFINITY;
+            continue;
+        }
+        float sum = 0.0f;
+        for (int64_t k = 0; k < width; k++) {
+            p[k] = expf(p[k] - maximum);
+            sum += p[k];
+        }
+        for (int64_t k = 0; k < width; k++) {
+            p[k] = p[k] / sum;
+        }
+        lse[q0 + r] = maximum + logf(sum);
+    }
+    /* out = Σ_keys p·v in increasing key order (a masked key adds p = 0) */
+    naive_product_on_this_thread(w->out + ((b * s.seq_len + q0) * s.heads + h) * s.head_dim,
+                                 s.heads * s.head_dim, (naive_matrix){t.first, width, 1},
+                                 key_rows(w->v, s, b, keys.begin, kv), rows, s.head_dim, width,
+                                 false, t.product);
 }
 
 bool naive_float_attention_forward(float *out, float *lse, const float *q, const float *k,
@@ -161,62 +234,129 @@ bool naive_float_attention_forward(float *out, float *lse, const float *q, const
     if (s.batch * s.seq_len == 0) {
         return true;
     }
-    float *kt = malloc((size_t)(s.batch * s.seq_len * s.kv_heads * s.head_dim) * sizeof *kt);
-    if (kt == NULL) {
+    spans x;
+    if (!spans_init(&x, mask, s)) {
         return false;
     }
-    transpose_keys(kt, k, s);
     attention_work work = {.s = s,
                            .mask = mask,
+                           .spans = &x,
                            .scale = scale,
                            .q = q,
                            .k = k,
                            .v = v,
-                           .kt = kt,
                            .out = out,
-                           .lse = lse,
-                           .query_blocks = (s.seq_len + QUERY_ROWS - 1) / QUERY_ROWS};
-    const reference_parallel_work parallel = {s.batch * work.query_blocks, scratch_bytes(s.seq_len),
-                                              forward_item, &work};
+                           .lse = lse};
+    const reference_parallel_work parallel = {s.batch * s.heads * x.blocks,
+                                              scratch_bytes(s.seq_len), forward_item, &work};
     const bool done = reference_parallel_run(&parallel, "the naive attention", NULL) == CPPARITY_OK;
-    free(kt);
+    spans_free(&x);
     return done;
 }
 
-/* item: batch row, key/value head: its query heads' dq and its own dk, dv */
-static void backward_item(void *context, int64_t item, void *scratch) {
+/* For count pairs of one query row (lse, δ): p = exp(score − lse) into score's place (score
+ * already scaled, −∞ where masked) and scale · (p · (dp − δ)) into dp's; a masked pair or a row
+ * with no allowed key gives 0 to both. */
+static void probabilities_and_score_gradients(float *scores, float *dp, int64_t count,
+                                              float row_lse, float delta, float scale) {
+    for (int64_t k = 0; k < count; k++) {
+        if (scores[k] == -INFINITY || row_lse == -INFINITY) {
+            scores[k] = 0.0f;
+            dp[k] = 0.0f;
+            continue;
+        }
+        const float p = expf(scores[k] - row_lse);
+        scores[k] = p;
+        dp[k] = scale * (p * (dp[k] - delta));
+    }
+}
+
+/* item: batch row, query head, block of BLOCK query rows: their dq */
+static void query_gradient_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
-    const int64_t b = item / s.kv_heads, kv = item % s.kv_heads;
-    const int64_t group = s.heads / s.kv_heads, Dh = s.head_dim;
-    float *dots = NULL, *dps = NULL;
-    key_ranges ranges = scratch_ranges(scratch, &dots, &dps, s.seq_len);
-    const float *kt = w->kt + (b * s.kv_heads + kv) * Dh * s.seq_len;
-    const float *vt = w->vt + (b * s.kv_heads + kv) * Dh * s.seq_len;
-    for (int64_t t = 0; t < s.seq_len; t++) {
-        allowed_keys(w->mask, b, t, &ranges);
-        for (int64_t h = kv * group; h < (kv + 1) * group && ranges.keys > 0; h++) {
-            const int64_t row = ((b * s.seq_len + t) * s.heads + h) * Dh;
-            const float row_lse = w->saved_lse[(b * s.heads + h) * s.seq_len + t];
-            float delta = 0.0f;
-            for (int64_t d = 0; d < Dh; d++) {
-                delta += w->dout[row + d] * w->saved_out[row + d];
-            }
-            dot_keys(dots, w->q + row, kt, s.seq_len, Dh, &ranges);
-            dot_keys(dps, w->dout + row, vt, s.seq_len, Dh, &ranges);
-            int64_t range = 0, offset = 0;
-            for (int64_t j = 0; j < ranges.keys; j++, offset++) {
-                const int64_t key =
-                    ((b * s.seq_len + key_at(&ranges, &range, &offset)) * s.kv_heads + kv) * Dh;
-                const float p = expf(w->scale * dots[j] - row_lse);
-                const float ds = p * (dps[j] - delta);
-                for (int64_t d = 0; d < Dh; d++) {
-                    w->dq[row + d] += w->scale * ds * w->k[key + d];
-                    w->dk[key + d] += w->scale * ds * w->q[row + d];
-                    w->dv[key + d] += p * w->dout[row + d];
+    const int64_t blocks = w->spans->blocks;
+    const int64_t b = item / (s.heads * blocks), h = item / blocks % s.heads, i = item % blocks;
+    const int64_t q0 = i * BLOCK, q1 = minimum(q0 + BLOCK, s.seq_len), rows = q1 - q0;
+    const int64_t kv = h / (s.heads / s.kv_heads);
+    const span keys = w->spans->keys[b * blocks + i];
+    const int64_t width = keys.end - keys.begin;
+    if (width == 0) {
+        return;
+    }
+    const scratch_tables t = tables_of(scratch, s.seq_len);
+    masked_scores(w, &t, b, h, q0, q1, keys);
+    naive_product_on_this_thread(t.second, width, query_rows(w->dout, s, b, q0, h),
+                                 transposed(key_rows(w->v, s, b, keys.begin, kv)), rows, width,
+                                 s.head_dim, false, t.product);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t at = ((b * s.seq_len + q0 + r) * s.heads + h) * s.head_dim;
+        probabilities_and_score_gradients(t.first + r * width, t.second + r * width, width,
+                                          w->saved_lse[(b * s.heads + h) * s.seq_len + q0 + r],
+                                          row_delta(w->dout + at, w->saved_out + at, s.head_dim),
+                                          w->scale);
+    }
+    /* dq += Σ_keys (scale·ds)·k in increasing key order */
+    naive_product_on_this_thread(w->dq + ((b * s.seq_len + q0) * s.heads + h) * s.head_dim,
+                                 s.heads * s.head_dim, (naive_matrix){t.second, width, 1},
+                                 key_rows(w->k, s, b, keys.begin, kv), rows, s.head_dim, width,
+                                 true, t.product);
+}
+
+/* item: batch row, key/value head, block of BLOCK keys: their dk and dv, the query heads of the
+ * group one after the other */
+static void key_gradient_item(void *context, int64_t item, void *scratch) {
+    const attention_work *w = context;
+    const naive_attention_shape s = w->s;
+    const int64_t blocks = w->spans->blocks, group = s.heads / s.kv_heads;
+    const int64_t b = item / (s.kv_heads * blocks), kv = item / blocks % s.kv_heads;
+    const int64_t j = item % blocks;
+    const int64_t k0 = j * BLOCK, k1 = minimum(k0 + BLOCK, s.seq_len), keys = k1 - k0;
+    const span queries = w->spans->queries[b * blocks + j];
+    const int64_t width = queries.end - queries.begin;
+    if (width == 0) {
+        return;
+    }
+    const scratch_tables t = tables_of(scratch, s.seq_len);
+    for (int64_t h = kv * group; h < (kv + 1) * group; h++) {
+        /* scores (keys × queries): Σ_d k·q in increasing d, the same sums as the forward's */
+        naive_product_on_this_thread(t.first, width, key_rows(w->k, s, b, k0, kv),
+                                     transposed(query_rows(w->q, s, b, queries.begin, h)), keys,
+                                     width, s.head_dim, false, t.product);
+        naive_product_on_this_thread(t.second, width, key_rows(w->v, s, b, k0, kv),
+                                     transposed(query_rows(w->dout, s, b, queries.begin, h)), keys,
+                                     width, s.head_dim, false, t.product);
+        const float *lse = w->saved_lse + (b * s.heads + h) * s.seq_len;
+        for (int64_t q = queries.begin; q < queries.end; q++) {
+            const int64_t at = ((b * s.seq_len + q) * s.heads + h) * s.head_dim;
+            t.rows[q - queries.begin] = row_delta(w->dout + at, w->saved_out + at, s.head_dim);
+        }
+        for (int64_t q0 = queries.begin; q0 < queries.end; q0 += BLOCK) {
+            const int64_t q1 = minimum(q0 + BLOCK, queries.end);
+            fill_mask(w->mask, b, q0, q1, k0, k1, 1, q1 - q0, t.allowed);
+            for (int64_t r = 0; r < keys; r++) {
+                for (int64_t q = q0; q < q1; q++) {
+                    const int64_t at = r * width + (q - queries.begin);
+                    float score =
+                        t.allowed[r * (q1 - q0) + (q - q0)] ? w->scale * t.first[at] : -INFINITY;
+                    float dp = t.second[at];
+                    probabilities_and_score_gradients(&score, &dp, 1, lse[q],
+                                                      t.rows[q - queries.begin], w->scale);
+                    t.first[at] = score;
+                    t.second[at] = dp;
                 }
             }
         }
+        /* dv += Σ_queries p·dout and dk += Σ_queries (scale·ds)·q, in increasing query order,
+         * each head's sum added once */
+        naive_product_on_this_thread(w->dv + ((b * s.seq_len + k0) * s.kv_heads + kv) * s.head_dim,
+                                     s.kv_heads * s.head_dim, (naive_matrix){t.first, width, 1},
+                                     query_rows(w->dout, s, b, queries.begin, h), keys, s.head_dim,
+                                     width, true, t.product);
+        naive_product_on_this_thread(w->dk + ((b * s.seq_len + k0) * s.kv_heads + kv) * s.head_dim,
+                                     s.kv_heads * s.head_dim, (naive_matrix){t.second, width, 1},
+                                     query_rows(w->q, s, b, queries.begin, h), keys, s.head_dim,
+                                     width, true, t.product);
     }
 }
 
@@ -227,32 +367,30 @@ bool naive_float_attention_backward(float *dq, float *dk, float *dv, const float
     if (s.batch * s.seq_len == 0) {
         return true;
     }
-    const size_t keys = (size_t)(s.batch * s.seq_len * s.kv_heads * s.head_dim);
-    float *kt = malloc(keys * sizeof *kt), *vt = malloc(keys * sizeof *vt);
-    bool done = kt != NULL && vt != NULL;
-    if (done) {
-        transpose_keys(kt, k, s);
-        transpose_keys(vt, v, s);
-        attention_work work = {.s = s,
-                               .mask = mask,
-                               .scale = scale,
-                               .q = q,
-                               .k = k,
-                               .v = v,
-                               .kt = kt,
-                               .vt = vt,
-                               .dout = dout,
-                               .saved_out = out,
-                               .saved_lse = lse,
-                               .dq = dq,
-                               .dk = dk,
-                               .dv = dv};
-        const reference_parallel_work parallel = {s.batch * s.kv_heads, scratch_bytes(s.seq_len),
-                                                  backward_item, &work};
-        done = reference_parallel_run(&parallel, "the naive attention's backward", NULL) ==
-               CPPARITY_OK;
+    spans x;
+    if (!spans_init(&x, mask, s)) {
+        return false;
     }
-    free(kt);
-    free(vt);
+    attention_work work = {.s = s,
+                           .mask = mask,
+                           .spans = &x,
+                           .scale = scale,
+                           .q = q,
+                           .k = k,
+                           .v = v,
+                           .dout = dout,
+                           .saved_out = out,
+                           .saved_lse = lse,
+                           .dq = dq,
+                           .dk = dk,
+                           .dv = dv};
+    const reference_parallel_work queries = {s.batch * s.heads * x.blocks, scratch_bytes(s.seq_len),
+                                             query_gradient_item, &work};
+    const reference_parallel_work keys = {s.batch * s.kv_heads * x.blocks, scratch_bytes(s.seq_len),
+                                          key_gradient_item, &work};
+    const bool done =
+        reference_parallel_run(&queries, "the naive attention's backward", NULL) == CPPARITY_OK &&
+        reference_parallel_run(&keys, "the naive attention's backward", NULL) == CPPARITY_OK;
+    spans_free(&x);
     return done;
 }

@@ -1,25 +1,31 @@
 /*
- * naive_attention.h — attention computed the plainest way in float32, row by row over the allowed
+ * naive_attention.h — attention computed the plainest way in float32, whole rows over the allowed
  * keys of the reference's mask: the naive same-dtype baseline's attention (docs/tolerances.md),
  * used by the naive model and by attention-level cases. Shares nothing with the kernels under
  * test.
  *
  * Layouts (row-major): q, out, dq, dout (B, S, H, Dh); k, v, dk, dv (B, S, Hkv, Dh); lse (B, H, S).
  *
- * The order of every sum (fixed, whatever the thread count): a score is Σ_d q[d]·k[d] in
- * increasing d; the softmax takes the row's maximum, then exp(score − maximum) and their sum in
- * increasing key order; out[d] = Σ_keys p·v[d] in increasing key order. Backward recomputes
- * p = exp(scale·score − lse) and, with dp = Σ_d dout[d]·v[d] and δ = Σ_d dout[d]·out[d] (increasing
- * d), adds dq[d] over keys in increasing order, and dk[d], dv[d] over query positions in
- * increasing order, then the query heads of the key's group in increasing order. No tiling of
- * the softmax, no online softmax: the reference's algorithm in float32. Work is spread over the
- * reference's threads (forward: query rows; backward: one batch row and key/value head per item),
- * the scores of a row computed sixteen keys side by side (each key its own sum).
+ * The order of every sum (fixed, whatever the thread count), each a float32 accumulator starting
+ * at 0 (naive_products.h: fused multiply-adds where the CPU has them):
+ *   score = Σ_d q[d]·k[d] in increasing d, then scaled; the plain softmax of a whole row takes its
+ *   maximum over the allowed keys, exp(score − maximum) and their sum in increasing key order,
+ *   p = exp / sum; out[d] = Σ_keys p·v[d] in increasing key order (a masked key adds p = 0).
+ *   Backward recomputes p = exp(scale·score − lse) and, with dp = Σ_d dout[d]·v[d] and
+ *   δ = Σ_d dout[d]·out[d] (increasing d), ds' = scale·(p·(dp − δ)); dq[d] += Σ_keys ds'·k[d] in
+ *   increasing key order; for each query head of a key's group in increasing order, dv[d] +=
+ *   Σ_queries p·dout[d] and dk[d] += Σ_queries ds'·q[d] in increasing query order.
+ * No tiling of the softmax, no online softmax: the reference's algorithm in float32. Where the
+ * work goes (it does not change a sum): forward and dq by blocks of 64 query rows of one head,
+ * dk and dv by blocks of 64 keys of one key/value head, one block per work item on the
+ * reference's threads; a block's scores over the keys (or queries) its mask blocks can reach are
+ * one product of naive_products.h, so memory per thread is two 64 × S float tables.
  */
 #ifndef CPPARITY_HARNESS_JUDGING_NAIVE_ATTENTION_H
 #define CPPARITY_HARNESS_JUDGING_NAIVE_ATTENTION_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "reference/mask.h"
@@ -30,16 +36,20 @@ typedef struct naive_attention_shape {
 } naive_attention_shape;
 
 /* out and lse from q, k, v; a query with no allowed key gets out = 0, lse = −∞. false when out
- * of memory (its scratch: a transposed copy of k, and per thread a row's scores and keys). */
+ * of memory (per thread two 64 × S tables: naive_attention_memory). */
 bool naive_float_attention_forward(float *out, float *lse, const float *q, const float *k,
                                    const float *v, const reference_mask *mask,
                                    naive_attention_shape s, float scale);
 
 /* dq, dk, dv += the gradients of Σ dout ⊙ out, probabilities recomputed from lse. false when out
- * of memory (transposed copies of k and v, and per thread a row's scores and keys). */
+ * of memory (as the forward). */
 bool naive_float_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                                     const float *q, const float *k, const float *v,
                                     const float *out, const float *lse, const reference_mask *mask,
                                     naive_attention_shape s, float scale);
+
+/* What either call allocates for a batch of seq_len on `threads` threads (the memory estimate's
+ * term): the spans and each thread's scratch. */
+size_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads);
 
 #endif

@@ -587,13 +587,15 @@ cpparity_status naive_model_memory(const cpparity_model_config *config, int64_t 
     const row_blocks blocks = row_blocks_of(batch, seq_len);
     const int64_t block =
         CPPARITY_PRODUCT(&s, "a row block's logits", 12, row_blocks_widest(&blocks), V);
-    /* naive_attention.c: transposed keys and values, and per thread a row's ranges and scores;
-     * naive_products.c: per thread a tile and a panel (320 KiB) */
+    /* naive_attention.c: its spans and per thread two 64 × S tables (with a product's scratch);
+     * naive_products.c: per thread a tile and a panel (320 KiB). Never both at once: the larger */
     const int64_t threads = reference_threads();
-    const int64_t scratch =
-        CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's attention", 8, N, kv),
-                     CPPARITY_PRODUCT(&s, "the baseline's attention", threads, 24, seq_len),
-                     CPPARITY_PRODUCT(&s, "the baseline's products", threads, 320 * 1024));
+    const int64_t attention_bytes =
+        seq_len > 0 && seq_len < INT64_MAX / 1024 && batch < INT64_MAX / 1024
+            ? (int64_t)naive_attention_memory(batch, seq_len, threads)
+            : CPPARITY_PRODUCT(&s, "the baseline's attention", threads, 1024, seq_len);
+    const int64_t products = CPPARITY_PRODUCT(&s, "the baseline's products", threads, 320 * 1024);
+    const int64_t scratch = attention_bytes > products ? attention_bytes : products;
     *kept = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's per-token errors", 17, N),
                          CPPARITY_PRODUCT(&s, "the gradients", 4, P));
     *peak = CPPARITY_SUM(

@@ -39,12 +39,13 @@ static int64_t minimum(int64_t a, int64_t b) {
 }
 
 /* The right operand's rows [k0, k0 + depth) × columns [c0, c0 + TILE_COLUMNS) into panel
- * (depth × TILE_COLUMNS), zero past the last column. */
+ * (depth × TILE_COLUMNS), zero past the last column up to the last micro-tile's edge. */
 static void pack(float *panel, const product_work *w, int64_t k0, int64_t depth, int64_t c0) {
     const naive_matrix *r = &w->right;
     const int64_t columns = minimum(TILE_COLUMNS, w->columns - c0);
-    if (columns < TILE_COLUMNS) {
-        memset(panel, 0, (size_t)(depth * TILE_COLUMNS) * sizeof *panel);
+    const int64_t read = (columns + WIDTH - 1) / WIDTH * WIDTH; /* the micro-tiles read this far */
+    for (int64_t k = 0; k < depth && columns < read; k++) {
+        memset(panel + k * TILE_COLUMNS + columns, 0, (size_t)(read - columns) * sizeof *panel);
     }
     if (r->column_stride == 1) {
         for (int64_t k = 0; k < depth; k++) {
@@ -115,10 +116,30 @@ bool naive_product(float *result, int64_t result_stride, naive_matrix left, naiv
                          right,  rows,          columns,
                          depth,  add,           (columns + TILE_COLUMNS - 1) / TILE_COLUMNS};
     const reference_parallel_work parallel = {
-        (rows + TILE_ROWS - 1) / TILE_ROWS * work.column_tiles,
-        (size_t)(TILE_ROWS + DEPTH_BLOCK) * TILE_COLUMNS * sizeof(float), tile_function(), &work};
+        (rows + TILE_ROWS - 1) / TILE_ROWS * work.column_tiles, naive_product_scratch_bytes(),
+        tile_function(), &work};
     return reference_parallel_run(&parallel, "a product of the naive baseline", NULL) ==
            CPPARITY_OK;
+}
+
+size_t naive_product_scratch_bytes(void) {
+    return (size_t)(TILE_ROWS + DEPTH_BLOCK) * TILE_COLUMNS * sizeof(float);
+}
+
+void naive_product_on_this_thread(float *result, int64_t result_stride, naive_matrix left,
+                                  naive_matrix right, int64_t rows, int64_t columns, int64_t depth,
+                                  bool add, void *scratch) {
+    if (rows <= 0 || columns <= 0) {
+        return;
+    }
+    const product_work work = {result, result_stride, left,
+                               right,  rows,          columns,
+                               depth,  add,           (columns + TILE_COLUMNS - 1) / TILE_COLUMNS};
+    const reference_item_function tile = tile_function();
+    const int64_t items = (rows + TILE_ROWS - 1) / TILE_ROWS * work.column_tiles;
+    for (int64_t item = 0; item < items; item++) {
+        tile((void *)&work, item, scratch);
+    }
 }
 
 bool naive_linear_forward(float *out, const float *in, const float *weight, int64_t rows,

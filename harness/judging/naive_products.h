@@ -21,6 +21,7 @@
 #define CPPARITY_HARNESS_JUDGING_NAIVE_PRODUCTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* A matrix operand: element (i, j) at data[i·row_stride + j·column_stride]. */
@@ -36,6 +37,14 @@ typedef struct naive_matrix {
  * written then). */
 bool naive_product(float *result, int64_t result_stride, naive_matrix left, naive_matrix right,
                    int64_t rows, int64_t columns, int64_t depth, bool add);
+
+/* naive_product on the calling thread alone, for use inside a work item of reference/parallel.h:
+ * the same bits, with scratch of naive_product_scratch_bytes() (64-byte aligned) given by the
+ * caller, so it cannot fail. */
+void naive_product_on_this_thread(float *result, int64_t result_stride, naive_matrix left,
+                                  naive_matrix right, int64_t rows, int64_t columns, int64_t depth,
+                                  bool add, void *scratch);
+size_t naive_product_scratch_bytes(void);
 
 /* Whether the products take fused multiply-adds on this CPU (AVX2 and FMA): tests replay them. */
 bool naive_products_fused(void);

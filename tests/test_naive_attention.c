@@ -1,0 +1,270 @@
+/*
+ * test_naive_attention.c — the naive baseline's float32 attention
+ * (harness/judging/naive_attention.h) computes the sums its header documents, bit for bit: a scalar
+ * replay of that order (whole rows, a plain softmax, one accumulator per sum, fused where
+ * naive_products fuses) gives the same out, lse, dq, dk and dv, on a batch with left and right
+ * padding, packed documents, grouped heads, a length that is not a multiple of the 64-row blocks
+ * and a head size that is not one of the 16-wide micro-tiles, for causal, sliding-window and
+ * chunked masks; and the same bits on 1 and 3 threads. The comparison is exact (no tolerance): the
+ * order is the contract.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/judging/naive_attention.h"
+#include "harness/judging/naive_products.h"
+#include "reference/mask.h"
+#include "reference/threads.h"
+
+#define B 2
+#define S 150 /* two 64-row blocks and a part */
+#define H 4
+#define HKV 2
+#define DH 24 /* one 16-wide micro-tile and a part */
+
+static const naive_attention_shape shape = {B, S, H, HKV, DH};
+
+static float value(int64_t i, int seed) {
+    return (float)((i * 7919 + seed * 104729) % 2001 - 1000) / 1000.0f;
+}
+
+static float *filled(int64_t count, int seed) {
+    float *values = malloc((size_t)count * sizeof *values);
+    for (int64_t i = 0; i < count; i++) {
+        values[i] = value(i, seed);
+    }
+    return values;
+}
+
+static float step(float acc, float a, float b) {
+    return naive_products_fused() ? fmaf(a, b, acc) : acc + a * b;
+}
+
+/* Row 0: 10 tokens of left padding, then documents of 70 and 70 tokens. Row 1: one document of
+ * 120 tokens, then 30 of right padding. */
+static void make_mask(reference_mask *mask, cpparity_attention_layer layer) {
+    int8_t attention_mask[B * S];
+    int64_t position_ids[B * S];
+    for (int64_t t = 0; t < S; t++) {
+        attention_mask[t] = t >= 10;
+        position_ids[t] = t < 10 ? 0 : (t - 10) % 70;
+        attention_mask[S + t] = t < 120;
+        position_ids[S + t] = t < 120 ? t : 0;
+    }
+    cpparity_error error;
+    cr_assert_eq(reference_mask_init(mask, B, S, attention_mask, position_ids, layer, 64, &error),
+                 CPPARITY_OK, "%s", error.message);
+}
+
+static int64_t query_at(int64_t b, int64_t t, int64_t h) {
+    return ((b * S + t) * H + h) * DH;
+}
+
+static int64_t key_at(int64_t b, int64_t t, int64_t kv) {
+    return ((b * S + t) * HKV + kv) * DH;
+}
+
+static float score(const float *q, const float *k, int64_t b, int64_t t, int64_t h, int64_t key) {
+    float acc = 0.0f;
+    for (int64_t d = 0; d < DH; d++) {
+        acc = step(acc, q[query_at(b, t, h) + d], k[key_at(b, key, h / (H / HKV)) + d]);
+    }
+    return acc;
+}
+
+typedef struct tensors {
+    float *q, *k, *v, *dout, *out, *lse, *dq, *dk, *dv;
+} tensors;
+
+static tensors make_tensors(void) {
+    const int64_t Q = B * S * H * DH, K = B * S * HKV * DH;
+    tensors x = {filled(Q, 1),         filled(K, 2), filled(K, 3), filled(Q, 4), filled(Q, 5),
+                 filled(B * H * S, 6), filled(Q, 7), filled(K, 8), filled(K, 9)};
+    return x;
+}
+
+static void free_tensors(tensors *x) {
+    free(x->q);
+    free(x->k);
+    free(x->v);
+    free(x->dout);
+    free(x->out);
+    free(x->lse);
+    free(x->dq);
+    free(x->dk);
+    free(x->dv);
+}
+
+/* The documented order, key by key and query by query. */
+static void replay(tensors *want, const tensors *in, const reference_mask *mask, float scale) {
+    float *p = malloc(S * sizeof *p);
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t h = 0; h < H; h++) {
+            for (int64_t t = 0; t < S; t++) {
+                float maximum = -INFINITY, sum = 0.0f;
+                for (int64_t key = 0; key < S; key++) {
+                    p[key] = reference_mask_allowed(mask, b, t, key)
+                                 ? scale * score(in->q, in->k, b, t, h, key)
+                                 : -INFINITY;
+                    maximum = p[key] > maximum ? p[key] : maximum;
+                }
+                float *out = want->out + query_at(b, t, h);
+                if (maximum == -INFINITY) {
+                    memset(out, 0, DH * sizeof *out);
+                    want->lse[(b * H + h) * S + t] = -INFINITY;
+                    continue;
+                }
+                for (int64_t key = 0; key < S; key++) {
+                    p[key] = p[key] == -INFINITY ? 0.0f : expf(p[key] - maximum);
+                    sum += p[key];
+                }
+                for (int64_t d = 0; d < DH; d++) {
+                    float acc = 0.0f;
+                    for (int64_t key = 0; key < S; key++) {
+                        if (reference_mask_allowed(mask, b, t, key)) {
+                            acc = step(acc, p[key] / sum, in->v[key_at(b, key, h / (H / HKV)) + d]);
+                        }
+                    }
+                    out[d] = acc;
+                }
+                want->lse[(b * H + h) * S + t] = maximum + logf(sum);
+            }
+        }
+    }
+    free(p);
+}
+
+/* ds' of (b, t, h, key) and p, from the saved out and lse of `in`. */
+static float score_gradient(const tensors *in, const reference_mask *mask, float scale, int64_t b,
+                            int64_t t, int64_t h, int64_t key, float *p) {
+    const float lse = in->lse[(b * H + h) * S + t];
+    *p = 0.0f;
+    if (!reference_mask_allowed(mask, b, t, key) || lse == -INFINITY) {
+        return 0.0f;
+    }
+    *p = expf(scale * score(in->q, in->k, b, t, h, key) - lse);
+    float dp = 0.0f, delta = 0.0f;
+    for (int64_t d = 0; d < DH; d++) {
+        dp = step(dp, in->dout[query_at(b, t, h) + d], in->v[key_at(b, key, h / (H / HKV)) + d]);
+        delta += in->dout[query_at(b, t, h) + d] * in->out[query_at(b, t, h) + d];
+    }
+    return scale * (*p * (dp - delta));
+}
+
+static void replay_backward(tensors *want, const tensors *in, const reference_mask *mask,
+                            float scale) {
+    float p = 0.0f;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t t = 0; t < S; t++) {
+            for (int64_t h = 0; h < H; h++) {
+                for (int64_t d = 0; d < DH; d++) {
+                    float acc = 0.0f;
+                    for (int64_t key = 0; key < S; key++) {
+                        const float ds = score_gradient(in, mask, scale, b, t, h, key, &p);
+                        if (reference_mask_allowed(mask, b, t, key)) {
+                            acc = step(acc, ds, in->k[key_at(b, key, h / (H / HKV)) + d]);
+                        }
+                    }
+                    want->dq[query_at(b, t, h) + d] += acc;
+                }
+            }
+        }
+        for (int64_t key = 0; key < S; key++) {
+            for (int64_t kv = 0; kv < HKV; kv++) {
+                for (int64_t h = kv * (H / HKV); h < (kv + 1) * (H / HKV); h++) {
+                    for (int64_t d = 0; d < DH; d++) {
+                        float dk = 0.0f, dv = 0.0f;
+                        for (int64_t t = 0; t < S; t++) {
+                            const float ds = score_gradient(in, mask, scale, b, t, h, key, &p);
+                            if (reference_mask_allowed(mask, b, t, key)) {
+                                dv = step(dv, p, in->dout[query_at(b, t, h) + d]);
+                                dk = step(dk, ds, in->q[query_at(b, t, h) + d]);
+                            }
+                        }
+                        want->dk[key_at(b, key, kv) + d] += dk;
+                        want->dv[key_at(b, key, kv) + d] += dv;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void expect_same(const float *got, const float *want, int64_t count, const char *what,
+                        const char *mask_name) {
+    for (int64_t i = 0; i < count; i++) {
+        cr_assert(got[i] == want[i] || (isnan(got[i]) && isnan(want[i])),
+                  "%s mask, %s: element %lld is %a, the documented order gives %a", mask_name, what,
+                  (long long)i, (double)got[i], (double)want[i]);
+    }
+}
+
+static void check_layer(cpparity_attention_layer layer, const char *name) {
+    reference_mask mask;
+    make_mask(&mask, layer);
+    const float scale = 1.0f / sqrtf((float)DH);
+    const int64_t Q = B * S * H * DH, K = B * S * HKV * DH;
+    tensors got = make_tensors(), want = make_tensors();
+    cr_assert(
+        naive_float_attention_forward(got.out, got.lse, got.q, got.k, got.v, &mask, shape, scale));
+    replay(&want, &got, &mask, scale);
+    expect_same(got.out, want.out, Q, "out", name);
+    expect_same(got.lse, want.lse, B * H * S, "lse", name);
+    cr_assert(naive_float_attention_backward(got.dq, got.dk, got.dv, got.dout, got.q, got.k, got.v,
+                                             got.out, got.lse, &mask, shape, scale));
+    replay_backward(&want, &got, &mask, scale);
+    expect_same(got.dq, want.dq, Q, "dq (added to its value)", name);
+    expect_same(got.dk, want.dk, K, "dk (added to its value)", name);
+    expect_same(got.dv, want.dv, K, "dv (added to its value)", name);
+    free_tensors(&got);
+    free_tensors(&want);
+    reference_mask_free(&mask);
+}
+
+Test(naive_attention, causal_rows_are_the_documented_sums_bit_for_bit) {
+    check_layer((cpparity_attention_layer){CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW},
+                "causal");
+}
+
+Test(naive_attention, sliding_window_rows_are_the_documented_sums_bit_for_bit) {
+    check_layer(
+        (cpparity_attention_layer){CPPARITY_LAYER_SLIDING, 37, 0, CPPARITY_CHUNK_ORIGIN_ROW},
+        "sliding W=37");
+}
+
+Test(naive_attention, chunked_rows_are_the_documented_sums_bit_for_bit) {
+    check_layer(
+        (cpparity_attention_layer){CPPARITY_LAYER_CHUNKED, 0, 50, CPPARITY_CHUNK_ORIGIN_ROW},
+        "chunked C=50");
+}
+
+Test(naive_attention, same_bits_on_one_and_three_threads) {
+    reference_mask mask;
+    make_mask(&mask,
+              (cpparity_attention_layer){CPPARITY_LAYER_SLIDING, 90, 0, CPPARITY_CHUNK_ORIGIN_ROW});
+    const float scale = 0.2f;
+    const int64_t Q = B * S * H * DH, K = B * S * HKV * DH;
+    tensors runs[2];
+    const int threads[2] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        reference_set_threads(threads[i]);
+        runs[i] = make_tensors();
+        tensors *x = &runs[i];
+        cr_assert(
+            naive_float_attention_forward(x->out, x->lse, x->q, x->k, x->v, &mask, shape, scale));
+        cr_assert(naive_float_attention_backward(x->dq, x->dk, x->dv, x->dout, x->q, x->k, x->v,
+                                                 x->out, x->lse, &mask, shape, scale));
+    }
+    reference_set_threads(1);
+    cr_assert(memcmp(runs[0].out, runs[1].out, (size_t)Q * sizeof(float)) == 0, "out differs");
+    cr_assert(memcmp(runs[0].lse, runs[1].lse, (size_t)(B * H * S) * sizeof(float)) == 0,
+              "lse differs");
+    cr_assert(memcmp(runs[0].dq, runs[1].dq, (size_t)Q * sizeof(float)) == 0, "dq differs");
+    cr_assert(memcmp(runs[0].dk, runs[1].dk, (size_t)K * sizeof(float)) == 0, "dk differs");
+    cr_assert(memcmp(runs[0].dv, runs[1].dv, (size_t)K * sizeof(float)) == 0, "dv differs");
+    free_tensors(&runs[0]);
+    free_tensors(&runs[1]);
+    reference_mask_free(&mask);
+}
