@@ -64,19 +64,16 @@ static bool spans_init(spans *x, const reference_mask *mask, naive_attention_sha
     return true;
 }
 
-/* allowed[(q − q0)·query_step + (k − k0)·key_step] for queries [q0, q1) × keys [k0, k1). */
-static void fill_mask(const reference_mask *mask, int64_t b, int64_t q0, int64_t q1, int64_t k0,
-                      int64_t k1, int64_t query_step, int64_t key_step, uint8_t *allowed) {
+/* The class of queries [q0, q1) × keys [k0, k1); for a mixed block also allowed[(q − q0)·query_step
+ * + (k − k0)·key_step], the predicate of each pair. */
+static reference_block_class block_mask(const reference_mask *mask, int64_t b, int64_t q0,
+                                        int64_t q1, int64_t k0, int64_t k1, int64_t query_step,
+                                        int64_t key_step, uint8_t *allowed) {
     const reference_block_class kind = reference_mask_classify_block(mask, b, q0, q1, k0, k1);
     if (kind == REFERENCE_BLOCK_MIXED) {
         reference_mask_fill_block(mask, b, q0, q1, k0, k1, query_step, key_step, allowed);
-        return;
     }
-    for (int64_t q = q0; q < q1; q++) {
-        for (int64_t k = k0; k < k1; k++) {
-            allowed[(q - q0) * query_step + (k - k0) * key_step] = kind == REFERENCE_BLOCK_ALL;
-        }
-    }
+    return kind;
 }
 
 /* δ = Σ_d dout[d]·out[d] in increasing d. */
@@ -167,11 +164,15 @@ static void masked_scores(const attention_work *w, const scratch_tables *t, int6
                                  s.head_dim, false, t->product);
     for (int64_t k0 = keys.begin; k0 < keys.end; k0 += BLOCK) {
         const int64_t k1 = minimum(k0 + BLOCK, keys.end);
-        fill_mask(w->mask, b, q0, q1, k0, k1, k1 - k0, 1, t->allowed);
+        const reference_block_class kind =
+            block_mask(w->mask, b, q0, q1, k0, k1, k1 - k0, 1, t->allowed);
         for (int64_t r = 0; r < rows; r++) {
             float *score = t->first + r * width + (k0 - keys.begin);
+            const uint8_t *allowed = t->allowed + r * (k1 - k0);
             for (int64_t k = 0; k < k1 - k0; k++) {
-                score[k] = t->allowed[r * (k1 - k0) + k] ? w->scale * score[k] : -INFINITY;
+                const bool pair =
+                    kind == REFERENCE_BLOCK_ALL || (kind == REFERENCE_BLOCK_MIXED && allowed[k]);
+                score[k] = pair ? w->scale * score[k] : -INFINITY;
             }
         }
     }
@@ -333,17 +334,21 @@ static void key_gradient_item(void *context, int64_t item, void *scratch) {
         }
         for (int64_t q0 = queries.begin; q0 < queries.end; q0 += BLOCK) {
             const int64_t q1 = minimum(q0 + BLOCK, queries.end);
-            fill_mask(w->mask, b, q0, q1, k0, k1, 1, q1 - q0, t.allowed);
+            const reference_block_class kind =
+                block_mask(w->mask, b, q0, q1, k0, k1, 1, q1 - q0, t.allowed);
             for (int64_t r = 0; r < keys; r++) {
+                float *scores = t.first + r * width + (q0 - queries.begin);
+                float *dps = t.second + r * width + (q0 - queries.begin);
+                const uint8_t *allowed = t.allowed + r * (q1 - q0);
                 for (int64_t q = q0; q < q1; q++) {
-                    const int64_t at = r * width + (q - queries.begin);
-                    float score =
-                        t.allowed[r * (q1 - q0) + (q - q0)] ? w->scale * t.first[at] : -INFINITY;
-                    float dp = t.second[at];
+                    const bool pair = kind == REFERENCE_BLOCK_ALL ||
+                                      (kind == REFERENCE_BLOCK_MIXED && allowed[q - q0]);
+                    float score = pair ? w->scale * scores[q - q0] : -INFINITY;
+                    float dp = dps[q - q0];
                     probabilities_and_score_gradients(&score, &dp, 1, lse[q],
                                                       t.rows[q - queries.begin], w->scale);
-                    t.first[at] = score;
-                    t.second[at] = dp;
+                    scores[q - q0] = score;
+                    dps[q - q0] = dp;
                 }
             }
         }
