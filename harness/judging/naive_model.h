@@ -65,10 +65,10 @@ cpparity_status naive_model_run(const cpparity_model_config *config, const cppar
                                 naive_outputs *outputs, cpparity_error *error);
 
 /* What naive_model_run holds at most for config on batch × seq_len tokens, into *peak: its
- * float32 weights 4P, the saved values 4N·A (A as in reference/memory.h), the reference masks,
- * a row's scores and keys 12S, a projection 4ND, the activation gradients
- * 4N(3D + 3F + 2H·Dh + 2Hkv·Dh), a row block's logits and the reference's (256·V·(4 + 8)), its
- * attention's scratch, its buffer list and its outputs; and into *kept the outputs it returns
+ * float32 weights 4P, the saved values 4N·A (A as in reference/memory.h), the reference masks, a
+ * projection 4ND, the activation gradients 4N(3D + 3F + 2H·Dh + 2Hkv·Dh), a row block's logits
+ * and the reference's (256·V·(4 + 8)), its attention's scratch (naive_attention_memory) or its
+ * products' (the larger), its buffer list and its outputs; and into *kept the outputs it returns
  * (the per-token errors 17N, gradients 4P). Not the batch nor the float64 weights it is given.
  * CPPARITY_ERROR_INPUT naming the size when one does not fit int64. */
 cpparity_status naive_model_memory(const cpparity_model_config *config, int64_t batch,
