@@ -576,7 +576,8 @@ Test(judge_item, contiguous_auto_padding_several_rows__last_rank_counts_only_rea
  * in, values and reference, with the window saying which rows; a passing record keeps nothing. */
 /* A cp = 1 item of one row of S positions and vocabulary V, too large to keep whole: logits =
  * normed · headᵀ with D = 1 (every logit one product, exact in the test too), the implementation's
- * logits the reference cast to float32, a naive error of 1e-7 on every position. */
+ * logits the reference cast to float32, a naive error of 1e-7 on every position; release() frees
+ * it (its whole and positions stay NULL). */
 static void prepare_long(judged *j, int64_t S, int64_t V) {
     memset(j, 0, sizeof *j);
     j->cp = 1;
@@ -664,18 +665,6 @@ static void judge_long(judged *j) {
     cr_assert_eq(judge_item(&j->item, 0, &in, NULL, &error), CPPARITY_OK, "%s", error.message);
 }
 
-static void release_long(judged *j) {
-    free(j->reference.final_normed);
-    free(j->reference.head);
-    free(j->reference.gradients);
-    free(j->reference.fully_masked);
-    cpparity_tensor_table_free(&j->reference.parameter_table);
-    naive_outputs_free(&j->naive);
-    free(j->logits);
-    free(j->gradients);
-    run_item_free_tensors(&j->item);
-}
-
 Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_around_the_error) {
     enum { S = 2048, V = 2100, PLANTED_ROW = 1500, PLANTED_VOCAB = 7 };
     cr_assert_gt((int64_t)S * V, JUDGE_STORE_WHOLE_LOGITS, "the record must be too large");
@@ -705,7 +694,7 @@ Test(judge_item, long_logits_failing_under_store_failures__keep_the_window_aroun
         const tensor_record *kept = &j.item.tensors[i];
         cr_assert(!kept->decision.passed || kept->values == NULL, "%s kept its values", kept->name);
     }
-    release_long(&j);
+    release(&j);
 }
 
 /* One element of the last position off by 5e-4 (logits about 0.6): the whole tensor's error,
@@ -729,7 +718,7 @@ Test(judge_item, one_element_of_a_long_sequence__fails_by_the_per_position_rule)
                   record->worst[2] == PLANTED_VOCAB,
               "worst at batch row %lld, position %lld, vocab %lld", (long long)record->worst[0],
               (long long)record->worst[1], (long long)record->worst[2]);
-    release_long(&j);
+    release(&j);
 }
 
 /* The same sequence unchanged: every position within its own limit, nothing fails. */
@@ -739,5 +728,5 @@ Test(judge_item, long_sequence_of_the_reference__passes_the_per_position_rule) {
     judge_long(&j);
     cr_assert_eq(j.item.outcome, RUN_PASS, "%s", j.item.message);
     cr_assert(logits_record(&j, 0)->position_checked);
-    release_long(&j);
+    release(&j);
 }

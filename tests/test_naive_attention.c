@@ -15,6 +15,7 @@
 
 #include "harness/judging/naive_attention.h"
 #include "harness/judging/naive_products.h"
+#include "tests/support/naive_replay.h"
 #include "reference/mask.h"
 #include "reference/threads.h"
 
@@ -25,22 +26,6 @@
 #define DH 24 /* one 16-wide micro-tile and a part */
 
 static const naive_attention_shape shape = {B, S, H, HKV, DH};
-
-static float value(int64_t i, int seed) {
-    return (float)((i * 7919 + seed * 104729) % 2001 - 1000) / 1000.0f;
-}
-
-static float *filled(int64_t count, int seed) {
-    float *values = malloc((size_t)count * sizeof *values);
-    for (int64_t i = 0; i < count; i++) {
-        values[i] = value(i, seed);
-    }
-    return values;
-}
-
-static float step(float acc, float a, float b) {
-    return naive_products_fused() ? fmaf(a, b, acc) : acc + a * b;
-}
 
 /* Row 0: 10 tokens of left padding, then documents of 70 and 70 tokens. Row 1: one document of
  * 120 tokens, then 30 of right padding. */
@@ -69,7 +54,8 @@ static int64_t key_at(int64_t b, int64_t t, int64_t kv) {
 static float score(const float *q, const float *k, int64_t b, int64_t t, int64_t h, int64_t key) {
     float acc = 0.0f;
     for (int64_t d = 0; d < DH; d++) {
-        acc = step(acc, q[query_at(b, t, h) + d], k[key_at(b, key, h / (H / HKV)) + d]);
+        acc =
+            naive_replay_step(acc, q[query_at(b, t, h) + d], k[key_at(b, key, h / (H / HKV)) + d]);
     }
     return acc;
 }
@@ -80,8 +66,10 @@ typedef struct tensors {
 
 static tensors make_tensors(void) {
     const int64_t Q = B * S * H * DH, K = B * S * HKV * DH;
-    tensors x = {filled(Q, 1),         filled(K, 2), filled(K, 3), filled(Q, 4), filled(Q, 5),
-                 filled(B * H * S, 6), filled(Q, 7), filled(K, 8), filled(K, 9)};
+    tensors x = {
+        naive_replay_filled(Q, 1), naive_replay_filled(K, 2), naive_replay_filled(K, 3),
+        naive_replay_filled(Q, 4), naive_replay_filled(Q, 5), naive_replay_filled(B * H * S, 6),
+        naive_replay_filled(Q, 7), naive_replay_filled(K, 8), naive_replay_filled(K, 9)};
     return x;
 }
 
@@ -124,7 +112,8 @@ static void replay(tensors *want, const tensors *in, const reference_mask *mask,
                     float acc = 0.0f;
                     for (int64_t key = 0; key < S; key++) {
                         if (reference_mask_allowed(mask, b, t, key)) {
-                            acc = step(acc, p[key] / sum, in->v[key_at(b, key, h / (H / HKV)) + d]);
+                            acc = naive_replay_step(acc, p[key] / sum,
+                                                    in->v[key_at(b, key, h / (H / HKV)) + d]);
                         }
                     }
                     out[d] = acc;
@@ -147,7 +136,8 @@ static float score_gradient(const tensors *in, const reference_mask *mask, float
     *p = expf(scale * score(in->q, in->k, b, t, h, key) - lse);
     float dp = 0.0f, delta = 0.0f;
     for (int64_t d = 0; d < DH; d++) {
-        dp = step(dp, in->dout[query_at(b, t, h) + d], in->v[key_at(b, key, h / (H / HKV)) + d]);
+        dp = naive_replay_step(dp, in->dout[query_at(b, t, h) + d],
+                               in->v[key_at(b, key, h / (H / HKV)) + d]);
         delta += in->dout[query_at(b, t, h) + d] * in->out[query_at(b, t, h) + d];
     }
     return scale * (*p * (dp - delta));
@@ -164,7 +154,8 @@ static void replay_backward(tensors *want, const tensors *in, const reference_ma
                     for (int64_t key = 0; key < S; key++) {
                         const float ds = score_gradient(in, mask, scale, b, t, h, key, &p);
                         if (reference_mask_allowed(mask, b, t, key)) {
-                            acc = step(acc, ds, in->k[key_at(b, key, h / (H / HKV)) + d]);
+                            acc = naive_replay_step(acc, ds,
+                                                    in->k[key_at(b, key, h / (H / HKV)) + d]);
                         }
                     }
                     want->dq[query_at(b, t, h) + d] += acc;
@@ -179,8 +170,8 @@ static void replay_backward(tensors *want, const tensors *in, const reference_ma
                         for (int64_t t = 0; t < S; t++) {
                             const float ds = score_gradient(in, mask, scale, b, t, h, key, &p);
                             if (reference_mask_allowed(mask, b, t, key)) {
-                                dv = step(dv, p, in->dout[query_at(b, t, h) + d]);
-                                dk = step(dk, ds, in->q[query_at(b, t, h) + d]);
+                                dv = naive_replay_step(dv, p, in->dout[query_at(b, t, h) + d]);
+                                dk = naive_replay_step(dk, ds, in->q[query_at(b, t, h) + d]);
                             }
                         }
                         want->dk[key_at(b, key, kv) + d] += dk;

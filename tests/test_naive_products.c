@@ -11,28 +11,12 @@
 #include <string.h>
 
 #include "harness/judging/naive_products.h"
+#include "tests/support/naive_replay.h"
 #include "reference/threads.h"
 
 #define N 67  /* rows: one tile and a part, and a remainder below four */
 #define I 300 /* in features: past one 256-deep panel */
 #define O 35  /* out features: two 16-wide micro-tiles and a part */
-
-static float value(int64_t i, int seed) {
-    return (float)((i * 7919 + seed * 104729) % 2001 - 1000) / 1000.0f;
-}
-
-static float *filled(int64_t count, int seed) {
-    float *values = malloc((size_t)count * sizeof *values);
-    for (int64_t i = 0; i < count; i++) {
-        values[i] = value(i, seed);
-    }
-    return values;
-}
-
-/* The documented order: acc = 0; acc += a·b for k = 0, 1, ... (fused when the products are). */
-static float step(float acc, float a, float b) {
-    return naive_products_fused() ? fmaf(a, b, acc) : acc + a * b;
-}
 
 static void expect_same(const float *got, const float *want, int64_t count, const char *what) {
     for (int64_t i = 0; i < count; i++) {
@@ -42,7 +26,8 @@ static void expect_same(const float *got, const float *want, int64_t count, cons
 }
 
 Test(naive_products, linear_products__are_the_textbook_sums_bit_for_bit) {
-    float *in = filled(N * I, 1), *weight = filled(O * I, 2), *dout = filled(N * O, 3);
+    float *in = naive_replay_filled(N * I, 1), *weight = naive_replay_filled(O * I, 2),
+          *dout = naive_replay_filled(N * O, 3);
     float *out = malloc(N * O * sizeof(float)), *want = malloc(N * I * O * sizeof(float));
     /* forward: out[n][o] = Σ_i in[n][i] · weight[o][i] */
     cr_assert(naive_linear_forward(out, in, weight, N, I, O));
@@ -50,19 +35,19 @@ Test(naive_products, linear_products__are_the_textbook_sums_bit_for_bit) {
         for (int64_t o = 0; o < O; o++) {
             float acc = 0.0f;
             for (int64_t i = 0; i < I; i++) {
-                acc = step(acc, in[n * I + i], weight[o * I + i]);
+                acc = naive_replay_step(acc, in[n * I + i], weight[o * I + i]);
             }
             want[n * O + o] = acc;
         }
     }
     expect_same(out, want, N * O, "forward");
     /* input gradient: din[n][i] += Σ_o dout[n][o] · weight[o][i], onto a non-zero din */
-    float *din = filled(N * I, 4);
+    float *din = naive_replay_filled(N * I, 4);
     for (int64_t n = 0; n < N; n++) {
         for (int64_t i = 0; i < I; i++) {
             float acc = 0.0f;
             for (int64_t o = 0; o < O; o++) {
-                acc = step(acc, dout[n * O + o], weight[o * I + i]);
+                acc = naive_replay_step(acc, dout[n * O + o], weight[o * I + i]);
             }
             want[n * I + i] = din[n * I + i] + acc;
         }
@@ -70,12 +55,12 @@ Test(naive_products, linear_products__are_the_textbook_sums_bit_for_bit) {
     cr_assert(naive_linear_input_gradient(din, dout, weight, N, I, O));
     expect_same(din, want, N * I, "input gradient");
     /* weight gradient: dweight[o][i] += Σ_n dout[n][o] · in[n][i] */
-    float *dweight = filled(O * I, 5);
+    float *dweight = naive_replay_filled(O * I, 5);
     for (int64_t o = 0; o < O; o++) {
         for (int64_t i = 0; i < I; i++) {
             float acc = 0.0f;
             for (int64_t n = 0; n < N; n++) {
-                acc = step(acc, dout[n * O + o], in[n * I + i]);
+                acc = naive_replay_step(acc, dout[n * O + o], in[n * I + i]);
             }
             want[o * I + i] = dweight[o * I + i] + acc;
         }
@@ -92,7 +77,7 @@ Test(naive_products, linear_products__are_the_textbook_sums_bit_for_bit) {
 }
 
 Test(naive_products, thread_count__same_bits) {
-    float *in = filled(N * I, 6), *weight = filled(O * I, 7);
+    float *in = naive_replay_filled(N * I, 6), *weight = naive_replay_filled(O * I, 7);
     float *one = malloc(N * O * sizeof(float)), *three = malloc(N * O * sizeof(float));
     reference_set_threads(1);
     cr_assert(naive_linear_forward(one, in, weight, N, I, O));

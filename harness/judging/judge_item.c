@@ -128,8 +128,8 @@ typedef struct rank_logits {
     compare_accumulator metrics;
     double *profile_error, *profile_norm; /* (L_r) per row over batch rows and vocabulary */
     int64_t *profile_count;               /* (L_r) compared elements per row */
-    double *naive_profile_error;          /* (L_r) the baseline's Σ (x − r)² per row */
-    double *naive_profile_norm;           /* (L_r) its Σ r² over the same elements */
+    double *naive_profile_error;          /* (L_r) the baseline's Σ (x − r)² per row, over the
+                                             same elements as profile_norm */
     double *profile_worst;                /* (L_r) the row's largest |x − r| */
     int64_t *profile_worst_at;            /* (L_r) where: b·V + v */
     double naive_error, naive_norm;       /* the baseline's sums on the compared tokens */
@@ -161,7 +161,6 @@ static void walk_free(logits_walk *walk) {
         free(walk->ranks[r].profile_norm);
         free(walk->ranks[r].profile_count);
         free(walk->ranks[r].naive_profile_error);
-        free(walk->ranks[r].naive_profile_norm);
         free(walk->ranks[r].profile_worst);
         free(walk->ranks[r].profile_worst_at);
         free(walk->ranks[r].block_rows);
@@ -204,13 +203,12 @@ static cpparity_status walk_start(logits_walk *walk, const judge_inputs *in, int
         rank->profile_norm = calloc(length, sizeof *rank->profile_norm);
         rank->profile_count = calloc(length, sizeof *rank->profile_count);
         rank->naive_profile_error = calloc(length, sizeof *rank->naive_profile_error);
-        rank->naive_profile_norm = calloc(length, sizeof *rank->naive_profile_norm);
         rank->profile_worst = calloc(length, sizeof *rank->profile_worst);
         rank->profile_worst_at = calloc(length, sizeof *rank->profile_worst_at);
         rank->block_rows = malloc((size_t)(edge + 1) * sizeof *rank->block_rows);
         ok = rank->profile_error && rank->profile_norm && rank->profile_count &&
-             rank->naive_profile_error && rank->naive_profile_norm && rank->profile_worst &&
-             rank->profile_worst_at && rank->block_rows;
+             rank->naive_profile_error && rank->profile_worst && rank->profile_worst_at &&
+             rank->block_rows;
         for (int64_t t = 0; ok && t < rank->rows.length; t++) {
             const int64_t position = row_position(&rank->rows, t);
             walk->owner[position] = r;
@@ -342,7 +340,6 @@ static void compare_block(logits_walk *walk, const row_block *block) {
             rank->naive_error += naive->logits_error[b * S + p];
             rank->naive_norm += naive->logits_norm[b * S + p];
             rank->naive_profile_error[t] += naive->logits_error[b * S + p];
-            rank->naive_profile_norm[t] += naive->logits_norm[b * S + p];
         }
         rank->naive_nonfinite |= real && naive->logits_nonfinite[b * S + p];
         if (rank->whole) {
@@ -382,22 +379,20 @@ static void finish_rank(rank_logits *rank, run_item *item) {
     record->worst[1] = L > 0 ? row_position(&rank->rows, worst[1]) : 0;
     record->worst[2] = worst[2];
     record->position_error = malloc((size_t)(L > 0 ? L : 1) * sizeof *record->position_error);
-    for (int64_t t = 0; record->position_error != NULL && t < L; t++) {
-        const double error = rank->profile_error[t], norm = rank->profile_norm[t];
-        record->position_error[t] = rank->profile_count[t] == 0 ? NAN
-                                    : norm > 0.0                ? sqrt(error) / sqrt(norm)
-                                                                : sqrt(error);
-    }
-    /* the per-position rule: the position furthest over (or nearest to) its own limit */
+    /* each position's error (the profile) and the per-position rule: the position furthest over
+     * (or nearest to) its own limit, the baseline's error taken on the same elements */
     const cpparity_tolerance *tolerance = &record->tolerance;
     double furthest = -1.0;
-    for (int64_t t = 0; !rank->naive_nonfinite && t < L; t++) {
-        if (rank->profile_count[t] == 0) {
-            continue;
-        }
+    for (int64_t t = 0; t < L; t++) {
         const double norm = rank->profile_norm[t];
         const double error =
             norm > 0.0 ? sqrt(rank->profile_error[t]) / sqrt(norm) : sqrt(rank->profile_error[t]);
+        if (record->position_error != NULL) {
+            record->position_error[t] = rank->profile_count[t] == 0 ? NAN : error;
+        }
+        if (rank->profile_count[t] == 0 || rank->naive_nonfinite) {
+            continue;
+        }
         const double naive = norm > 0.0 ? sqrt(rank->naive_profile_error[t]) / sqrt(norm)
                                         : sqrt(rank->naive_profile_error[t]);
         const double over = error / (tolerance->ratio * naive + tolerance->floor);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/checked_size.h"
 #include "harness/judging/naive_products.h"
 #include "reference/parallel.h"
 
@@ -114,10 +115,24 @@ static size_t scratch_bytes(int64_t seq_len) {
            naive_product_scratch_bytes();
 }
 
-size_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads) {
-    const size_t blocks = (size_t)((seq_len + BLOCK - 1) / BLOCK);
-    return (size_t)threads * (scratch_bytes(seq_len) + 64) +
-           2 * (size_t)batch * blocks * sizeof(span);
+int64_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads) {
+    /* each thread's scratch as reference_parallel_run allocates it (64 bytes of alignment) */
+    int64_t table = 0, every_thread = 0, spans_bytes = 0, total = 0;
+    const bool fits =
+        seq_len >= 0 &&
+        cpparity_multiply_checked(BLOCK * (int64_t)sizeof(float), seq_len, &table) &&
+        table <= INT64_MAX / 4 &&
+        cpparity_multiply_checked((int64_t)sizeof(span), 2 * ((seq_len + BLOCK - 1) / BLOCK),
+                                  &spans_bytes) &&
+        cpparity_multiply_checked(spans_bytes, batch, &spans_bytes);
+    if (!fits) {
+        return -1;
+    }
+    const int64_t per_thread = (int64_t)scratch_bytes(seq_len) + 64;
+    return cpparity_multiply_checked(per_thread, threads, &every_thread) &&
+                   cpparity_add_checked(every_thread, spans_bytes, &total)
+               ? total
+               : -1;
 }
 
 static scratch_tables tables_of(void *scratch, int64_t seq_len) {
@@ -178,16 +193,36 @@ static void masked_scores(const attention_work *w, const scratch_tables *t, int6
     }
 }
 
+/* A work item of the forward and of dq: batch row b, query head h (of key/value head kv), query
+ * rows [q0, q0 + rows) and the keys their mask blocks reach (width of them). */
+typedef struct query_block {
+    int64_t b, h, kv, q0, q1, rows, width;
+    span keys;
+} query_block;
+
+static query_block query_block_of(const attention_work *w, int64_t item) {
+    const naive_attention_shape s = w->s;
+    const int64_t blocks = w->spans->blocks;
+    query_block x;
+    x.b = item / (s.heads * blocks);
+    x.h = item / blocks % s.heads;
+    x.kv = x.h / (s.heads / s.kv_heads);
+    x.q0 = item % blocks * BLOCK;
+    x.q1 = minimum(x.q0 + BLOCK, s.seq_len);
+    x.rows = x.q1 - x.q0;
+    x.keys = w->spans->keys[x.b * blocks + item % blocks];
+    x.width = x.keys.end - x.keys.begin;
+    return x;
+}
+
 /* item: batch row, query head, block of BLOCK query rows */
 static void forward_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
-    const int64_t blocks = w->spans->blocks;
-    const int64_t b = item / (s.heads * blocks), h = item / blocks % s.heads, i = item % blocks;
-    const int64_t q0 = i * BLOCK, q1 = minimum(q0 + BLOCK, s.seq_len), rows = q1 - q0;
-    const int64_t kv = h / (s.heads / s.kv_heads);
-    const span keys = w->spans->keys[b * blocks + i];
-    const int64_t width = keys.end - keys.begin;
+    const query_block x = query_block_of(w, item);
+    const int64_t b = x.b, h = x.h, kv = x.kv, q0 = x.q0, q1 = x.q1, rows = x.rows;
+    const span keys = x.keys;
+    const int64_t width = x.width;
     const scratch_tables t = tables_of(scratch, s.seq_len);
     float *lse = w->lse + (b * s.heads + h) * s.seq_len;
     if (width == 0) {
@@ -276,12 +311,10 @@ static void probabilities_and_score_gradients(float *scores, float *dp, int64_t 
 static void query_gradient_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
-    const int64_t blocks = w->spans->blocks;
-    const int64_t b = item / (s.heads * blocks), h = item / blocks % s.heads, i = item % blocks;
-    const int64_t q0 = i * BLOCK, q1 = minimum(q0 + BLOCK, s.seq_len), rows = q1 - q0;
-    const int64_t kv = h / (s.heads / s.kv_heads);
-    const span keys = w->spans->keys[b * blocks + i];
-    const int64_t width = keys.end - keys.begin;
+    const query_block x = query_block_of(w, item);
+    const int64_t b = x.b, h = x.h, kv = x.kv, q0 = x.q0, q1 = x.q1, rows = x.rows;
+    const span keys = x.keys;
+    const int64_t width = x.width;
     if (width == 0) {
         return;
     }

@@ -25,7 +25,6 @@
 #define CPPARITY_HARNESS_JUDGING_NAIVE_ATTENTION_H
 
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "reference/mask.h"
@@ -49,7 +48,7 @@ bool naive_float_attention_backward(float *dq, float *dk, float *dv, const float
                                     naive_attention_shape s, float scale);
 
 /* What either call allocates for a batch of seq_len on `threads` threads (the memory estimate's
- * term): the spans and each thread's scratch. */
-size_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads);
+ * term): the spans and each thread's scratch; −1 when that does not fit int64. */
+int64_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads);
 
 #endif

@@ -590,10 +590,10 @@ cpparity_status naive_model_memory(const cpparity_model_config *config, int64_t 
     /* naive_attention.c: its spans and per thread two 64 × S tables (with a product's scratch);
      * naive_products.c: per thread a tile and a panel (320 KiB). Never both at once: the larger */
     const int64_t threads = reference_threads();
-    const int64_t attention_bytes =
-        seq_len > 0 && seq_len < INT64_MAX / 1024 && batch < INT64_MAX / 1024
-            ? (int64_t)naive_attention_memory(batch, seq_len, threads)
-            : CPPARITY_PRODUCT(&s, "the baseline's attention", threads, 1024, seq_len);
+    const int64_t attention_bytes = naive_attention_memory(batch, seq_len, threads);
+    if (attention_bytes < 0) {
+        cpparity_sizer_fail(&s, "the baseline's attention");
+    }
     const int64_t products = CPPARITY_PRODUCT(&s, "the baseline's products", threads, 320 * 1024);
     const int64_t scratch = attention_bytes > products ? attention_bytes : products;
     *kept = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the baseline's per-token errors", 17, N),
