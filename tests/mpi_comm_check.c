@@ -9,12 +9,17 @@
  * "mpi_comm_check: N passed, M failed", exit 1 on any failure.
  *
  * Usage: mpi_comm_check [--timeout SECONDS] [--hang-rank R] [--compute-rank R --compute SECONDS]
+ *                       [--disagree-shift]
  *   --hang-rank R: after the checks, rank R skips an all_reduce_sum and says its job is over;
  *   the others must time out and abort the job (exit non-zero, "timed out" on stderr) instead of
  *   hanging.
  *   --compute-rank R --compute SECONDS: after the checks, rank R computes (sleeps) SECONDS before
  *   an all_reduce_sum the others wait in: they must wait for it past their deadline (waiting for
  *   computation is not a hang) and every rank gets the sum.
+ *   --disagree-shift (3 ranks): after the checks, rank 0 shifts by 2 and the others by 1, with
+ *   messages too large to be sent before they are received: every rank is inside the same shift,
+ *   which cannot complete. The deadline may move on while a collective every rank has entered is
+ *   in flight, but only a few times: the job must still abort, saying every rank had entered it.
  */
 #include <mpi.h>
 #include <stdbool.h>
@@ -390,11 +395,14 @@ static const named_check checks[] = {
     {"shift", check_shift},
 };
 
-/* Parses --timeout, --hang-rank, --compute-rank and --compute; false on anything else. */
+/* Parses --timeout, --hang-rank, --compute-rank, --compute and --disagree-shift; false on
+ * anything else. */
 static bool parse_arguments(int argc, char **argv, double *timeout, int *hang_rank,
-                            int *compute_rank, double *compute_seconds) {
+                            int *compute_rank, double *compute_seconds, bool *disagree_shift) {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--disagree-shift") == 0) {
+            *disagree_shift = true;
+        } else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
             *timeout = atof(argv[++i]);
         } else if (strcmp(argv[i], "--hang-rank") == 0 && i + 1 < argc) {
             *hang_rank = atoi(argv[++i]);
@@ -431,6 +439,22 @@ static void hang(cpparity_comm *comm, int hang_rank) {
             comm->rank, hang_rank, (int)status, status == CPPARITY_OK ? "" : error.message);
 }
 
+/* Rank 0 shifts by 2, the others by 1 (see --disagree-shift at the top); returns only if the
+ * job was not aborted (a failure). */
+static void disagree_shift(cpparity_comm *comm) {
+    enum { COUNT = 1 << 22 }; /* 16 MiB of float32: far over any eager limit */
+    float *send = calloc(COUNT, sizeof *send), *receive = calloc(COUNT, sizeof *receive);
+    cpparity_error error;
+    cpparity_status status = send == NULL || receive == NULL
+                                 ? CPPARITY_ERROR_RUNTIME
+                                 : cpparity_shift(comm, send, receive, COUNT, CPPARITY_FLOAT32,
+                                                  comm->rank == 0 ? 2 : 1, NULL, &error);
+    fprintf(stderr, "mpi_comm_check: rank %d: a shift the ranks disagree on returned %d\n",
+            comm->rank, (int)status);
+    free(send);
+    free(receive);
+}
+
 /* Rank compute_rank computes (sleeps) for `seconds`, several timeouts, before it joins an
  * all_reduce_sum the others wait in: waiting for computation is not a hang, so every rank gets
  * the sum. Returns the status. */
@@ -455,11 +479,13 @@ static cpparity_status compute(cpparity_comm *comm, int compute_rank, double sec
 int main(int argc, char **argv) {
     double timeout = 30.0, compute_seconds = 0.0;
     int hang_rank = -1, compute_rank = -1;
+    bool disagreeing = false;
     int provided = 0; /* MPI_THREAD_MULTIPLE: as cpparity starts MPI (comm_mpi.c's watch) */
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    if (!parse_arguments(argc, argv, &timeout, &hang_rank, &compute_rank, &compute_seconds)) {
+    if (!parse_arguments(argc, argv, &timeout, &hang_rank, &compute_rank, &compute_seconds,
+                         &disagreeing)) {
         fprintf(stderr, "usage: mpi_comm_check [--timeout SECONDS] [--hang-rank R] "
-                        "[--compute-rank R --compute SECONDS]\n");
+                        "[--compute-rank R --compute SECONDS] [--disagree-shift]\n");
         MPI_Finalize();
         return 2;
     }
@@ -498,6 +524,10 @@ int main(int argc, char **argv) {
     }
     if (hang_rank >= 0) {
         hang(comm, hang_rank);
+        cpparity_comm_abort(comm, 4, "the timeout did not abort the job");
+    }
+    if (disagreeing) {
+        disagree_shift(comm);
         cpparity_comm_abort(comm, 4, "the timeout did not abort the job");
     }
     if (comm->rank == 0) {

@@ -20,7 +20,9 @@
  * Every collective has a deadline (comm->timeout_seconds, measured on a monotonic clock), for
  * hangs, not for computation: while a rank the collective waits for is computing (neither
  * waiting in a collective of the job nor finished), the deadline moves on (local and mpi; nccl
- * keeps the plain deadline). When it passes with every missing rank waiting elsewhere or gone,
+ * keeps the plain deadline); mpi also moves it on, a few times, while every rank is inside the
+ * same collective (MPI's transfer still in flight). When it passes with every missing rank
+ * waiting elsewhere or gone,
  * instead of hanging it fails with CPPARITY_ERROR_RUNTIME and a message naming the collective,
  * the rank and the timeout, and the communicator is then unusable (every later call fails at
  * once on every rank; mpi stops the job with MPI_Abort). A rank that fails for another reason

@@ -14,11 +14,16 @@
  * other rank of the communicator what it is doing, on a duplicate of the world kept for these
  * queries; a thread of each process (MPI_THREAD_MULTIPLE) answers with its rank's state —
  * computing (outside every collective), waiting in a collective, or finished (its job's main
- * has returned). If one answers "computing" (the float64 reference of a long case, another
- * group's item), the deadline moves on by another timeout. It fires when every other rank is
- * itself waiting (collectives called out of step: a real hang), finished, or does not answer
- * within WATCH_REPLY_SECONDS (a stopped or stuck process answers nothing). Without
- * MPI_THREAD_MULTIPLE waits are timed plainly.
+ * has returned) — and, when waiting, in which collective (the communicator's key and the
+ * collective's number on it, the same on every rank by construction). If one answers
+ * "computing" (the float64 reference of a long case, another group's item), the deadline moves
+ * on by another timeout. If every other rank answers that it waits in this very collective, the
+ * collective is in flight (every rank has entered it; only MPI's transfer remains): the deadline
+ * moves on too, at most WATCH_IN_FLIGHT_GRACE times in a row. Otherwise — every other rank
+ * waiting elsewhere (collectives called out of step: a real hang), finished, or not answering
+ * within WATCH_REPLY_SECONDS (a stopped or stuck process answers nothing) — the request is
+ * tested once more (it may have completed while the others answered) and the deadline fires.
+ * Without MPI_THREAD_MULTIPLE waits are timed plainly.
  *
  * Floating-point sums do not use MPI_SUM, whose order is the library's choice: every rank
  * gathers all contributions (MPI_Iallgather) and adds them in rank order itself, so every rank
@@ -46,6 +51,8 @@ typedef struct mpi_state {
     MPI_Comm communicator; /* private duplicate (or split) with MPI_ERRORS_RETURN */
     int *world_ranks;      /* (size) the world rank of each rank of the communicator */
     bool owns_watch;       /* the world communicator: it made the watch and ends it */
+    uint64_t key;          /* the same on every rank of it, different from the job's others */
+    int64_t collectives;   /* collectives begun on it: the current one's number */
 } mpi_state;
 
 static const cpparity_comm_operations mpi_operations;
@@ -64,12 +71,27 @@ enum {
  * time is stopped (SIGSTOP), stuck or gone, not computing. */
 #define WATCH_REPLY_SECONDS 5.0
 
+/* Timeouts in a row a collective every rank has entered may take to complete: MPI's transfer on
+ * a loaded machine, bounded so that ranks agreeing on a collective that cannot complete (a ring
+ * shift whose ranks disagree on the offset) still end. */
+#define WATCH_IN_FLIGHT_GRACE 3
+
+/* What the others answered (watch_survey). */
+typedef enum watch_finding {
+    WATCH_NOBODY_COMPUTES, /* waiting elsewhere, finished or silent: the deadline may fire */
+    WATCH_SOMEONE_COMPUTES,
+    WATCH_ALL_INSIDE, /* every other rank waits in this very collective */
+} watch_finding;
+
 /* The process's watch: its state for the others, and the thread that tells them. */
 typedef struct mpi_watch {
-    MPI_Comm control;    /* MPI_COMM_NULL: no watch (waits are timed plainly) */
-    int world_size;      /* ranks of the world */
-    int world_rank;      /* this rank */
-    atomic_int state;    /* this rank's WATCH_* */
+    MPI_Comm control; /* MPI_COMM_NULL: no watch (waits are timed plainly) */
+    int world_size;   /* ranks of the world */
+    int world_rank;   /* this rank */
+    atomic_int state; /* this rank's WATCH_* */
+    /* while waiting: the collective waited in (set before state becomes WATCH_WAITING) */
+    _Atomic uint64_t waiting_key;
+    _Atomic int64_t waiting_number;
     atomic_bool stop;    /* the responder ends */
     pthread_t responder; /* answers the others' queries */
     bool responding;     /* the responder runs */
@@ -99,8 +121,10 @@ static void *watch_respond(void *unused) {
                      MPI_STATUS_IGNORE) != MPI_SUCCESS) {
             return NULL;
         }
-        int reply[2] = {number, atomic_load(&watch.state)};
-        if (MPI_Send(reply, 2, MPI_INT, status.MPI_SOURCE, WATCH_REPLY_TAG, watch.control) !=
+        const int64_t state = atomic_load(&watch.state);
+        const int64_t reply[4] = {number, state, (int64_t)atomic_load(&watch.waiting_key),
+                                  atomic_load(&watch.waiting_number)};
+        if (MPI_Send(reply, 4, MPI_INT64_T, status.MPI_SOURCE, WATCH_REPLY_TAG, watch.control) !=
             MPI_SUCCESS) {
             return NULL;
         }
@@ -108,16 +132,18 @@ static void *watch_respond(void *unused) {
     return NULL;
 }
 
-/* Whether another rank of comm is computing: asks each (its responder answers with its state)
- * and waits up to WATCH_REPLY_SECONDS for the answers. A rank waiting in a collective, finished,
- * or not answering (stopped, stuck, gone) is not computing. */
-static bool watch_someone_computes(const cpparity_comm *comm) {
+/* What the other ranks of comm are doing, while this one waits in comm's current collective:
+ * asks each (its responder answers with its state) and waits up to WATCH_REPLY_SECONDS for the
+ * answers. Someone computes if one answers so; all are inside if every other rank answers that
+ * it waits in the same collective; a rank waiting elsewhere, finished, or not answering
+ * (stopped, stuck, gone) is neither. */
+static watch_finding watch_survey(const cpparity_comm *comm) {
     const mpi_state *state = comm->implementation;
     if (watch.control == MPI_COMM_NULL || !watch.responding || state->world_ranks == NULL) {
-        return false;
+        return WATCH_NOBODY_COMPUTES;
     }
     const int number = ++watch.queries;
-    int asked = 0, answered = 0;
+    int asked = 0, answered = 0, inside = 0;
     bool computing = false;
     for (int rank = 0; rank < comm->size; rank++) {
         const int world = state->world_ranks[rank];
@@ -132,26 +158,32 @@ static bool watch_someone_computes(const cpparity_comm *comm) {
     const double give_up = monotonic_seconds() + WATCH_REPLY_SECONDS;
     const struct timespec pause = {0, 1000000L};
     while (answered < asked && !computing && monotonic_seconds() < give_up) {
-        int arrived = 0, reply[2] = {0, 0};
+        int arrived = 0;
+        int64_t reply[4] = {0, 0, 0, 0};
         MPI_Status status;
         if (MPI_Iprobe(MPI_ANY_SOURCE, WATCH_REPLY_TAG, watch.control, &arrived, &status) !=
             MPI_SUCCESS) {
-            return false;
+            return WATCH_NOBODY_COMPUTES;
         }
         if (!arrived) {
             nanosleep(&pause, NULL);
             continue;
         }
-        if (MPI_Recv(reply, 2, MPI_INT, status.MPI_SOURCE, WATCH_REPLY_TAG, watch.control,
+        if (MPI_Recv(reply, 4, MPI_INT64_T, status.MPI_SOURCE, WATCH_REPLY_TAG, watch.control,
                      MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            return false;
+            return WATCH_NOBODY_COMPUTES;
         }
         if (reply[0] == number) { /* an answer to an earlier query is stale */
             answered++;
             computing = reply[1] == WATCH_COMPUTING;
+            inside += reply[1] == WATCH_WAITING && (uint64_t)reply[2] == state->key &&
+                      reply[3] == state->collectives;
         }
     }
-    return computing;
+    if (computing) {
+        return WATCH_SOMEONE_COMPUTES;
+    }
+    return asked > 0 && inside == asked ? WATCH_ALL_INSIDE : WATCH_NOBODY_COMPUTES;
 }
 
 /* Starts the watch on a duplicate of the world (collective: every rank creating its world), and
@@ -231,39 +263,61 @@ static MPI_Comm mpi_handle(const cpparity_comm *comm) {
     return ((const mpi_state *)comm->implementation)->communicator;
 }
 
-/* Completes request by polling MPI_Test until it is done or comm's deadline has passed; on
- * timeout prints "cpparity: rank R: MPI <collective> timed out after T s" and stops the job with
- * MPI_Abort(comm, 3) (returning CPPARITY_ERROR_RUNTIME only should MPI_Abort return). */
+/* Begins a collective (or the ring shift) on comm: every operation calls it first, on every
+ * rank, so the current collective's number is the same on every rank. */
+static void mpi_begin(cpparity_comm *comm) {
+    ((mpi_state *)comm->implementation)->collectives++;
+}
+
+/* Completes request by polling MPI_Test until it is done or comm's deadline has passed (moved
+ * on while the watch finds another rank computing, or the collective in flight; see the top of
+ * this file); on timeout prints "cpparity: rank R: MPI <collective> timed out after T s" and
+ * stops the job with MPI_Abort(comm, 3) (returning CPPARITY_ERROR_RUNTIME only should MPI_Abort
+ * return). */
 static cpparity_status mpi_wait(const cpparity_comm *comm, MPI_Request *request,
                                 const char *collective, cpparity_error *error) {
+    const mpi_state *state = comm->implementation;
     double deadline = monotonic_seconds() + comm->timeout_seconds;
     const struct timespec pause = {0, 50000L};
+    int in_flight = 0; /* deadlines moved on in a row because every rank is inside */
+    atomic_store(&watch.waiting_key, state->key);
+    atomic_store(&watch.waiting_number, state->collectives);
     atomic_store(&watch.state, WATCH_WAITING);
     for (int spins = 0;; spins++) {
         int done = 0;
-        const int tested = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+        int tested = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+        if (tested == MPI_SUCCESS && !done && monotonic_seconds() > deadline) {
+            const watch_finding finding = watch_survey(comm);
+            if (finding == WATCH_SOMEONE_COMPUTES ||
+                (finding == WATCH_ALL_INSIDE && in_flight < WATCH_IN_FLIGHT_GRACE)) {
+                in_flight = finding == WATCH_ALL_INSIDE ? in_flight + 1 : 0;
+                deadline = monotonic_seconds() + comm->timeout_seconds; /* not a hang */
+                continue;
+            }
+            /* the survey took time: the collective may have completed meanwhile */
+            tested = MPI_Test(request, &done, MPI_STATUS_IGNORE);
+            if (tested == MPI_SUCCESS && !done) {
+                fprintf(stderr, "cpparity: rank %d: MPI %s timed out after %g s%s\n",
+                        comm->world_rank, collective, comm->timeout_seconds,
+                        finding == WATCH_ALL_INSIDE
+                            ? " (every rank had entered it; MPI did not complete it)"
+                            : "");
+                fflush(stderr);
+                temporary_files_remove_all(); /* MPI_Abort ends this process: no claim left */
+                MPI_Abort(mpi_handle(comm), 3);
+                atomic_store(&watch.state, WATCH_COMPUTING);
+                return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                          "mpi communicator: %s timed out after %g s on rank %d "
+                                          "and MPI_Abort returned",
+                                          collective, comm->timeout_seconds, comm->world_rank);
+            }
+        }
         if (tested != MPI_SUCCESS || done) {
             atomic_store(&watch.state, WATCH_COMPUTING);
         }
         MPI_CHECK(tested, error, collective);
         if (done) {
             return CPPARITY_OK;
-        }
-        const double now = monotonic_seconds();
-        if (now > deadline && watch_someone_computes(comm)) {
-            deadline = now + comm->timeout_seconds; /* waiting for computation is not a hang */
-            continue;
-        }
-        if (now > deadline) {
-            fprintf(stderr, "cpparity: rank %d: MPI %s timed out after %g s\n", comm->world_rank,
-                    collective, comm->timeout_seconds);
-            fflush(stderr);
-            temporary_files_remove_all(); /* MPI_Abort ends this process: no claim left behind */
-            MPI_Abort(mpi_handle(comm), 3);
-            return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                                      "mpi communicator: %s timed out after %g s on rank %d and "
-                                      "MPI_Abort returned",
-                                      collective, comm->timeout_seconds, comm->world_rank);
         }
         if (spins >= 64) {
             nanosleep(&pause, NULL);
@@ -295,6 +349,7 @@ static cpparity_status mpi_check_buffers(const cpparity_comm *comm, const char *
 static cpparity_status mpi_all_to_all(cpparity_comm *comm, const void *send, void *receive,
                                       int64_t count_per_rank, cpparity_element_type type,
                                       void *stream, cpparity_error *error) {
+    mpi_begin(comm);
     cpparity_status status =
         mpi_check_buffers(comm, "all_to_all", count_per_rank, comm->size, stream, error);
     if (status != CPPARITY_OK) {
@@ -348,6 +403,7 @@ static void mpi_sum_in_rank_order(const void *all, void *receive, int64_t count,
 static cpparity_status mpi_all_reduce_sum(cpparity_comm *comm, const void *send, void *receive,
                                           int64_t count, cpparity_element_type type, void *stream,
                                           cpparity_error *error) {
+    mpi_begin(comm);
     cpparity_status status = mpi_check_buffers(
         comm, "all_reduce_sum", count,
         type == CPPARITY_FLOAT32 || type == CPPARITY_FLOAT64 ? comm->size : 1, stream, error);
@@ -387,6 +443,7 @@ static cpparity_status mpi_all_reduce_sum(cpparity_comm *comm, const void *send,
 static cpparity_status mpi_all_gather(cpparity_comm *comm, const void *send, void *receive,
                                       int64_t count_per_rank, cpparity_element_type type,
                                       void *stream, cpparity_error *error) {
+    mpi_begin(comm);
     cpparity_status status =
         mpi_check_buffers(comm, "all_gather", count_per_rank, comm->size, stream, error);
     if (status != CPPARITY_OK) {
@@ -403,6 +460,7 @@ static cpparity_status mpi_all_gather(cpparity_comm *comm, const void *send, voi
 static cpparity_status mpi_shift(cpparity_comm *comm, const void *send, void *receive,
                                  int64_t count, cpparity_element_type type, int offset,
                                  void *stream, cpparity_error *error) {
+    mpi_begin(comm);
     cpparity_status status = mpi_check_buffers(comm, "shift", count, 1, stream, error);
     if (status != CPPARITY_OK || count == 0) {
         return status;
@@ -424,6 +482,7 @@ static cpparity_status mpi_shift(cpparity_comm *comm, const void *send, void *re
 static cpparity_status mpi_broadcast(cpparity_comm *comm, void *buffer, int64_t count,
                                      cpparity_element_type type, int root, void *stream,
                                      cpparity_error *error) {
+    mpi_begin(comm);
     cpparity_status status = mpi_check_buffers(comm, "broadcast", count, 1, stream, error);
     if (status != CPPARITY_OK) {
         return status;
@@ -453,6 +512,7 @@ static cpparity_status mpi_gather_bytes_data(const cpparity_comm *comm, const vo
 static cpparity_status mpi_gather_bytes(cpparity_comm *comm, const void *send, int64_t send_bytes,
                                         void **received, int64_t *sizes, int root,
                                         cpparity_error *error) {
+    mpi_begin(comm);
     cpparity_status status = CPPARITY_OK;
     const bool is_root = comm->rank == root;
     if (send_bytes > INT_MAX) {
@@ -513,6 +573,7 @@ static cpparity_status mpi_gather_bytes(cpparity_comm *comm, const void *send, i
 /* agree_status (see comm.h): MPI_MAX over the ranks' statuses. */
 static cpparity_status mpi_agree_status(cpparity_comm *comm, cpparity_status local,
                                         cpparity_status *agreed, cpparity_error *error) {
+    mpi_begin(comm);
     int mine = (int)local, largest = 0;
     MPI_Request request;
     MPI_CHECK(MPI_Iallreduce(&mine, &largest, 1, MPI_INT, MPI_MAX, mpi_handle(comm), &request),
@@ -527,7 +588,7 @@ static cpparity_status mpi_agree_status(cpparity_comm *comm, cpparity_status loc
 /* Wraps an MPI communicator (already given MPI_ERRORS_RETURN) as a cpparity_comm; on failure
  * frees nothing (the caller frees `handle`). */
 static cpparity_status mpi_wrap(MPI_Comm handle, int world_rank, double timeout_seconds,
-                                cpparity_comm **result, cpparity_error *error) {
+                                uint64_t key, cpparity_comm **result, cpparity_error *error) {
     int rank = 0, size = 0;
     MPI_CHECK(MPI_Comm_rank(handle, &rank), error, "creating a communicator");
     MPI_CHECK(MPI_Comm_size(handle, &size), error, "creating a communicator");
@@ -540,6 +601,7 @@ static cpparity_status mpi_wrap(MPI_Comm handle, int world_rank, double timeout_
                                   "mpi communicator: out of memory on rank %d", world_rank);
     }
     state->communicator = handle;
+    state->key = key;
     state->world_ranks = malloc((size_t)size * sizeof *state->world_ranks);
     MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
     int *ranks = malloc((size_t)size * sizeof *ranks);
@@ -584,13 +646,27 @@ static cpparity_status mpi_split_barrier(const cpparity_comm *comm, cpparity_err
     return mpi_wait(comm, &request, "split", error);
 }
 
-/* Sets MPI_ERRORS_RETURN on handle and wraps it; frees handle on failure. */
+/* A communicator's key from what every rank of it knows alike (splitmix64's finaliser over
+ * the parts): different keys for different communicators of the job, but for a collision. */
+static uint64_t mpi_key(uint64_t parent, uint64_t collective, uint64_t color) {
+    uint64_t key = parent;
+    const uint64_t parts[2] = {collective, color};
+    for (int part = 0; part < 2; part++) {
+        key ^= parts[part] + 0x9e3779b97f4a7c15ULL + (key << 6) + (key >> 2);
+        key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        key = (key ^ (key >> 27)) * 0x94d049bb133111ebULL;
+        key ^= key >> 31;
+    }
+    return key;
+}
+
+/* Sets MPI_ERRORS_RETURN on handle and wraps it with key; frees handle on failure. */
 static cpparity_status mpi_adopt(MPI_Comm handle, int world_rank, double timeout_seconds,
-                                 cpparity_comm **result, cpparity_error *error) {
+                                 uint64_t key, cpparity_comm **result, cpparity_error *error) {
     int code = MPI_Comm_set_errhandler(handle, MPI_ERRORS_RETURN);
     cpparity_status status =
         code == MPI_SUCCESS
-            ? mpi_wrap(handle, world_rank, timeout_seconds, result, error)
+            ? mpi_wrap(handle, world_rank, timeout_seconds, key, result, error)
             : mpi_failure(code, error, "creating a communicator",
                           "MPI_Comm_set_errhandler(handle, MPI_ERRORS_RETURN)", __FILE__, __LINE__);
     if (status != CPPARITY_OK) {
@@ -603,6 +679,7 @@ static cpparity_status mpi_adopt(MPI_Comm handle, int world_rank, double timeout
  * gives *result = NULL. The new communicator keeps the world rank and the timeout. */
 static cpparity_status mpi_split(cpparity_comm *comm, int color, int key, cpparity_comm **result,
                                  cpparity_error *error) {
+    mpi_begin(comm);
     cpparity_status status = mpi_split_barrier(comm, error);
     if (status != CPPARITY_OK) {
         return status;
@@ -613,7 +690,10 @@ static cpparity_status mpi_split(cpparity_comm *comm, int color, int key, cppari
     if (handle == MPI_COMM_NULL) {
         return CPPARITY_OK;
     }
-    return mpi_adopt(handle, comm->world_rank, comm->timeout_seconds, result, error);
+    const mpi_state *parent = comm->implementation; /* the split's collective number: the same */
+    return mpi_adopt(handle, comm->world_rank, comm->timeout_seconds,
+                     mpi_key(parent->key, (uint64_t)parent->collectives, (uint64_t)color), result,
+                     error);
 }
 
 /* abort (see comm.h): prints "cpparity: rank R: message" and calls MPI_Abort(MPI_COMM_WORLD,
@@ -754,7 +834,9 @@ cpparity_status comm_mpi_create_world(cpparity_comm **comm, double timeout_secon
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &handle), error, "creating the world");
     const bool watching = watch.control == MPI_COMM_NULL;
     watch_start();
-    cpparity_status status = mpi_adopt(handle, world_rank, timeout_seconds, comm, error);
+    static uint64_t worlds = 0; /* worlds made in this process: every rank makes them alike */
+    cpparity_status status =
+        mpi_adopt(handle, world_rank, timeout_seconds, mpi_key(0, 0, ++worlds), comm, error);
     if (status == CPPARITY_OK && watching) {
         ((mpi_state *)(*comm)->implementation)->owns_watch = true;
     } else if (watching) {
