@@ -55,8 +55,37 @@ static int64_t masks_bytes(cpparity_sizer *s, const cpparity_model_config *confi
 cpparity_status reference_memory_estimate(const cpparity_model_config *config, int64_t batch,
                                           int64_t seq_len, reference_memory *memory,
                                           cpparity_error *error) {
+    return reference_memory_estimate_spread(config, batch, seq_len, 1, 0, memory, error);
+}
+
+/* The rows rank r of `ranks` holds (model.c: row_blocks_first's split). */
+static int64_t rank_rows(int64_t B, int64_t S, int64_t ranks, int64_t r) {
+    const row_blocks blocks = row_blocks_of(B, S);
+    int64_t first = 0, end = 0;
+    row_blocks_rows(&blocks, row_blocks_first(&blocks, ranks, r),
+                    row_blocks_first(&blocks, ranks, r + 1), &first, &end);
+    return end - first;
+}
+
+/* The largest of three sizes. */
+static int64_t largest_of(int64_t a, int64_t b, int64_t c) {
+    const int64_t ab = a > b ? a : b;
+    return ab > c ? ab : c;
+}
+
+/* reference_team_gather_rows's scratch: a send of the widest rank's rows and every rank's. */
+static int64_t gather_scratch(cpparity_sizer *s, int64_t widest, int64_t width, int64_t ranks) {
+    return ranks > 1 ? CPPARITY_PRODUCT(s, "a gather's scratch", 8, widest, width, ranks + 1) : 0;
+}
+
+cpparity_status reference_memory_estimate_spread(const cpparity_model_config *config, int64_t batch,
+                                                 int64_t seq_len, int64_t ranks, int64_t rank,
+                                                 reference_memory *memory, cpparity_error *error) {
     memset(memory, 0, sizeof *memory);
     cpparity_sizer s = CPPARITY_SIZER_START;
+    if (ranks < 1) {
+        ranks = 1;
+    }
     const int64_t B = batch, S = seq_len, V = config->vocab_size, D = config->hidden_size;
     const int64_t F = config->intermediate_size, H = config->num_attention_heads;
     const int64_t Hkv = config->num_key_value_heads, Dh = config->head_dim;
@@ -69,6 +98,12 @@ cpparity_status reference_memory_estimate(const cpparity_model_config *config, i
     const int64_t P = table.total, parameter_tensors = table.count;
     cpparity_tensor_table_free(&table);
     const int64_t N = CPPARITY_PRODUCT(&s, "the tokens B x S", B, S);
+    /* this rank's tokens, and the widest rank's (a gather's scratch is sized for them) */
+    int64_t widest = 0;
+    for (int64_t r = 0; r < ranks; r++) {
+        widest = rank_rows(B, S, ranks, r) > widest ? rank_rows(B, S, ranks, r) : widest;
+    }
+    const int64_t n = rank >= 0 && rank < ranks ? rank_rows(B, S, ranks, rank) : widest;
     /* model.c's activation table: rotary tables, every layer, the final norm, the logits */
     const int64_t layer = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "a layer's activations", 4, D), 2,
                                        CPPARITY_PRODUCT(&s, "a layer's activations", 2, H, Dh),
@@ -78,10 +113,14 @@ cpparity_status reference_memory_estimate(const cpparity_model_config *config, i
         CPPARITY_SUM(&s, Dh, CPPARITY_PRODUCT(&s, "the activations", layers, layer),
                      CPPARITY_PRODUCT(&s, "the activations", 2, D), 3);
     memory->masks = masks_bytes(&s, config, B, S);
+    /* every per-token activation for this rank's n tokens, but each layer's lse (H a token),
+     * which is whole on every rank */
+    const int64_t lse_whole = CPPARITY_PRODUCT(&s, "the attention's lse", 8, layers, N, H);
+    const int64_t per_token_here = per_token - layers * H;
     memory->model =
         CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the parameters", 16, P),
-                     CPPARITY_PRODUCT(&s, "the reference's activations", 8, N, per_token),
-                     memory->masks, cpparity_tensor_table_bytes(parameter_tensors),
+                     CPPARITY_PRODUCT(&s, "the reference's activations", 8, n, per_token_here),
+                     lse_whole, memory->masks, cpparity_tensor_table_bytes(parameter_tensors),
                      cpparity_tensor_table_bytes(14 * layers + 7));
     /* lm_head.c: one row block's logits, and per thread a row of exponentials */
     const int64_t threads = reference_threads();
@@ -90,8 +129,22 @@ cpparity_status reference_memory_estimate(const cpparity_model_config *config, i
                      CPPARITY_PRODUCT(&s, "a row block's logits", 8,
                                       S < CPPARITY_ROW_BLOCK ? S : CPPARITY_ROW_BLOCK, V),
                      CPPARITY_PRODUCT(&s, "the loss's scratch", threads, 8, V));
-    memory->forward = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's projection", 8, N, D),
-                                   attention_bytes(&s, B, S, H, Dh, false), memory->logits_forward);
+    /* model_forward.c attention_forward: spread, the queries and outputs whole-shaped and the
+     * keys and values gathered whole, with a gather's scratch, the tiles' scratch, or the lse's
+     * share (this rank's and the whole lse, and a gather's scratch) on top */
+    const int64_t tiles_forward = attention_bytes(&s, B, S, H, Dh, false);
+    const int64_t attention_forward =
+        ranks == 1
+            ? tiles_forward
+            : CPPARITY_SUM(
+                  &s,
+                  CPPARITY_PRODUCT(&s, "the spread attention", 16, N, CPPARITY_SUM(&s, H, Hkv), Dh),
+                  largest_of(gather_scratch(&s, widest, Hkv * Dh, ranks), tiles_forward,
+                             CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the lse's share", 8, n, H),
+                                          CPPARITY_PRODUCT(&s, "the lse's share", 8, N, H),
+                                          gather_scratch(&s, widest, H, ranks))));
+    memory->forward = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's projection", 8, n, D),
+                                   attention_forward, memory->logits_forward);
     /* model_backward.c: the stream, residual and normed (D each), swiglu, gate, up (F each),
      * attention and q (H·Dh), k and v (Hkv·Dh) per token */
     const int64_t gradients =
@@ -99,16 +152,34 @@ cpparity_status reference_memory_estimate(const cpparity_model_config *config, i
                      CPPARITY_PRODUCT(&s, "the reference's backward", 3, F),
                      CPPARITY_PRODUCT(&s, "the reference's backward", 2, H, Dh),
                      CPPARITY_PRODUCT(&s, "the reference's backward", 2, Hkv, Dh));
-    memory->attention_backward = attention_bytes(&s, B, S, H, Dh, true);
+    /* model_backward.c attention_backward: spread, dq, dk and dv whole-shaped and the queries,
+     * keys, values, outputs and output gradients gathered whole, with a gather's scratch or the
+     * tiles' scratch on top */
+    const int64_t tiles_backward = attention_bytes(&s, B, S, H, Dh, true);
+    memory->attention_backward =
+        ranks == 1 ? tiles_backward
+                   : CPPARITY_SUM(
+                         &s,
+                         CPPARITY_PRODUCT(&s, "the spread attention", 8, N,
+                                          CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "", 4, H, Dh),
+                                                       CPPARITY_PRODUCT(&s, "", 4, Hkv, Dh))),
+                         largest_of(gather_scratch(&s, widest, H * Dh, ranks), tiles_backward, 0));
     /* lm_head.c: one vocabulary chunk's logits for every token (while the layers' backward has
      * not started: the larger of the two is held) */
-    memory->logits_backward = CPPARITY_PRODUCT(&s, "a vocabulary chunk's logits", 8, N,
-                                               V < LM_HEAD_CHUNK ? V : LM_HEAD_CHUNK);
+    memory->logits_backward =
+        CPPARITY_SUM(&s,
+                     CPPARITY_PRODUCT(&s, "a vocabulary chunk's logits", 8, n,
+                                      V < LM_HEAD_CHUNK ? V : LM_HEAD_CHUNK),
+                     ranks > 1 ? CPPARITY_PRODUCT(&s, "a chunk handed on", 16,
+                                                  V < LM_HEAD_CHUNK ? V : LM_HEAD_CHUNK, D)
+                               : 0);
     memory->backward = CPPARITY_SUM(
-        &s, CPPARITY_PRODUCT(&s, "the reference's backward", 8, N, gradients),
+        &s, CPPARITY_PRODUCT(&s, "the reference's backward", 8, n, gradients),
         memory->attention_backward > memory->logits_backward ? memory->attention_backward
                                                              : memory->logits_backward);
     memory->features_off = CPPARITY_PRODUCT(&s, "the masks", 9, N); /* model_forward.c */
+    /* reference_model_final_normed_whole: a gather's scratch */
+    memory->gather_final = gather_scratch(&s, widest, D, ranks);
     if (!s.ok) {
         memset(memory, 0, sizeof *memory);
         return cpparity_error_set(error, CPPARITY_ERROR_INPUT, "%s", s.what);

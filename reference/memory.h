@@ -39,6 +39,8 @@ typedef struct reference_memory {
     int64_t attention_backward; /* one attention backward call alone (of backward) */
     int64_t logits_forward;     /* the forward's row block of logits and its scratch (of forward) */
     int64_t logits_backward;    /* the backward's vocabulary chunk of logits (of backward) */
+    int64_t gather_final;       /* spread: gathering the final norm's output whole, on top of
+                                   model and of what the caller keeps (0 in one process) */
 } reference_memory;
 
 /* The memory of the reference model of config for batches of batch × seq_len tokens into
@@ -46,5 +48,17 @@ typedef struct reference_memory {
 cpparity_status reference_memory_estimate(const cpparity_model_config *config, int64_t batch,
                                           int64_t seq_len, reference_memory *memory,
                                           cpparity_error *error);
+
+/* The same for rank `rank` of a team of `ranks` (team.h; 1: the figures above; a rank out of
+ * [0, ranks): the rank with the most tokens): its n tokens instead of N, but whole on every rank
+ * each layer's lse (8·nL·N·H) and, on top, the attention's whole-shaped buffers — forward the
+ * queries, outputs, keys and values, 16N(H + Hkv)·Dh, and the larger of a gather's scratch
+ * (8·n·width·(ranks + 1)), the tiles' scratch and the lse's share (8nH + 8NH and a gather's
+ * scratch); backward dq, dk, dv and the five gathered tensors, 8N(4H + 4Hkv)·Dh, and the larger of
+ * a gather's scratch and the tiles' scratch — the LM head's chunk handed on (16·min(V,
+ * LM_HEAD_CHUNK)·D), and gather_final. */
+cpparity_status reference_memory_estimate_spread(const cpparity_model_config *config, int64_t batch,
+                                                 int64_t seq_len, int64_t ranks, int64_t rank,
+                                                 reference_memory *memory, cpparity_error *error);
 
 #endif

@@ -28,6 +28,7 @@
 #include "harness/running/memory_estimate.h"
 #include "harness/running/run.h"
 #include "harness/running/run_item.h"
+#include "harness/running/reference_team_comm.h"
 #include "harness/running/run_plan.h"
 #include "reference/model.h"
 #include "tests/support/test_files.h"
@@ -556,6 +557,65 @@ Test(memory_estimate, reference_baseline_and_rerun__are_what_they_allocate) {
     suite_remove(&suite);
 }
 
+/* A reference spread over local ranks (run.c spread_references): rank 0 keeps it in its cache,
+ * the others share the work. */
+typedef struct spread_job {
+    const cpparity_case *c;
+    reference_cache cache; /* rank 0's */
+} spread_job;
+
+static cpparity_status spread_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
+    spread_job *job = argument;
+    const reference_team team = reference_team_of_comm(comm);
+    if (comm->rank != 0) {
+        return reference_outputs_share(job->c, job->c->seed, &team, error);
+    }
+    job->cache.team = &team;
+    const reference_outputs *outputs = NULL;
+    int computed = 0;
+    const cpparity_status status =
+        reference_cache_get(&job->cache, 0, job->c, job->c->seed, &outputs, &computed, error);
+    job->cache.team = NULL;
+    return status;
+}
+
+Test(memory_estimate, a_reference_spread_over_local_ranks__is_what_its_ranks_allocate) {
+    require_counting();
+    planned_suite suite;
+    cpparity_error error;
+    cr_assert_eq(plan_suite(&suite, medium_suite, 0, &error), CPPARITY_OK, "%s", error.message);
+    const cpparity_case *c = suite.plan.cases[0];
+    for (int ranks = 2; ranks <= 3; ranks++) {
+        const memory_setting setting = local_setting(ranks);
+        memory_item item;
+        char what[MEMORY_TEXT];
+        cr_assert(memory_estimate_item(c, 1, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
+                                       ULYSSES, &setting, &item, what, sizeof what),
+                  "%s", what);
+        cr_assert(run_spreads_reference(c, ranks));
+        spread_job job = {.c = c};
+        cpparity_status statuses[3];
+        const int64_t before = measure_start();
+        cr_assert_eq(comm_local_run(ranks, TIMEOUT, spread_body, &job, statuses, NULL, &error),
+                     CPPARITY_OK, "%s", error.message);
+        const int64_t measured = measure_peak(before);
+        for (int r = 0; r < ranks; r++) {
+            cr_assert_eq(statuses[r], CPPARITY_OK);
+        }
+        /* the ranks run in step (every exchange is a collective): their peaks add up */
+        char name[64];
+        snprintf(name, sizeof name, "the reference spread over %d local ranks", ranks);
+        expect_close(name, item.reference_spread_all, measured);
+        cr_expect_lt(item.reference_spread, item.reference,
+                     "a rank's share %lld B is not under one process's %lld B",
+                     (long long)item.reference_spread, (long long)item.reference);
+        reference_cache_free(&job.cache);
+    }
+    cr_expect(!run_spreads_reference(c, 1), "one rank computes the reference alone");
+    run_plan_free(&suite.plan);
+    suite_remove(&suite);
+}
+
 /* One item on local ranks with the reference already cached (run_item_execute). */
 typedef struct item_job {
     run_plan *plan;
@@ -696,6 +756,8 @@ typedef struct pass_job {
     run_plan *plan;
     const run_options *options;
     run_results results; /* rank 0's */
+    int64_t computed[4]; /* each rank's cache: references computed there (as the team's rank 0) */
+    int64_t shared[4];   /* and shares of other ranks' references */
 } pass_job;
 
 static cpparity_status pass_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
@@ -707,6 +769,8 @@ static cpparity_status pass_body(cpparity_comm *comm, void *argument, cpparity_e
     memset(&mine, 0, sizeof mine);
     cpparity_status status = run_pass(comm, job->plan, job->options, &target, &cache, false,
                                       comm->rank == 0 ? &job->results : &mine, error);
+    job->computed[comm->rank] = cache.computed;
+    job->shared[comm->rank] = cache.shared;
     run_results_free(&mine);
     reference_cache_free(&cache);
     return status;
@@ -754,6 +818,33 @@ Test(memory_estimate, a_pass_on_two_local_ranks__stays_within_the_job_estimate) 
               "the job estimate %lld B is over twice the %lld B the "
               "pass allocated",
               (long long)estimate, (long long)measured);
+    run_results_free(&job.results);
+    run_plan_free(&suite.plan);
+    suite_remove(&suite);
+}
+
+/* run.c spread_references: on two ranks every case's reference is computed by both, its home
+ * rank (the case's index modulo the ranks) keeping it; the items then find it cached and pass. */
+Test(run_pass, two_local_ranks__compute_every_reference_together) {
+    planned_suite suite;
+    cpparity_error error;
+    cr_assert_eq(plan_suite(&suite, medium_suite, 0, &error), CPPARITY_OK, "%s", error.message);
+    run_plan_set_ranks(&suite.plan, 2, &cpparity_cpu_implementation);
+    cr_assert_eq(suite.plan.case_count, 2);
+    pass_job job = {.plan = &suite.plan, .options = &suite.options};
+    cpparity_status statuses[2];
+    cr_assert_eq(comm_local_run(2, TIMEOUT, pass_body, &job, statuses, NULL, &error), CPPARITY_OK);
+    cr_assert(statuses[0] == CPPARITY_OK && statuses[1] == CPPARITY_OK);
+    for (int64_t i = 0; i < job.results.item_count; i++) {
+        cr_expect_eq(job.results.items[i].outcome, RUN_PASS, "%s", job.results.items[i].message);
+    }
+    /* case 0 ("medium") is rank 0's, case 1 ("wide") rank 1's: each computed once, as a team */
+    for (int rank = 0; rank < 2; rank++) {
+        cr_expect_eq(job.computed[rank], 1, "rank %d computed %lld references", rank,
+                     (long long)job.computed[rank]);
+        cr_expect_eq(job.shared[rank], 1, "rank %d shared in %lld other references", rank,
+                     (long long)job.shared[rank]);
+    }
     run_results_free(&job.results);
     run_plan_free(&suite.plan);
     suite_remove(&suite);

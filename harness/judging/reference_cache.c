@@ -202,6 +202,7 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
     }
     if (status == CPPARITY_OK && !loaded) {
         status = compute(&fresh, c, seed, cache->team, error);
+        cache->computed += status == CPPARITY_OK;
     }
     if (status != CPPARITY_OK) {
         outputs_free(&fresh);

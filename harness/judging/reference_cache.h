@@ -50,6 +50,9 @@ typedef struct reference_cache {
     int64_t reused;        /* outputs read from directory instead of computed */
     int64_t stored;        /* outputs computed and written there */
     int64_t rejected;      /* entries there that could not be trusted (recomputed, replaced) */
+    int64_t computed;      /* outputs computed here (alone, or as the team's rank 0) */
+    int64_t shared;        /* other ranks' references this rank computed its share of (its
+                              caller counts them: reference_outputs_share keeps no cache) */
     char warning[CPPARITY_ERROR_TEXT]; /* why the last one was rejected, or a store failed */
     const reference_team *team;        /* the ranks computing each reference together (reference/
                                           team.h), this one their rank 0; NULL: this process alone */

@@ -21,6 +21,7 @@
 #include "distributed/kernels/kernel_support.h"
 #include "fixtures/parameter_cache.h"
 #include "harness/judging/naive_model.h"
+#include "harness/running/run_plan.h"
 #include "reference/memory.h"
 
 /* Checked sums and products of sizes (common/checked_size.h), under short names. */
@@ -449,6 +450,21 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
                                PRODUCT(&s, "the gradients", 8, z.P), z.N, parameter_table);
     item->reference = SUM(&s, batch, reference.model,
                           LARGEST(reference.forward, reference.backward, item->reference_kept));
+    /* spread over the job's ranks (run.c spread_references): each rank computes its row blocks
+     * and ends with the kept outputs whole, gathered */
+    for (int64_t r = 0; run_spreads_reference(c, setting->ranks) && r < setting->ranks; r++) {
+        reference_memory spread;
+        if (reference_memory_estimate_spread(m, z.B, z.S, setting->ranks, r, &spread, &error) !=
+            CPPARITY_OK) {
+            cpparity_sizer_fail(&s, error.message);
+            break;
+        }
+        const int64_t share = SUM(&s, batch, spread.model,
+                                  LARGEST(spread.forward, spread.backward,
+                                          SUM(&s, item->reference_kept, spread.gather_final)));
+        item->reference_spread = LARGEST(item->reference_spread, share);
+        item->reference_spread_all = SUM(&s, item->reference_spread_all, share);
+    }
     /* discrimination.c: the same model on its own batch, without outputs kept, a mask feature
      * off */
     item->discrimination =
@@ -761,6 +777,31 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
     if (status == CPPARITY_OK && *overflow_item < 0) {
         state.results[0] = (int64_t)sizeof(run_item) * item_count; /* rank 0's results table */
     }
+    /* run.c spread_references: on more than one rank, every case's reference computed by all
+     * the ranks together before any item, one case after another; its home rank keeps it */
+    for (int64_t i = 0; status == CPPARITY_OK && *overflow_item < 0 && i < item_count; i++) {
+        const int64_t case_index = items[i].case_index;
+        const cpparity_case *c = cases[case_index];
+        if (!totals[i].planned || state.reference_done[case_index] ||
+            !run_spreads_reference(c, N)) {
+            continue;
+        }
+        state.reference_done[case_index] = true;
+        /* a process holds one rank's share (the largest), or every rank's (local ranks) */
+        const int64_t share = setting->ranks_are_processes ? state.parts[i].reference_spread
+                                                           : state.parts[i].reference_spread_all;
+        totals[i].reference = share;
+        totals[i].reference_spread = true;
+        for (int64_t p = 0; p < state.processes; p++) {
+            const int64_t others = plus(plus(state.cached[p], state.weights[p]), state.results[p]);
+            if (plus(others, share) > totals[i].bytes) {
+                totals[i].bytes = plus(others, share);
+                totals[i].others = others;
+            }
+        }
+        const int64_t home = process_of(&state, case_index % N);
+        state.cached[home] = plus(state.cached[home], state.parts[i].reference_kept);
+    }
     /* run.c run_pass: cp size by cp size; run_phase: a queue per group, in rounds */
     for (int64_t f = 0; status == CPPARITY_OK && *overflow_item < 0 && f < phase_count; f++) {
         const int64_t cp = phases[f];
@@ -909,11 +950,16 @@ static void describe_parts(const memory_total *total, const char *name, char *te
     size_t used = 0;
     text[0] = '\0';
     if (total->reference > 0) {
-        used += (size_t)snprintf(text + used, size - used, "reference %s, ", reference);
+        used += (size_t)snprintf(text + used, size - used,
+                                 total->reference_spread
+                                     ? "reference %s, spread over the ranks before the items; "
+                                     : "reference %s, ",
+                                 reference);
     }
     if (total->baseline > 0 && used < size) {
-        used += (size_t)snprintf(text + used, size - used, "baseline %s%s, ", baseline,
-                                 total->reference > 0 ? " after it" : "");
+        used +=
+            (size_t)snprintf(text + used, size - used, "baseline %s%s, ", baseline,
+                             total->reference > 0 && !total->reference_spread ? " after it" : "");
     }
     if (used < size) {
         used += (size_t)snprintf(text + used, size - used, "implementation %lld x %s",

@@ -94,26 +94,33 @@ typedef struct memory_setting {
 
 /* What one item (a case at one cp size) allocates, part by part. */
 typedef struct memory_item {
-    int64_t reference;           /* computing the float64 reference, its kept outputs included */
-    int64_t reference_kept;      /* what the cache keeps of it: logits, gradients, masked rows */
-    int64_t baseline;            /* computing the naive baseline of one dtype, outputs included */
-    int64_t baseline_kept;       /* what the cache keeps of it: logits and gradients */
-    int64_t implementation;      /* one rank running the implementation, with its inputs/outputs */
-    int64_t implementation_own;  /* of which the implementation's estimate (0 when unknown) */
-    int64_t implementation_kept; /* what its instance holds after backward (its estimate's
-                                    kept), held while the root reads logits by rows */
-    bool implementation_known;   /* the implementation declares an estimate (or none runs) */
-    int64_t parameter_cache;     /* the weights fixtures/parameter_cache.h keeps, once a process */
-    int64_t rank_outputs;        /* of which a rank still holds while the root judges */
-    int64_t judging;             /* the root: gathered outputs, comparison slices, records */
-    int64_t stored;              /* values and records the results keep (--store) */
-    int64_t discrimination;      /* one rerun of the reference for the discrimination check */
+    int64_t reference;            /* computing the float64 reference, its kept outputs included */
+    int64_t reference_kept;       /* what the cache keeps of it: logits, gradients, masked rows */
+    int64_t reference_spread;     /* the largest rank's share when the job's ranks compute it
+                                     together (run_plan.h run_spreads_reference), its kept
+                                     outputs included; 0 when they do not */
+    int64_t reference_spread_all; /* every rank's share together (local ranks: one process) */
+    int64_t baseline;             /* computing the naive baseline of one dtype, outputs included */
+    int64_t baseline_kept;        /* what the cache keeps of it: logits and gradients */
+    int64_t implementation;       /* one rank running the implementation, with its inputs/outputs */
+    int64_t implementation_own;   /* of which the implementation's estimate (0 when unknown) */
+    int64_t implementation_kept;  /* what its instance holds after backward (its estimate's
+                                     kept), held while the root reads logits by rows */
+    bool implementation_known;    /* the implementation declares an estimate (or none runs) */
+    int64_t parameter_cache;      /* the weights fixtures/parameter_cache.h keeps, once a process */
+    int64_t rank_outputs;         /* of which a rank still holds while the root judges */
+    int64_t judging;              /* the root: gathered outputs, comparison slices, records */
+    int64_t stored;               /* values and records the results keep (--store) */
+    int64_t discrimination;       /* one rerun of the reference for the discrimination check */
 } memory_item;
 
 /* What one process holds at most while a planned item runs. */
 typedef struct memory_total {
     int64_t bytes;              /* the most one process holds in the item's round */
     int64_t reference;          /* the item computes the reference: its peak, else 0 */
+    bool reference_spread;      /* that reference is computed by every rank before the items
+                                   (run_plan.h run_spreads_reference): reference is the share
+                                   one process holds */
     int64_t baseline;           /* the item computes a baseline: its peak, else 0 */
     int64_t implementation;     /* one rank of the implementation */
     int64_t implementation_own; /* of which the implementation's estimate */

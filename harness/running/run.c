@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include "common/interrupt.h"
+#include "common/monotonic_clock.h"
 #include "harness/judging/discrimination.h"
 #include "harness/running/run_exchange.h"
 #include "harness/running/run_item.h"
 #include "harness/running/run_outputs.h"
+#include "harness/running/reference_team_comm.h"
 #include "reports/console.h"
 
 static void utc_now(char *text, size_t size) {
@@ -406,6 +408,93 @@ static cpparity_status begin_items(run_results *results, const run_plan *plan,
     return CPPARITY_OK;
 }
 
+/* The summon of a spread reference (reference_cache.summon): tells the team's other ranks that
+ * the home rank computes it now (they would otherwise hear that it is cached). */
+typedef struct spread_summon {
+    cpparity_comm *team; /* the home rank is its rank 0 */
+    bool summoned;
+} spread_summon;
+
+static cpparity_status summon_team(void *context, const cpparity_case *c, uint64_t seed,
+                                   cpparity_error *error) {
+    (void)c;
+    (void)seed;
+    spread_summon *summon = context;
+    int64_t compute = 1;
+    summon->summoned = true;
+    return cpparity_broadcast(summon->team, &compute, 1, CPPARITY_INT64, 0, NULL, error);
+}
+
+/* Every case's float64 reference spread over the job's ranks (reference/team.h: each rank its
+ * row blocks, the same bits for every rank count) before any item runs, one case after another:
+ * the home rank (case index modulo the ranks), rank 0 of the team, keeps it in its cache; a
+ * reference already cached there (or on disk) is not computed again. A reference that fails is
+ * left out of the cache: the item computes it again alone and reports the error as an item's.
+ * Errors returned are the communicator's. */
+static cpparity_status spread_references(cpparity_comm *world, const run_plan *plan,
+                                         const run_options *options, reference_cache *cache,
+                                         bool print, cpparity_error *error) {
+    cpparity_status status = CPPARITY_OK;
+    const double start = monotonic_seconds();
+    const int64_t computed = cache->computed, shared = cache->shared;
+    for (int64_t c = 0; status == CPPARITY_OK && c < plan->case_count; c++) {
+        const cpparity_case *checked = plan->cases[c];
+        bool runs = false;
+        for (int64_t i = 0; i < plan->item_count; i++) {
+            runs |= plan->items[i].case_index == c && plan->items[i].runnable;
+        }
+        if (!runs || !run_spreads_reference(checked, world->size)) {
+            continue;
+        }
+        const int home = (int)(c % world->size);
+        interrupt_set_activity("case '%s' (its float64 reference, spread over %d ranks)",
+                               checked->name, world->size);
+        cpparity_comm *team_comm = NULL;
+        status = cpparity_comm_split(world, 0, (world->rank - home + world->size) % world->size,
+                                     &team_comm, error);
+        if (status != CPPARITY_OK) {
+            break;
+        }
+        const reference_team team = reference_team_of_comm(team_comm);
+        const uint64_t seed = options->seed_set ? options->seed : checked->seed;
+        cpparity_error failure; /* the reference's own: the item reports it */
+        if (team_comm->rank == 0) {
+            spread_summon summon = {team_comm, false};
+            const reference_cache settings = *cache;
+            cache->team = &team;
+            cache->summon = summon_team;
+            cache->summon_context = &summon;
+            const reference_outputs *outputs = NULL;
+            int computed_now = 0;
+            (void)reference_cache_get(cache, c, checked, seed, &outputs, &computed_now, &failure);
+            cache->team = settings.team;
+            cache->summon = settings.summon;
+            cache->summon_context = settings.summon_context;
+            if (!summon.summoned) {
+                int64_t compute = 0;
+                status = cpparity_broadcast(team_comm, &compute, 1, CPPARITY_INT64, 0, NULL, error);
+            }
+        } else {
+            int64_t compute = 0;
+            status = cpparity_broadcast(team_comm, &compute, 1, CPPARITY_INT64, 0, NULL, error);
+            if (status == CPPARITY_OK && compute == 1) {
+                cache->shared +=
+                    reference_outputs_share(checked, seed, &team, &failure) == CPPARITY_OK;
+            }
+        }
+        cpparity_comm_free(team_comm);
+    }
+    /* what this rank took part in: on rank 0, every case it homes or shared in */
+    const int64_t references = cache->computed - computed + cache->shared - shared;
+    if (status == CPPARITY_OK && print && world->rank == 0 && references > 0) {
+        printf("# float64 reference of %lld case%s computed by the %d ranks together: %.1f s\n",
+               (long long)references, references == 1 ? "" : "s", world->size,
+               monotonic_seconds() - start);
+        fflush(stdout);
+    }
+    return status;
+}
+
 cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options *options,
                          const run_target *target, reference_cache *cache, bool print,
                          run_results *results, cpparity_error *error) {
@@ -425,6 +514,9 @@ cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options
         }
     }
     qsort(sizes, (size_t)size_count, sizeof *sizes, compare_sizes);
+    if (status == CPPARITY_OK) {
+        status = spread_references(world, plan, options, cache, print, error);
+    }
     baseline_table baselines = {0};
     item_store store = {results, print};
     for (int s = 0; s < size_count && status == CPPARITY_OK; s++) {
@@ -485,6 +577,14 @@ static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_opti
         run_provenance_fill(&results.provenance, world, options, target, environment);
         status = begin_items(&results, plan, &error);
         console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
+        bool spread = false;
+        for (int64_t c = 0; c < plan->case_count; c++) {
+            spread |= run_spreads_reference(plan->cases[c], world->size);
+        }
+        if (spread) {
+            printf("# float64 reference spread over %d ranks (row blocks), before the items\n",
+                   world->size);
+        }
         console_table_header(stdout);
     }
     reference_cache cache = {.directory = options->reference_cache};

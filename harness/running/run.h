@@ -23,12 +23,14 @@ typedef struct run_environment {
     const char *out_path;     /* the results file to write (resolved default) */
 } run_environment;
 
-/* One pass over the plan's runnable items on world (every rank calls it alike): cp size by cp
- * size, the cp = 1 items' errors shared as the CP-only check's baselines, finished items stored
- * at their plan index in results on rank 0 (its items are begun first when results has none),
- * printed as they arrive when print is set. The float64 reference comes from cache (kept across
- * passes: it depends on the case and seed only). Only a broken communicator or no memory
- * returns an error; item failures are the items' outcomes. No outputs are written. */
+/* One pass over the plan's runnable items on world (every rank calls it alike): first, on more
+ * than one rank, every case's float64 reference computed by all the ranks together
+ * (reference/team.h; run_spreads_reference says which cases) and kept by the case's home rank;
+ * then cp size by cp size, the cp = 1 items' errors shared as the CP-only check's baselines,
+ * finished items stored at their plan index in results on rank 0 (its items are begun first when
+ * results has none), printed as they arrive when print is set. The float64 reference comes from
+ * cache (kept across passes: it depends on the case and seed only). Only a broken communicator or
+ * no memory returns an error; item failures are the items' outcomes. No outputs are written. */
 cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options *options,
                          const run_target *target, reference_cache *cache, bool print,
                          run_results *results, cpparity_error *error);

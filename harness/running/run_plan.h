@@ -96,4 +96,9 @@ void run_plan_set_ranks(run_plan *plan, int ranks, const cpparity_implementation
 
 void run_plan_free(run_plan *plan);
 
+/* Whether `cpparity run` has the job's `ranks` compute case c's float64 reference together
+ * before its items (run.c spread_references, reference/team.h): a model-level case (not one
+ * expected to be refused) on more than one rank. The memory estimate follows it. */
+bool run_spreads_reference(const cpparity_case *c, int64_t ranks);
+
 #endif
