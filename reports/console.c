@@ -136,6 +136,12 @@ void console_footer(FILE *stream, const run_results *results, const char *result
             "# time in the implementation %.3f s, in the float64 reference %.3f s, wall %.3f s "
             "with the reference alongside (summed over runs)\n",
             implementation, reference, wall);
+    if (results->provenance.reference_spread_seconds > 0.0) {
+        fprintf(stream,
+                "# and %.3f s before the runs, the float64 references computed by the %d ranks "
+                "together (the runs' reference time is their naive baselines')\n",
+                results->provenance.reference_spread_seconds, results->provenance.ranks);
+    }
     if (results_path != NULL) {
         fprintf(stream, "# results: %s\n", results_path);
     } else {

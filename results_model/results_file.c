@@ -107,7 +107,9 @@ static cpparity_status write_provenance(hid_t file, const run_provenance *p,
         FIELD_ATTRIBUTE(group, "start_time", p->start_time) != CPPARITY_OK ||
         FIELD_ATTRIBUTE(group, "end_time", p->end_time) != CPPARITY_OK ||
         hdf5_attributes_int64(group, integers, sizeof integers / sizeof *integers, error) !=
-            CPPARITY_OK) {
+            CPPARITY_OK ||
+        hdf5_attribute_double(group, "reference_spread_seconds", p->reference_spread_seconds,
+                              error) != CPPARITY_OK) {
         goto done;
     }
     status = CPPARITY_OK;

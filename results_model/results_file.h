@@ -15,7 +15,7 @@
  *                       fault --inject planted, "none" normally), store,
  *                       start_time, end_time
  *                       (strings); ranks, seed (the uint64 seed's bits as int64),
- *                       seed_overridden (0/1)
+ *                       seed_overridden (0/1); reference_spread_seconds (float64)
  *   /summary            attributes: passed, failed, refused, not_run, errors, items,
  *                       discrimination_records
  *   /cases/<case>       one group per case (names are [A-Za-z0-9_.-]; a second case of the same

@@ -433,7 +433,7 @@ static cpparity_status summon_team(void *context, const cpparity_case *c, uint64
  * Errors returned are the communicator's. */
 static cpparity_status spread_references(cpparity_comm *world, const run_plan *plan,
                                          const run_options *options, reference_cache *cache,
-                                         bool print, cpparity_error *error) {
+                                         bool print, double *seconds, cpparity_error *error) {
     cpparity_status status = CPPARITY_OK;
     const double start = monotonic_seconds();
     const int64_t computed = cache->computed, shared = cache->shared;
@@ -486,10 +486,10 @@ static cpparity_status spread_references(cpparity_comm *world, const run_plan *p
     }
     /* what this rank took part in: on rank 0, every case it homes or shared in */
     const int64_t references = cache->computed - computed + cache->shared - shared;
+    *seconds = references > 0 ? monotonic_seconds() - start : 0.0;
     if (status == CPPARITY_OK && print && world->rank == 0 && references > 0) {
         printf("# float64 reference of %lld case%s computed by the %d ranks together: %.1f s\n",
-               (long long)references, references == 1 ? "" : "s", world->size,
-               monotonic_seconds() - start);
+               (long long)references, references == 1 ? "" : "s", world->size, *seconds);
         fflush(stdout);
     }
     return status;
@@ -515,7 +515,11 @@ cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options
     }
     qsort(sizes, (size_t)size_count, sizeof *sizes, compare_sizes);
     if (status == CPPARITY_OK) {
-        status = spread_references(world, plan, options, cache, print, error);
+        double seconds = 0.0;
+        status = spread_references(world, plan, options, cache, print, &seconds, error);
+        if (world->rank == 0) {
+            results->provenance.reference_spread_seconds += seconds;
+        }
     }
     baseline_table baselines = {0};
     item_store store = {results, print};
