@@ -592,7 +592,8 @@ Test(memory_estimate, a_reference_spread_over_local_ranks__is_what_its_ranks_all
         cr_assert(memory_estimate_item(c, 1, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
                                        ULYSSES, &setting, &item, what, sizeof what),
                   "%s", what);
-        cr_assert(run_spreads_reference(c, ranks));
+        cr_assert(run_spreads_reference(c, ranks, true)); /* processes: spread */
+        cr_assert(!run_spreads_reference(c, ranks, false), "local ranks keep it on one rank");
         spread_job job = {.c = c};
         cpparity_status statuses[3];
         const int64_t before = measure_start();
@@ -611,7 +612,7 @@ Test(memory_estimate, a_reference_spread_over_local_ranks__is_what_its_ranks_all
                      (long long)item.reference_spread, (long long)item.reference);
         reference_cache_free(&job.cache);
     }
-    cr_expect(!run_spreads_reference(c, 1), "one rank computes the reference alone");
+    cr_expect(!run_spreads_reference(c, 1, true), "one rank computes the reference alone");
     run_plan_free(&suite.plan);
     suite_remove(&suite);
 }
@@ -823,9 +824,10 @@ Test(memory_estimate, a_pass_on_two_local_ranks__stays_within_the_job_estimate) 
     suite_remove(&suite);
 }
 
-/* run.c spread_references: on two ranks every case's reference is computed by both, its home
- * rank (the case's index modulo the ranks) keeping it; the items then find it cached and pass. */
-Test(run_pass, two_local_ranks__compute_every_reference_together) {
+/* run.c spread_references: local ranks share one process, so they do not spread the reference
+ * (run_plan.h run_spreads_reference): each case's home rank (its index modulo the ranks)
+ * computes it alone and shares in none (mpi/run-spreads-the-reference checks the spread). */
+Test(run_pass, two_local_ranks__keep_each_reference_on_its_home_rank) {
     planned_suite suite;
     cpparity_error error;
     cr_assert_eq(plan_suite(&suite, medium_suite, 0, &error), CPPARITY_OK, "%s", error.message);
@@ -838,11 +840,11 @@ Test(run_pass, two_local_ranks__compute_every_reference_together) {
     for (int64_t i = 0; i < job.results.item_count; i++) {
         cr_expect_eq(job.results.items[i].outcome, RUN_PASS, "%s", job.results.items[i].message);
     }
-    /* case 0 ("medium") is rank 0's, case 1 ("wide") rank 1's: each computed once, as a team */
+    /* case 0 ("medium") is rank 0's, case 1 ("wide") rank 1's: each computed once, alone */
     for (int rank = 0; rank < 2; rank++) {
         cr_expect_eq(job.computed[rank], 1, "rank %d computed %lld references", rank,
                      (long long)job.computed[rank]);
-        cr_expect_eq(job.shared[rank], 1, "rank %d shared in %lld other references", rank,
+        cr_expect_eq(job.shared[rank], 0, "rank %d shared in %lld other references", rank,
                      (long long)job.shared[rank]);
     }
     run_results_free(&job.results);

@@ -452,7 +452,8 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
                           LARGEST(reference.forward, reference.backward, item->reference_kept));
     /* spread over the job's ranks (run.c spread_references): each rank computes its row blocks
      * and ends with the kept outputs whole, gathered */
-    for (int64_t r = 0; run_spreads_reference(c, setting->ranks) && r < setting->ranks; r++) {
+    const bool model_level = c->level != CPPARITY_LEVEL_ATTENTION; /* (returned above if not) */
+    for (int64_t r = 0; model_level && setting->ranks > 1 && r < setting->ranks; r++) {
         reference_memory spread;
         if (reference_memory_estimate_spread(m, z.B, z.S, setting->ranks, r, &spread, &error) !=
             CPPARITY_OK) {
@@ -783,7 +784,7 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         const int64_t case_index = items[i].case_index;
         const cpparity_case *c = cases[case_index];
         if (!totals[i].planned || state.reference_done[case_index] ||
-            !run_spreads_reference(c, N)) {
+            !run_spreads_reference(c, N, setting->ranks_are_processes)) {
             continue;
         }
         state.reference_done[case_index] = true;
@@ -792,6 +793,9 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
                                                            : state.parts[i].reference_spread_all;
         totals[i].reference = share;
         totals[i].reference_spread = true;
+        /* whether the item's own rounds count the implementation's share (they say so when
+         * larger than this one; the implementation does not run in it) */
+        totals[i].implementation_known = state.parts[i].implementation_known;
         for (int64_t p = 0; p < state.processes; p++) {
             const int64_t others = plus(plus(state.cached[p], state.weights[p]), state.results[p]);
             if (plus(others, share) > totals[i].bytes) {
@@ -956,16 +960,19 @@ static void describe_parts(const memory_total *total, const char *name, char *te
                                      : "reference %s, ",
                                  reference);
     }
-    if (total->baseline > 0 && used < size) {
+    if (total->baseline > 0 && total->ranks > 0 && used < size) {
         used +=
             (size_t)snprintf(text + used, size - used, "baseline %s%s, ", baseline,
                              total->reference > 0 && !total->reference_spread ? " after it" : "");
     }
-    if (used < size) {
+    if (used < size && total->ranks == 0) { /* the spread reference's round: no implementation */
+        used += (size_t)snprintf(text + used, size - used, "no implementation running");
+    } else if (used < size) {
         used += (size_t)snprintf(text + used, size - used, "implementation %lld x %s",
                                  (long long)total->ranks, implementation);
     }
-    if (used < size && total->implementation_known && total->implementation_own > 0) {
+    if (used < size && total->ranks > 0 && total->implementation_known &&
+        total->implementation_own > 0) {
         used += (size_t)snprintf(text + used, size - used, " (%s's own %s)", name, own);
     } else if (used < size && !total->implementation_known) {
         used += (size_t)snprintf(text + used, size - used,

@@ -443,7 +443,8 @@ static cpparity_status spread_references(cpparity_comm *world, const run_plan *p
         for (int64_t i = 0; i < plan->item_count; i++) {
             runs |= plan->items[i].case_index == c && plan->items[i].runnable;
         }
-        if (!runs || !run_spreads_reference(checked, world->size)) {
+        if (!runs ||
+            !run_spreads_reference(checked, world->size, strcmp(world->kind, "local") != 0)) {
             continue;
         }
         const int home = (int)(c % world->size);
@@ -583,7 +584,8 @@ static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_opti
         console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
         bool spread = false;
         for (int64_t c = 0; c < plan->case_count; c++) {
-            spread |= run_spreads_reference(plan->cases[c], world->size);
+            spread |= run_spreads_reference(plan->cases[c], world->size,
+                                            strcmp(world->kind, "local") != 0);
         }
         if (spread) {
             printf("# float64 reference spread over %d ranks (row blocks), before the items\n",

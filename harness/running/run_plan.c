@@ -229,6 +229,7 @@ void run_plan_set_ranks(run_plan *plan, int ranks, const cpparity_implementation
     }
 }
 
-bool run_spreads_reference(const cpparity_case *c, int64_t ranks) {
-    return ranks > 1 && c->level != CPPARITY_LEVEL_ATTENTION && !c->expect_refuse;
+bool run_spreads_reference(const cpparity_case *c, int64_t ranks, bool ranks_are_processes) {
+    return ranks > 1 && ranks_are_processes && c->level != CPPARITY_LEVEL_ATTENTION &&
+           !c->expect_refuse;
 }

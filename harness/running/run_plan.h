@@ -98,7 +98,11 @@ void run_plan_free(run_plan *plan);
 
 /* Whether `cpparity run` has the job's `ranks` compute case c's float64 reference together
  * before its items (run.c spread_references, reference/team.h): a model-level case (not one
- * expected to be refused) on more than one rank. The memory estimate follows it. */
-bool run_spreads_reference(const cpparity_case *c, int64_t ranks);
+ * expected to be refused) on more than one rank, when the ranks are processes (MPI, NCCL: each
+ * then holds O(S/R) of the sequence, on its own cores). Local ranks share one process: spread
+ * there, each would hold the weights and their gradients and the whole-shaped attention operands
+ * again, for no time won (the home rank's reference already has the process's cores), so they
+ * keep computing it on the home rank. The memory estimate follows it. */
+bool run_spreads_reference(const cpparity_case *c, int64_t ranks, bool ranks_are_processes);
 
 #endif
