@@ -67,12 +67,6 @@ static int64_t rank_rows(int64_t B, int64_t S, int64_t ranks, int64_t r) {
     return end - first;
 }
 
-/* The largest of three sizes. */
-static int64_t largest_of(int64_t a, int64_t b, int64_t c) {
-    const int64_t ab = a > b ? a : b;
-    return ab > c ? ab : c;
-}
-
 /* reference_team_gather_rows's scratch: a send of the widest rank's rows and every rank's. */
 static int64_t gather_scratch(cpparity_sizer *s, int64_t widest, int64_t width, int64_t ranks) {
     return ranks > 1 ? CPPARITY_PRODUCT(s, "a gather's scratch", 8, widest, width, ranks + 1) : 0;
@@ -101,9 +95,10 @@ cpparity_status reference_memory_estimate_spread(const cpparity_model_config *co
     /* this rank's tokens, and the widest rank's (a gather's scratch is sized for them) */
     int64_t widest = 0;
     for (int64_t r = 0; r < ranks; r++) {
-        widest = rank_rows(B, S, ranks, r) > widest ? rank_rows(B, S, ranks, r) : widest;
+        const int64_t rows = rank_rows(B, S, ranks, r);
+        widest = rows > widest ? rows : widest;
     }
-    const int64_t n = rank >= 0 && rank < ranks ? rank_rows(B, S, ranks, rank) : widest;
+    const int64_t n = rank_rows(B, S, ranks, rank);
     /* model.c's activation table: rotary tables, every layer, the final norm, the logits */
     const int64_t layer = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "a layer's activations", 4, D), 2,
                                        CPPARITY_PRODUCT(&s, "a layer's activations", 2, H, Dh),
@@ -139,10 +134,11 @@ cpparity_status reference_memory_estimate_spread(const cpparity_model_config *co
             : CPPARITY_SUM(
                   &s,
                   CPPARITY_PRODUCT(&s, "the spread attention", 16, N, CPPARITY_SUM(&s, H, Hkv), Dh),
-                  largest_of(gather_scratch(&s, widest, Hkv * Dh, ranks), tiles_forward,
-                             CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the lse's share", 8, n, H),
-                                          CPPARITY_PRODUCT(&s, "the lse's share", 8, N, H),
-                                          gather_scratch(&s, widest, H, ranks))));
+                  CPPARITY_LARGEST(gather_scratch(&s, widest, Hkv * Dh, ranks), tiles_forward,
+                                   CPPARITY_SUM(&s,
+                                                CPPARITY_PRODUCT(&s, "the lse's share", 8, n, H),
+                                                CPPARITY_PRODUCT(&s, "the lse's share", 8, N, H),
+                                                gather_scratch(&s, widest, H, ranks))));
     memory->forward = CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "the reference's projection", 8, n, D),
                                    attention_forward, memory->logits_forward);
     /* model_backward.c: the stream, residual and normed (D each), swiglu, gate, up (F each),
@@ -157,13 +153,14 @@ cpparity_status reference_memory_estimate_spread(const cpparity_model_config *co
      * tiles' scratch on top */
     const int64_t tiles_backward = attention_bytes(&s, B, S, H, Dh, true);
     memory->attention_backward =
-        ranks == 1 ? tiles_backward
-                   : CPPARITY_SUM(
-                         &s,
-                         CPPARITY_PRODUCT(&s, "the spread attention", 8, N,
-                                          CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "", 4, H, Dh),
-                                                       CPPARITY_PRODUCT(&s, "", 4, Hkv, Dh))),
-                         largest_of(gather_scratch(&s, widest, H * Dh, ranks), tiles_backward, 0));
+        ranks == 1
+            ? tiles_backward
+            : CPPARITY_SUM(
+                  &s,
+                  CPPARITY_PRODUCT(&s, "the spread attention", 8, N,
+                                   CPPARITY_SUM(&s, CPPARITY_PRODUCT(&s, "", 4, H, Dh),
+                                                CPPARITY_PRODUCT(&s, "", 4, Hkv, Dh))),
+                  CPPARITY_LARGEST(gather_scratch(&s, widest, H * Dh, ranks), tiles_backward));
     /* lm_head.c: one vocabulary chunk's logits for every token (while the layers' backward has
      * not started: the larger of the two is held) */
     memory->logits_backward =

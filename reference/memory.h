@@ -49,9 +49,9 @@ cpparity_status reference_memory_estimate(const cpparity_model_config *config, i
                                           int64_t seq_len, reference_memory *memory,
                                           cpparity_error *error);
 
-/* The same for rank `rank` of a team of `ranks` (team.h; 1: the figures above; a rank out of
- * [0, ranks): the rank with the most tokens): its n tokens instead of N, but whole on every rank
- * each layer's lse (8·nL·N·H) and, on top, the attention's whole-shaped buffers — forward the
+/* The same for rank `rank` (0 .. ranks − 1) of a team of `ranks` (team.h; 1: the figures
+ * above): its n tokens instead of N, but whole on every rank each layer's lse (8·nL·N·H) and,
+ * on top, the attention's whole-shaped buffers — forward the
  * queries, outputs, keys and values, 16N(H + Hkv)·Dh, and the larger of a gather's scratch
  * (8·n·width·(ranks + 1)), the tiles' scratch and the lse's share (8nH + 8NH and a gather's
  * scratch); backward dq, dk, dv and the five gathered tensors, 8N(4H + 4Hkv)·Dh, and the larger of

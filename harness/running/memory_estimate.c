@@ -452,8 +452,7 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
                           LARGEST(reference.forward, reference.backward, item->reference_kept));
     /* spread over the job's ranks (run.c spread_references): each rank computes its row blocks
      * and ends with the kept outputs whole, gathered */
-    const bool model_level = c->level != CPPARITY_LEVEL_ATTENTION; /* (returned above if not) */
-    for (int64_t r = 0; model_level && setting->ranks > 1 && r < setting->ranks; r++) {
+    for (int64_t r = 0; setting->ranks > 1 && r < setting->ranks; r++) {
         reference_memory spread;
         if (reference_memory_estimate_spread(m, z.B, z.S, setting->ranks, r, &spread, &error) !=
             CPPARITY_OK) {
@@ -788,9 +787,8 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
             continue;
         }
         state.reference_done[case_index] = true;
-        /* a process holds one rank's share (the largest), or every rank's (local ranks) */
-        const int64_t share = setting->ranks_are_processes ? state.parts[i].reference_spread
-                                                           : state.parts[i].reference_spread_all;
+        /* a process holds one rank's share, the largest (only processes spread it) */
+        const int64_t share = state.parts[i].reference_spread;
         totals[i].reference = share;
         totals[i].reference_spread = true;
         /* whether the item's own rounds count the implementation's share (they say so when

@@ -99,7 +99,9 @@ typedef struct memory_item {
     int64_t reference_spread;     /* the largest rank's share when the job's ranks compute it
                                      together (run_plan.h run_spreads_reference), its kept
                                      outputs included; 0 on one rank */
-    int64_t reference_spread_all; /* every rank's share together (local ranks: one process) */
+    int64_t reference_spread_all; /* every rank's share added up: what the ranks hold when
+                                     they share one process (local ranks, which run.c does not
+                                     spread; the estimate's own test measures it so) */
     int64_t baseline;             /* computing the naive baseline of one dtype, outputs included */
     int64_t baseline_kept;        /* what the cache keeps of it: logits and gradients */
     int64_t implementation;       /* one rank running the implementation, with its inputs/outputs */

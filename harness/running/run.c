@@ -10,6 +10,7 @@
 
 #include "common/interrupt.h"
 #include "common/monotonic_clock.h"
+#include "distributed/comm/comm_launch.h"
 #include "harness/judging/discrimination.h"
 #include "harness/running/run_exchange.h"
 #include "harness/running/run_item.h"
@@ -408,6 +409,13 @@ static cpparity_status begin_items(run_results *results, const run_plan *plan,
     return CPPARITY_OK;
 }
 
+/* Whether world's ranks are processes (its backend's launcher starts them, as the memory
+ * estimate takes them: run_plan.h run_spreads_reference). */
+static bool ranks_are_processes(const cpparity_comm *world) {
+    const cpparity_comm_backend *backend = comm_backend_find(world->kind);
+    return backend != NULL ? backend->ranks_from_launcher : strcmp(world->kind, "local") != 0;
+}
+
 /* The summon of a spread reference (reference_cache.summon): tells the team's other ranks that
  * the home rank computes it now (they would otherwise hear that it is cached). */
 typedef struct spread_summon {
@@ -443,8 +451,7 @@ static cpparity_status spread_references(cpparity_comm *world, const run_plan *p
         for (int64_t i = 0; i < plan->item_count; i++) {
             runs |= plan->items[i].case_index == c && plan->items[i].runnable;
         }
-        if (!runs ||
-            !run_spreads_reference(checked, world->size, strcmp(world->kind, "local") != 0)) {
+        if (!runs || !run_spreads_reference(checked, world->size, ranks_are_processes(world))) {
             continue;
         }
         const int home = (int)(c % world->size);
@@ -584,8 +591,8 @@ static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_opti
         console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
         bool spread = false;
         for (int64_t c = 0; c < plan->case_count; c++) {
-            spread |= run_spreads_reference(plan->cases[c], world->size,
-                                            strcmp(world->kind, "local") != 0);
+            spread |=
+                run_spreads_reference(plan->cases[c], world->size, ranks_are_processes(world));
         }
         if (spread) {
             printf("# float64 reference spread over %d ranks (row blocks), before the items\n",
