@@ -66,4 +66,57 @@ reference_attention_backward_rows(double *dq, double *dk, double *dv, const doub
                                   reference_attention_shape shape, double scale, int64_t first_row,
                                   int64_t end_row, cpparity_error *error);
 
+/* Long context (docs/architecture.md, "Attention-level items by query blocks"): one block of
+ * tokens at a time, the tensors holding only the tokens that block's allowed pairs reach. A window
+ * is the same for every batch row: query-shaped tensors (q, out, dout, dq) hold the tokens
+ * [query_first, query_end) of each row, [B, query_end − query_first, H, Dh]; key-shaped ones (k,
+ * v, dk, dv) [key_first, key_end), [B, key_end − key_first, Hkv, Dh]; the outputs of the tokens
+ * [first, end) of each row are computed (queries' out, lse, D and dq; or keys' dk and dv). first
+ * and end lie on the mask's tile edges (end may be S); the tensors' windows must hold every token
+ * that an allowed pair of those tokens reaches (the two functions below say which), else
+ * CPPARITY_ERROR_INPUT. lse and D are (B,H,S) whole: S·H values, small. Every output element is
+ * the same bits as the whole call's: the same tiles, the same order. */
+typedef struct reference_attention_window {
+    int64_t query_first, query_end; /* the tokens query-shaped tensors hold */
+    int64_t key_first, key_end;     /* the tokens key-shaped tensors hold */
+    int64_t first, end;             /* the tokens whose outputs are computed */
+} reference_attention_window;
+
+/* The tokens [*key_first, *key_end) of keys that an allowed pair of the queries [first, end) of
+ * any batch row reaches, on tile edges (clamped to S); an empty range (*key_first == *key_end)
+ * when none. first and end on tile edges, else CPPARITY_ERROR_INPUT. */
+cpparity_status reference_attention_keys_needed(const reference_mask *mask, int64_t first,
+                                                int64_t end, int64_t *key_first, int64_t *key_end,
+                                                cpparity_error *error);
+
+/* The same for the queries that an allowed pair of the keys [first, end) reaches. */
+cpparity_status reference_attention_queries_needed(const reference_mask *mask, int64_t first,
+                                                   int64_t end, int64_t *query_first,
+                                                   int64_t *query_end, cpparity_error *error);
+
+/* out and lse of the queries [window.first, window.end); q and out hold the window's query
+ * tokens, k and v its key tokens. */
+cpparity_status reference_attention_forward_window(double *out, double *lse, const double *q,
+                                                   const double *k, const double *v,
+                                                   const reference_mask *mask,
+                                                   reference_attention_shape shape, double scale,
+                                                   reference_attention_window window,
+                                                   cpparity_error *error);
+
+/* The backward of the queries [window.first, window.end): their D = Σ dout ⊙ out into delta
+ * (B,H,S; the other entries left as they were) and dq += their gradient. */
+cpparity_status reference_attention_backward_queries_window(
+    double *dq, double *delta, const double *dout, const double *q, const double *k,
+    const double *v, const double *out, const double *lse, const reference_mask *mask,
+    reference_attention_shape shape, double scale, reference_attention_window window,
+    cpparity_error *error);
+
+/* The backward of the keys [window.first, window.end): dk, dv += their gradients, from the lse
+ * and D of every query the window holds (both (B,H,S)). */
+cpparity_status reference_attention_backward_keys_window(
+    double *dk, double *dv, const double *dout, const double *q, const double *k, const double *v,
+    const double *lse, const double *delta, const reference_mask *mask,
+    reference_attention_shape shape, double scale, reference_attention_window window,
+    cpparity_error *error);
+
 #endif

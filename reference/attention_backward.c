@@ -34,18 +34,20 @@
 
 typedef struct backward_context {
     attention_tiles tiles;
-    double *dq;         /* (B,S,H,Dh) */
-    double *dk;         /* (B,S,Hkv,Dh) */
-    double *dv;         /* (B,S,Hkv,Dh) */
-    double *delta;      /* (B,H,S) D, written by pass 1, read by pass 2 */
-    uint8_t *lone;      /* (B,S) 1: the query has exactly one allowed key (pass 0) */
-    const double *dout; /* (B,S,H,Dh) */
-    const double *q;    /* (B,S,H,Dh) */
-    const double *k;    /* (B,S,Hkv,Dh) */
-    const double *v;    /* (B,S,Hkv,Dh) */
-    const double *out;  /* (B,S,H,Dh) */
-    const double *lse;  /* (B,H,S) */
+    double *dq;               /* (B,S,H,Dh) */
+    double *dk;               /* (B,S,Hkv,Dh) */
+    double *dv;               /* (B,S,Hkv,Dh) */
+    double *delta;            /* (B,H,S) D, written by pass 1 (NULL when it does not run) */
+    const double *delta_read; /* (B,H,S) D, read by passes 1 and 2 */
+    uint8_t *lone;            /* (B,S) 1: the query has exactly one allowed key (pass 0) */
+    const double *dout;       /* (B,S,H,Dh) */
+    const double *q;          /* (B,S,H,Dh) */
+    const double *k;          /* (B,S,Hkv,Dh) */
+    const double *v;          /* (B,S,Hkv,Dh) */
+    const double *out;        /* (B,S,H,Dh) */
+    const double *lse;        /* (B,H,S) */
     double scale;
+    int64_t lone_first_tile, lone_end_tile; /* pass 0's query tiles of every batch row */
 } backward_context;
 
 /* One thread's scratch, carved out of the runner's allocation. */
@@ -145,7 +147,7 @@ static void key_major_gradients(const backward_context *c, const tile_pair *pair
         (pair->b * tiles->shape.heads + pair->h) * tiles->shape.seq_len + pair->block.q_begin;
     for (int64_t j = 0; j < pair->keys; j++) {
         row_gradients(s->probabilities + j * queries, s->score_grads + j * queries, queries,
-                      c->lse + row_index, c->delta + row_index,
+                      c->lse + row_index, c->delta_read + row_index,
                       c->lone + pair->b * tiles->shape.seq_len + pair->block.q_begin, 1,
                       pair->block.allowed != NULL ? pair->block.allowed + j * pair->block.stride
                                                   : NULL);
@@ -169,7 +171,7 @@ static void query_major_gradients(const backward_context *c, const tile_pair *pa
         (pair->b * tiles->shape.heads + pair->h) * tiles->shape.seq_len + pair->block.q_begin;
     for (int64_t i = 0; i < pair->queries; i++) {
         row_gradients(s->probabilities + i * keys, s->score_grads + i * keys, keys,
-                      c->lse + row_index + i, c->delta + row_index + i,
+                      c->lse + row_index + i, c->delta_read + row_index + i,
                       c->lone + pair->b * tiles->shape.seq_len + pair->block.q_begin + i, 0,
                       pair->block.allowed != NULL ? pair->block.allowed + i * pair->block.stride
                                                   : NULL);
@@ -203,7 +205,8 @@ static void add_product(const tile_pair *pair, int64_t rows, int64_t count, cons
 static void lone_item(void *context, int64_t item, void *memory) {
     backward_context *c = context;
     const attention_tiles *tiles = &c->tiles;
-    const int64_t query_tile = item % tiles->count, b = item / tiles->count;
+    const int64_t per_row = c->lone_end_tile - c->lone_first_tile;
+    const int64_t query_tile = c->lone_first_tile + item % per_row, b = item / per_row;
     int64_t *allowed_keys = memory; /* (edge) */
     uint8_t *predicate = (uint8_t *)(allowed_keys + tiles->edge);
     int64_t q_begin, q_end;
@@ -261,9 +264,9 @@ static void query_item(void *context, int64_t item, void *memory) {
     const int64_t head_dim = tiles->shape.head_dim, heads = tiles->shape.heads;
     backward_scratch s = backward_scratch_carve(tiles, memory);
     tile_pair pair = {0};
-    const int64_t computed = tiles->end_tile - tiles->first_tile;
-    attention_tile_of(tiles, tiles->end_tile - 1 - item % computed, &pair.b,
-                      &pair.query_tile); /* the longest first */
+    const int64_t computed = attention_tiles_computed(tiles);
+    attention_tile_computed(tiles, computed - 1 - item % computed, &pair.b,
+                            &pair.query_tile); /* the longest first */
     pair.h = item / computed % heads;
     pair.g = pair.h / tiles->group;
     int64_t q_begin, q_end;
@@ -283,8 +286,10 @@ static void query_item(void *context, int64_t item, void *memory) {
     attention_transpose(s.transposed_grads, c->dout + tile_offset, tile_rows, tiles->query_stride,
                         head_dim);
     memset(s.first, 0, (size_t)(tile_rows * head_dim) * sizeof *s.first);
-    /* causal: no key tile after the query tile holds an allowed pair */
-    for (pair.key_tile = 0; pair.key_tile <= pair.query_tile; pair.key_tile++) {
+    /* causal: no key tile after the query tile holds an allowed pair (nor, in a window, one
+     * outside the tiles its queries reach) */
+    for (pair.key_tile = tiles->key_tile_first;
+         pair.key_tile <= pair.query_tile && pair.key_tile < tiles->key_tile_end; pair.key_tile++) {
         if (!tile_pair_begin(tiles, &pair, ATTENTION_KEY_MAJOR, &s)) {
             continue;
         }
@@ -308,9 +313,9 @@ static void key_item(void *context, int64_t item, void *memory) {
     const int64_t head_dim = tiles->shape.head_dim, kv_heads = tiles->shape.kv_heads;
     backward_scratch s = backward_scratch_carve(tiles, memory);
     tile_pair pair = {0};
-    const int64_t computed = tiles->end_tile - tiles->first_tile;
+    const int64_t computed = attention_tiles_computed(tiles);
     /* under a causal mask the first key tiles have the most work */
-    attention_tile_of(tiles, tiles->first_tile + item % computed, &pair.b, &pair.key_tile);
+    attention_tile_computed(tiles, item % computed, &pair.b, &pair.key_tile);
     pair.g = item / computed % kv_heads;
     int64_t k_begin, k_end;
     attention_tile_tokens(tiles, pair.key_tile, &k_begin, &k_end);
@@ -322,8 +327,11 @@ static void key_item(void *context, int64_t item, void *memory) {
     memset(s.first, 0, (size_t)(tile_keys * head_dim) * sizeof *s.first);
     memset(s.second, 0, (size_t)(tile_keys * head_dim) * sizeof *s.second);
     for (pair.h = pair.g * tiles->group; pair.h < (pair.g + 1) * tiles->group; pair.h++) {
-        /* causal: no query tile before the key tile holds an allowed pair */
-        for (pair.query_tile = pair.key_tile; pair.query_tile < tiles->count; pair.query_tile++) {
+        /* causal: no query tile before the key tile holds an allowed pair (nor, in a window, one
+         * outside the tiles its keys reach) */
+        for (pair.query_tile = pair.key_tile > tiles->query_tile_first ? pair.key_tile
+                                                                       : tiles->query_tile_first;
+             pair.query_tile < tiles->query_tile_end; pair.query_tile++) {
             if (!tile_pair_begin(tiles, &pair, ATTENTION_QUERY_MAJOR, &s)) {
                 continue;
             }
@@ -355,6 +363,85 @@ cpparity_status reference_attention_backward(double *dq, double *dk, double *dv,
                                              scale, 0, shape.batch * shape.seq_len, error);
 }
 
+/* Which passes a backward call runs. */
+typedef enum backward_passes {
+    BACKWARD_WHOLE,   /* D of every query, dq, dk and dv of the computed tiles */
+    BACKWARD_QUERIES, /* a window's queries: their D (into the caller's delta) and dq */
+    BACKWARD_KEYS,    /* a window's keys: their dk and dv, from the caller's D */
+} backward_passes;
+
+/* Runs the passes on context, whose tiles are set; context->delta is the caller's unless
+ * passes is BACKWARD_WHOLE. */
+static cpparity_status backward_run(backward_context *context, backward_passes passes,
+                                    cpparity_error *error) {
+    const reference_attention_shape shape = context->tiles.shape;
+    const int64_t computed = attention_tiles_computed(&context->tiles);
+    double *own_delta = NULL;
+    if (passes == BACKWARD_WHOLE) {
+        own_delta = malloc((size_t)(shape.batch * shape.heads * shape.seq_len) * sizeof(double));
+        context->delta = own_delta;
+    }
+    context->lone = malloc((size_t)(shape.batch * shape.seq_len));
+    if (passes != BACKWARD_KEYS) {
+        context->delta_read = context->delta;
+    }
+    if (context->delta_read == NULL || context->lone == NULL) {
+        free(own_delta);
+        free(context->lone);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "out of memory (reference attention backward, B·H·S = %lld)",
+                                  (long long)(shape.batch * shape.heads * shape.seq_len));
+    }
+    /* pass 0 over the queries the other passes read */
+    context->lone_first_tile = passes == BACKWARD_QUERIES ? context->tiles.row_first_tile
+                               : passes == BACKWARD_KEYS  ? context->tiles.query_tile_first
+                                                          : 0;
+    context->lone_end_tile = passes == BACKWARD_QUERIES ? context->tiles.row_end_tile
+                             : passes == BACKWARD_KEYS  ? context->tiles.query_tile_end
+                                                        : context->tiles.count;
+    const size_t edge = (size_t)context->tiles.edge;
+    const reference_parallel_work lone = {
+        .items = shape.batch * (context->lone_end_tile - context->lone_first_tile),
+        .scratch_bytes = edge * sizeof(int64_t) + edge * edge,
+        .run_item = lone_item,
+        .context = context,
+    };
+    const size_t scratch_bytes = backward_scratch_bytes(&context->tiles);
+    const bool whole = attention_tiles_whole(&context->tiles);
+    const reference_parallel_work deltas = {
+        .items = passes == BACKWARD_WHOLE && !whole ? shape.batch * context->tiles.count : 0,
+        .scratch_bytes = 0,
+        .run_item = delta_item,
+        .context = context,
+    };
+    const reference_parallel_work queries = {
+        .items = passes == BACKWARD_KEYS ? 0 : shape.heads * computed,
+        .scratch_bytes = scratch_bytes,
+        .run_item = query_item,
+        .context = context,
+    };
+    const reference_parallel_work keys = {
+        .items = passes == BACKWARD_QUERIES ? 0 : shape.kv_heads * computed,
+        .scratch_bytes = scratch_bytes,
+        .run_item = key_item,
+        .context = context,
+    };
+    cpparity_status status =
+        reference_parallel_run(&lone, "the reference attention backward", error);
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&deltas, "the reference attention backward", error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&queries, "the reference attention backward", error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&keys, "the reference attention backward", error);
+    }
+    free(own_delta);
+    free(context->lone);
+    return status;
+}
+
 cpparity_status
 reference_attention_backward_rows(double *dq, double *dk, double *dv, const double *dout,
                                   const double *q, const double *k, const double *v,
@@ -378,53 +465,53 @@ reference_attention_backward_rows(double *dq, double *dk, double *dv, const doub
     if (status != CPPARITY_OK) {
         return status;
     }
-    const int64_t computed = context.tiles.end_tile - context.tiles.first_tile;
-    context.delta = malloc((size_t)(shape.batch * shape.heads * shape.seq_len) * sizeof(double));
-    context.lone = malloc((size_t)(shape.batch * shape.seq_len));
-    if (context.delta == NULL || context.lone == NULL) {
-        free(context.delta);
-        free(context.lone);
-        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
-                                  "out of memory (reference attention backward, B·H·S = %lld)",
-                                  (long long)(shape.batch * shape.heads * shape.seq_len));
-    }
-    const size_t edge = (size_t)context.tiles.edge;
-    const reference_parallel_work lone = {
-        .items = shape.batch * context.tiles.count,
-        .scratch_bytes = edge * sizeof(int64_t) + edge * edge,
-        .run_item = lone_item,
-        .context = &context,
-    };
-    const size_t scratch_bytes = backward_scratch_bytes(&context.tiles);
-    const reference_parallel_work deltas = {
-        .items = attention_tiles_whole(&context.tiles) ? 0 : shape.batch * context.tiles.count,
-        .scratch_bytes = 0,
-        .run_item = delta_item,
-        .context = &context,
-    };
-    const reference_parallel_work queries = {
-        .items = shape.heads * computed,
-        .scratch_bytes = scratch_bytes,
-        .run_item = query_item,
-        .context = &context,
-    };
-    const reference_parallel_work keys = {
-        .items = shape.kv_heads * computed,
-        .scratch_bytes = scratch_bytes,
-        .run_item = key_item,
-        .context = &context,
-    };
-    status = reference_parallel_run(&lone, "the reference attention backward", error);
+    return backward_run(&context, BACKWARD_WHOLE, error);
+}
+
+cpparity_status reference_attention_backward_queries_window(
+    double *dq, double *delta, const double *dout, const double *q, const double *k,
+    const double *v, const double *out, const double *lse, const reference_mask *mask,
+    reference_attention_shape shape, double scale, reference_attention_window window,
+    cpparity_error *error) {
+    backward_context context = {.dq = dq,
+                                .delta = delta,
+                                .dout = dout,
+                                .q = q,
+                                .k = k,
+                                .v = v,
+                                .out = out,
+                                .lse = lse,
+                                .scale = scale};
+    cpparity_status status = attention_tiles_init(&context.tiles, mask, shape, error);
     if (status == CPPARITY_OK) {
-        status = reference_parallel_run(&deltas, "the reference attention backward", error);
+        status = attention_tiles_window(&context.tiles, &window, false, error);
     }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    return backward_run(&context, BACKWARD_QUERIES, error);
+}
+
+cpparity_status reference_attention_backward_keys_window(
+    double *dk, double *dv, const double *dout, const double *q, const double *k, const double *v,
+    const double *lse, const double *delta, const reference_mask *mask,
+    reference_attention_shape shape, double scale, reference_attention_window window,
+    cpparity_error *error) {
+    backward_context context = {.dk = dk,
+                                .dv = dv,
+                                .delta_read = delta,
+                                .dout = dout,
+                                .q = q,
+                                .k = k,
+                                .v = v,
+                                .lse = lse,
+                                .scale = scale};
+    cpparity_status status = attention_tiles_init(&context.tiles, mask, shape, error);
     if (status == CPPARITY_OK) {
-        status = reference_parallel_run(&queries, "the reference attention backward", error);
+        status = attention_tiles_window(&context.tiles, &window, true, error);
     }
-    if (status == CPPARITY_OK) {
-        status = reference_parallel_run(&keys, "the reference attention backward", error);
+    if (status != CPPARITY_OK) {
+        return status;
     }
-    free(context.delta);
-    free(context.lone);
-    return status;
+    return backward_run(&context, BACKWARD_KEYS, error);
 }

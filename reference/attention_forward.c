@@ -164,9 +164,9 @@ static void forward_item(void *context, int64_t item, void *memory) {
     const attention_tiles *tiles = &c->tiles;
     const int64_t head_dim = tiles->shape.head_dim, heads = tiles->shape.heads;
     /* the last query tiles first: under a causal mask they have the most key tiles */
-    const int64_t computed = tiles->end_tile - tiles->first_tile;
+    const int64_t computed = attention_tiles_computed(tiles);
     int64_t b = 0, query_tile = 0;
-    attention_tile_of(tiles, tiles->end_tile - 1 - item % computed, &b, &query_tile);
+    attention_tile_computed(tiles, computed - 1 - item % computed, &b, &query_tile);
     const int64_t h = item / computed % heads;
     const int64_t g = h / tiles->group;
     forward_scratch s = forward_scratch_carve(tiles, memory);
@@ -181,8 +181,10 @@ static void forward_item(void *context, int64_t item, void *memory) {
     attention_transpose(s.queries, c->q + attention_query_offset(tiles, b, q_begin, h), rows,
                         tiles->query_stride, head_dim);
 
-    /* causal: no key tile after the query tile holds an allowed pair */
-    for (int64_t key_tile = 0; key_tile <= query_tile; key_tile++) {
+    /* causal: no key tile after the query tile holds an allowed pair (nor, in a window, one
+     * outside the tiles its queries reach) */
+    for (int64_t key_tile = tiles->key_tile_first;
+         key_tile <= query_tile && key_tile < tiles->key_tile_end; key_tile++) {
         attention_block block;
         if (!attention_block_find(tiles, b, query_tile, key_tile, ATTENTION_KEY_MAJOR, s.allowed,
                                   &block)) {
@@ -222,6 +224,16 @@ static void forward_item(void *context, int64_t item, void *memory) {
     }
 }
 
+static cpparity_status forward_run(forward_context *context, cpparity_error *error) {
+    const reference_parallel_work work = {
+        .items = context->tiles.shape.heads * attention_tiles_computed(&context->tiles),
+        .scratch_bytes = forward_scratch_bytes(&context->tiles),
+        .run_item = forward_item,
+        .context = context,
+    };
+    return reference_parallel_run(&work, "the reference attention forward", error);
+}
+
 cpparity_status reference_attention_forward(double *out, double *lse, const double *q,
                                             const double *k, const double *v,
                                             const reference_mask *mask,
@@ -245,11 +257,22 @@ cpparity_status reference_attention_forward_rows(double *out, double *lse, const
     if (status != CPPARITY_OK) {
         return status;
     }
-    const reference_parallel_work work = {
-        .items = shape.heads * (context.tiles.end_tile - context.tiles.first_tile),
-        .scratch_bytes = forward_scratch_bytes(&context.tiles),
-        .run_item = forward_item,
-        .context = &context,
-    };
-    return reference_parallel_run(&work, "the reference attention forward", error);
+    return forward_run(&context, error);
+}
+
+cpparity_status reference_attention_forward_window(double *out, double *lse, const double *q,
+                                                   const double *k, const double *v,
+                                                   const reference_mask *mask,
+                                                   reference_attention_shape shape, double scale,
+                                                   reference_attention_window window,
+                                                   cpparity_error *error) {
+    forward_context context = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .scale = scale};
+    cpparity_status status = attention_tiles_init(&context.tiles, mask, shape, error);
+    if (status == CPPARITY_OK) {
+        status = attention_tiles_window(&context.tiles, &window, false, error);
+    }
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    return forward_run(&context, error);
 }

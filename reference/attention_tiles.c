@@ -30,6 +30,163 @@ cpparity_status attention_tiles_init(attention_tiles *tiles, const reference_mas
     tiles->key_stride = shape.kv_heads * shape.head_dim;
     tiles->first_tile = 0;
     tiles->end_tile = shape.batch * tiles->count;
+    tiles->row_first_tile = 0;
+    tiles->row_end_tile = tiles->count;
+    tiles->query_first = 0;
+    tiles->query_rows = shape.seq_len;
+    tiles->key_first = 0;
+    tiles->key_rows = shape.seq_len;
+    tiles->key_tile_first = 0;
+    tiles->key_tile_end = tiles->count;
+    tiles->query_tile_first = 0;
+    tiles->query_tile_end = tiles->count;
+    return CPPARITY_OK;
+}
+
+/* Whether [first, end) of a row of S tokens lies on tile edges (end may be S). */
+static bool on_tile_edges(const reference_mask *mask, int64_t first, int64_t end) {
+    const int64_t edge = mask->block_size, S = mask->seq_len;
+    return first >= 0 && first <= end && end <= S && first % edge == 0 &&
+           (end % edge == 0 || end == S);
+}
+
+static bool tile_pair_reaches(const reference_mask *mask, int64_t b, int64_t query_tile,
+                              int64_t key_tile) {
+    const int64_t edge = mask->block_size, S = mask->seq_len;
+    const int64_t q_begin = query_tile * edge, k_begin = key_tile * edge;
+    const int64_t q_end = q_begin + edge < S ? q_begin + edge : S;
+    const int64_t k_end = k_begin + edge < S ? k_begin + edge : S;
+    /* causal: the loops never visit a key tile after the query tile */
+    return key_tile <= query_tile && reference_mask_classify_block(mask, b, q_begin, q_end, k_begin,
+                                                                   k_end) != REFERENCE_BLOCK_NONE;
+}
+
+/* The tiles of the other side that the tiles [first_tile, end_tile) reach in any batch row:
+ * [*low, *high) of tiles (empty: *low == *high == 0). keys: the given tiles are queries and the
+ * others keys; else the reverse. */
+static void tiles_reached(const reference_mask *mask, int64_t first_tile, int64_t end_tile,
+                          bool keys, int64_t *low, int64_t *high) {
+    const int64_t count = (mask->seq_len + mask->block_size - 1) / mask->block_size;
+    int64_t lowest = count, highest = -1;
+    for (int64_t b = 0; b < mask->batch && first_tile < end_tile; b++) {
+        /* the other side's tiles in increasing order, then decreasing, until one is reached */
+        for (int pass = 0; pass < 2; pass++) {
+            const int64_t start =
+                keys ? (pass == 0 ? 0 : end_tile - 1) : (pass == 0 ? first_tile : count - 1);
+            const int64_t stop =
+                keys ? (pass == 0 ? end_tile : -1) : (pass == 0 ? count : first_tile - 1);
+            const int64_t step = pass == 0 ? 1 : -1;
+            for (int64_t other = start; other != stop; other += step) {
+                if (pass == 0 ? other >= lowest : other <= highest) {
+                    break; /* an earlier batch row reached further already */
+                }
+                bool reached = false;
+                for (int64_t own = first_tile; own < end_tile && !reached; own++) {
+                    reached = keys ? tile_pair_reaches(mask, b, own, other)
+                                   : tile_pair_reaches(mask, b, other, own);
+                }
+                if (reached) {
+                    if (pass == 0) {
+                        lowest = other;
+                    } else {
+                        highest = other;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    *low = highest >= lowest ? lowest : 0;
+    *high = highest >= lowest ? highest + 1 : 0;
+}
+
+/* What reference_attention_keys_needed and _queries_needed share: tokens on tile edges in, the
+ * other side's tokens out. */
+static cpparity_status tokens_needed(const reference_mask *mask, int64_t first, int64_t end,
+                                     bool keys, int64_t *other_first, int64_t *other_end,
+                                     cpparity_error *error) {
+    if (!on_tile_edges(mask, first, end)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "attention tokens [%lld, %lld) of %lld are not on tile edges "
+                                  "(%lld tokens)",
+                                  (long long)first, (long long)end, (long long)mask->seq_len,
+                                  (long long)mask->block_size);
+    }
+    const int64_t edge = mask->block_size;
+    int64_t low = 0, high = 0;
+    tiles_reached(mask, first / edge, (end + edge - 1) / edge, keys, &low, &high);
+    *other_first = low * edge;
+    *other_end = high * edge < mask->seq_len ? high * edge : mask->seq_len;
+    if (high == 0) {
+        *other_first = *other_end = 0;
+    }
+    return CPPARITY_OK;
+}
+
+cpparity_status reference_attention_keys_needed(const reference_mask *mask, int64_t first,
+                                                int64_t end, int64_t *key_first, int64_t *key_end,
+                                                cpparity_error *error) {
+    return tokens_needed(mask, first, end, true, key_first, key_end, error);
+}
+
+cpparity_status reference_attention_queries_needed(const reference_mask *mask, int64_t first,
+                                                   int64_t end, int64_t *query_first,
+                                                   int64_t *query_end, cpparity_error *error) {
+    return tokens_needed(mask, first, end, false, query_first, query_end, error);
+}
+
+cpparity_status attention_tiles_window(attention_tiles *tiles, const reference_attention_window *w,
+                                       bool keys, cpparity_error *error) {
+    const reference_mask *mask = tiles->mask;
+    const int64_t S = tiles->shape.seq_len, edge = tiles->edge;
+    if (!on_tile_edges(mask, w->first, w->end) || w->query_first < 0 ||
+        w->query_first > w->query_end || w->query_end > S || w->key_first < 0 ||
+        w->key_first > w->key_end || w->key_end > S) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "attention window: tokens [%lld, %lld), queries [%lld, %lld), "
+                                  "keys [%lld, %lld) of %lld: not ranges of the sequence, or the "
+                                  "tokens not on tile edges (%lld tokens)",
+                                  (long long)w->first, (long long)w->end, (long long)w->query_first,
+                                  (long long)w->query_end, (long long)w->key_first,
+                                  (long long)w->key_end, (long long)S, (long long)edge);
+    }
+    int64_t reach_first = 0, reach_end = 0;
+    cpparity_status status =
+        tokens_needed(mask, w->first, w->end, !keys, &reach_first, &reach_end, error);
+    if (status != CPPARITY_OK) {
+        return status;
+    }
+    /* the computed tokens' own side, and what they reach on the other */
+    const int64_t own_first = keys ? w->key_first : w->query_first;
+    const int64_t own_end = keys ? w->key_end : w->query_end;
+    const int64_t other_first = keys ? w->query_first : w->key_first;
+    const int64_t other_end = keys ? w->query_end : w->key_end;
+    if ((w->first < w->end && (w->first < own_first || w->end > own_end)) ||
+        (reach_first < reach_end && (reach_first < other_first || reach_end > other_end))) {
+        return cpparity_error_set(
+            error, CPPARITY_ERROR_INPUT,
+            "attention window: the %s [%lld, %lld) need %s [%lld, %lld) and themselves, but the "
+            "tensors hold %s [%lld, %lld) and %s [%lld, %lld)",
+            keys ? "keys" : "queries", (long long)w->first, (long long)w->end,
+            keys ? "queries" : "keys", (long long)reach_first, (long long)reach_end,
+            keys ? "keys" : "queries", (long long)own_first, (long long)own_end,
+            keys ? "queries" : "keys", (long long)other_first, (long long)other_end);
+    }
+    tiles->row_first_tile = w->first / edge;
+    tiles->row_end_tile = (w->end + edge - 1) / edge;
+    tiles->query_first = w->query_first;
+    tiles->query_rows = w->query_end - w->query_first;
+    tiles->key_first = w->key_first;
+    tiles->key_rows = w->key_end - w->key_first;
+    const int64_t reached_first_tile = reach_first / edge;
+    const int64_t reached_end_tile = reach_first < reach_end ? (reach_end + edge - 1) / edge : 0;
+    if (keys) {
+        tiles->query_tile_first = reached_first_tile;
+        tiles->query_tile_end = reached_end_tile;
+    } else {
+        tiles->key_tile_first = reached_first_tile;
+        tiles->key_tile_end = reached_end_tile;
+    }
     return CPPARITY_OK;
 }
 
@@ -57,7 +214,25 @@ cpparity_status attention_tiles_restrict(attention_tiles *tiles, int64_t first_r
 }
 
 bool attention_tiles_whole(const attention_tiles *tiles) {
-    return tiles->first_tile == 0 && tiles->end_tile == tiles->shape.batch * tiles->count;
+    return tiles->first_tile == 0 && tiles->end_tile == tiles->shape.batch * tiles->count &&
+           tiles->row_first_tile == 0 && tiles->row_end_tile == tiles->count;
+}
+
+int64_t attention_tiles_computed(const attention_tiles *tiles) {
+    if (tiles->row_first_tile == 0 && tiles->row_end_tile == tiles->count) {
+        return tiles->end_tile - tiles->first_tile;
+    }
+    return tiles->shape.batch * (tiles->row_end_tile - tiles->row_first_tile);
+}
+
+void attention_tile_computed(const attention_tiles *tiles, int64_t i, int64_t *b, int64_t *tile) {
+    if (tiles->row_first_tile == 0 && tiles->row_end_tile == tiles->count) {
+        attention_tile_of(tiles, tiles->first_tile + i, b, tile);
+        return;
+    }
+    const int64_t per_row = tiles->row_end_tile - tiles->row_first_tile;
+    *b = i / per_row;
+    *tile = tiles->row_first_tile + i % per_row;
 }
 
 void attention_tile_of(const attention_tiles *tiles, int64_t f, int64_t *b, int64_t *tile) {
@@ -117,11 +292,13 @@ bool attention_block_find(const attention_tiles *tiles, int64_t b, int64_t query
 }
 
 int64_t attention_query_offset(const attention_tiles *tiles, int64_t b, int64_t t, int64_t h) {
-    return (b * tiles->shape.seq_len + t) * tiles->query_stride + h * tiles->shape.head_dim;
+    return (b * tiles->query_rows + t - tiles->query_first) * tiles->query_stride +
+           h * tiles->shape.head_dim;
 }
 
 int64_t attention_key_offset(const attention_tiles *tiles, int64_t b, int64_t t, int64_t g) {
-    return (b * tiles->shape.seq_len + t) * tiles->key_stride + g * tiles->shape.head_dim;
+    return (b * tiles->key_rows + t - tiles->key_first) * tiles->key_stride +
+           g * tiles->shape.head_dim;
 }
 
 void attention_transpose(double *transposed, const double *first_row, int64_t rows, int64_t stride,

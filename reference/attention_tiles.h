@@ -26,6 +26,19 @@ typedef struct attention_tiles {
     int64_t key_stride;   /* Hkv · Dh, between consecutive tokens of a key-shaped tensor */
     int64_t first_tile;   /* the tiles whose outputs are computed: [first_tile, end_tile) of */
     int64_t end_tile;     /* the flattened b · count + tile, all B · count unless restricted */
+    /* A window (reference_attention_window, attention.h): the tiles [row_first_tile,
+     * row_end_tile) of every batch row are computed (0 and count unless windowed; a window and
+     * a restriction to flattened rows never come together), and the tensors hold only some
+     * tokens of each row: query-shaped ones [query_first, query_first + query_rows), key-shaped
+     * ones [key_first, key_first + key_rows) (0 and S unless windowed). */
+    int64_t row_first_tile, row_end_tile;
+    int64_t query_first, query_rows;
+    int64_t key_first, key_rows;
+    /* The tiles the loops visit: key tiles [key_tile_first, key_tile_end) and query tiles
+     * [query_tile_first, query_tile_end) of a row (every tile unless windowed; outside them every
+     * pair with a computed tile is empty, which the window's check makes sure of). */
+    int64_t key_tile_first, key_tile_end;
+    int64_t query_tile_first, query_tile_end;
 } attention_tiles;
 
 /* Checks shape against mask (CPPARITY_ERROR_INPUT naming what differs) and fills tiles, every
@@ -38,8 +51,21 @@ cpparity_status attention_tiles_init(attention_tiles *tiles, const reference_mas
 cpparity_status attention_tiles_restrict(attention_tiles *tiles, int64_t first_row, int64_t end_row,
                                          cpparity_error *error);
 
+/* Computes the outputs of the window's tokens [window.first, window.end) of every batch row, its
+ * tensors holding the window's tokens only (attention.h). `keys` says which outputs: those of
+ * keys (dk, dv) rather than queries (out, lse, dq). CPPARITY_ERROR_INPUT unless the tokens are on
+ * tile edges (or S) and the tensors' windows hold every token an allowed pair of a computed tile
+ * reaches (reference_attention_keys_needed, reference_attention_queries_needed). */
+cpparity_status attention_tiles_window(attention_tiles *tiles, const reference_attention_window *w,
+                                       bool keys, cpparity_error *error);
+
 /* Whether tiles computes every tile's outputs. */
 bool attention_tiles_whole(const attention_tiles *tiles);
+
+/* How many tiles have their outputs computed, and the i-th of them in increasing flattened order
+ * (i in [0, attention_tiles_computed)): its batch row and tile. */
+int64_t attention_tiles_computed(const attention_tiles *tiles);
+void attention_tile_computed(const attention_tiles *tiles, int64_t i, int64_t *b, int64_t *tile);
 
 /* Batch row and tile of flattened tile f (b · count + tile). */
 void attention_tile_of(const attention_tiles *tiles, int64_t f, int64_t *b, int64_t *tile);
@@ -73,10 +99,12 @@ bool attention_block_find(const attention_tiles *tiles, int64_t b, int64_t query
                           int64_t key_tile, attention_layout layout, uint8_t *predicate_memory,
                           attention_block *block);
 
-/* Offset of token t, head h in a query-shaped (B,S,H,Dh) tensor, batch row b. */
+/* Offset of token t, head h in a query-shaped (B,S,H,Dh) tensor, batch row b (in a window: of
+ * the tensor holding the window's query tokens). */
 int64_t attention_query_offset(const attention_tiles *tiles, int64_t b, int64_t t, int64_t h);
 
-/* Offset of token t, head g in a key-shaped (B,S,Hkv,Dh) tensor, batch row b. */
+/* Offset of token t, head g in a key-shaped (B,S,Hkv,Dh) tensor, batch row b (in a window: of
+ * the tensor holding the window's key tokens). */
 int64_t attention_key_offset(const attention_tiles *tiles, int64_t b, int64_t t, int64_t g);
 
 /* transposed (Dh, rows) = the `rows` rows of Dh values at first_row, `stride` apart. Each work
