@@ -16,6 +16,7 @@
 #include "harness/judging/naive_attention.h"
 #include "harness/judging/naive_products.h"
 #include "tests/support/naive_replay.h"
+#include "reference/attention.h"
 #include "reference/mask.h"
 #include "reference/threads.h"
 
@@ -258,4 +259,111 @@ Test(naive_attention, same_bits_on_one_and_three_threads) {
     free_tensors(&runs[0]);
     free_tensors(&runs[1]);
     reference_mask_free(&mask);
+}
+
+/* Tokens [first, end) of every batch row of a (B, S, width) tensor into (B, end − first, width),
+ * or back (to_window false). */
+static void copy_window(float *window, float *whole, int64_t width, int64_t first, int64_t end,
+                        bool to_window) {
+    for (int64_t b = 0; b < B; b++) {
+        float *in_window = window + b * (end - first) * width;
+        float *in_whole = whole + (b * S + first) * width;
+        const size_t bytes = (size_t)((end - first) * width) * sizeof(float);
+        memcpy(to_window ? in_window : in_whole, to_window ? in_whole : in_window, bytes);
+    }
+}
+
+static float *window_of(const float *whole, int64_t width, int64_t first, int64_t end) {
+    float *window = calloc((size_t)(B * (end - first) * width) + 1, sizeof(float));
+    cr_assert(window != NULL);
+    copy_window(window, (float *)whole, width, first, end, true);
+    return window;
+}
+
+/* Long context: one 64-token block at a time, each call holding only the tokens the block's
+ * allowed pairs reach (reference_attention_keys_needed / _queries_needed), gives the same bits as
+ * the whole call. */
+static void check_windows(cpparity_attention_layer layer, const char *name) {
+    reference_mask mask;
+    make_mask(&mask, layer);
+    const float scale = 1.0f / sqrtf((float)DH);
+    const int64_t Q = B * S * H * DH, K = B * S * HKV * DH, QW = H * DH, KW = HKV * DH;
+    tensors whole = make_tensors(), windowed = make_tensors();
+    cr_assert(naive_float_attention_forward(whole.out, whole.lse, whole.q, whole.k, whole.v, &mask,
+                                            shape, scale));
+    cr_assert(naive_float_attention_backward(whole.dq, whole.dk, whole.dv, whole.dout, whole.q,
+                                             whole.k, whole.v, whole.out, whole.lse, &mask, shape,
+                                             scale));
+    float *delta = calloc(B * H * S, sizeof(float));
+    cpparity_error error;
+    for (int pass = 0; pass < 2; pass++) { /* the queries' side, then the keys' */
+        for (int64_t first = 0; first < S; first += 64) {
+            const int64_t end = first + 64 < S ? first + 64 : S;
+            int64_t other_first = 0, other_end = 0;
+            cr_assert_eq(pass == 0 ? reference_attention_keys_needed(
+                                         &mask, first, end, &other_first, &other_end, &error)
+                                   : reference_attention_queries_needed(
+                                         &mask, first, end, &other_first, &other_end, &error),
+                         CPPARITY_OK, "%s", error.message);
+            const int64_t qf = pass == 0 ? first : other_first, qe = pass == 0 ? end : other_end;
+            const int64_t kf = pass == 0 ? other_first : first, ke = pass == 0 ? other_end : end;
+            const naive_attention_window w = {qf, qe, kf, ke, first, end};
+            float *q = window_of(whole.q, QW, qf, qe), *dout = window_of(whole.dout, QW, qf, qe);
+            float *k = window_of(whole.k, KW, kf, ke), *v = window_of(whole.v, KW, kf, ke);
+            if (pass == 0) {
+                float *out = window_of(windowed.out, QW, qf, qe);
+                float *dq = window_of(windowed.dq, QW, qf, qe);
+                cr_assert_eq(naive_float_attention_forward_window(out, windowed.lse, q, k, v, &mask,
+                                                                  shape, scale, w, &error),
+                             CPPARITY_OK, "%s", error.message);
+                cr_assert_eq(naive_float_attention_backward_queries_window(dq, delta, dout, q, k, v,
+                                                                           out, windowed.lse, &mask,
+                                                                           shape, scale, w, &error),
+                             CPPARITY_OK, "%s", error.message);
+                copy_window(out, windowed.out, QW, qf, qe, false);
+                copy_window(dq, windowed.dq, QW, qf, qe, false);
+                free(out), free(dq);
+            } else {
+                float *dk = window_of(windowed.dk, KW, kf, ke);
+                float *dv = window_of(windowed.dv, KW, kf, ke);
+                cr_assert_eq(naive_float_attention_backward_keys_window(dk, dv, dout, q, k, v,
+                                                                        windowed.lse, delta, &mask,
+                                                                        shape, scale, w, &error),
+                             CPPARITY_OK, "%s", error.message);
+                copy_window(dk, windowed.dk, KW, kf, ke, false);
+                copy_window(dv, windowed.dv, KW, kf, ke, false);
+                free(dk), free(dv);
+            }
+            free(q), free(dout), free(k), free(v);
+        }
+    }
+    cr_expect(memcmp(whole.out, windowed.out, (size_t)Q * sizeof(float)) == 0, "%s: out", name);
+    cr_expect(memcmp(whole.lse, windowed.lse, (size_t)(B * H * S) * sizeof(float)) == 0, "%s: lse",
+              name);
+    cr_expect(memcmp(whole.dq, windowed.dq, (size_t)Q * sizeof(float)) == 0, "%s: dq", name);
+    cr_expect(memcmp(whole.dk, windowed.dk, (size_t)K * sizeof(float)) == 0, "%s: dk", name);
+    cr_expect(memcmp(whole.dv, windowed.dv, (size_t)K * sizeof(float)) == 0, "%s: dv", name);
+    /* a window without the keys its queries reach is refused, not read out of bounds */
+    const naive_attention_window short_window = {64, 128, 64, 128, 64, 128};
+    if (layer.type != CPPARITY_LAYER_CHUNKED) {
+        cr_expect_eq(naive_float_attention_forward_window(windowed.out, windowed.lse, whole.q,
+                                                          whole.k, whole.v, &mask, shape, scale,
+                                                          short_window, &error),
+                     CPPARITY_ERROR_INPUT, "%s", name);
+    }
+    free(delta);
+    free_tensors(&whole);
+    free_tensors(&windowed);
+    reference_mask_free(&mask);
+}
+
+Test(naive_attention, by_windows_of_64_tokens__same_bits_as_the_whole_call) {
+    check_windows((cpparity_attention_layer){CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW},
+                  "causal");
+    check_windows(
+        (cpparity_attention_layer){CPPARITY_LAYER_SLIDING, 37, 0, CPPARITY_CHUNK_ORIGIN_ROW},
+        "sliding W=37");
+    check_windows(
+        (cpparity_attention_layer){CPPARITY_LAYER_CHUNKED, 0, 50, CPPARITY_CHUNK_ORIGIN_ROW},
+        "chunked C=50");
 }

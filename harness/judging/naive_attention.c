@@ -32,20 +32,30 @@ static void spans_free(spans *x) {
     free(x->queries);
 }
 
-static bool spans_init(spans *x, const reference_mask *mask, naive_attention_shape s) {
+/* The spans of query blocks [query_first, query_end) (their keys) and of key blocks [key_first,
+ * key_end) (their queries), each over every block of the other side: a block outside its range
+ * has a span over the other range only, which nothing reads. */
+static bool spans_init(spans *x, const reference_mask *mask, naive_attention_shape s,
+                       int64_t query_first, int64_t query_end, int64_t key_first, int64_t key_end) {
     x->blocks = (s.seq_len + BLOCK - 1) / BLOCK;
     const size_t count = (size_t)(s.batch * x->blocks);
-    x->keys = calloc(count, sizeof *x->keys);
-    x->queries = calloc(count, sizeof *x->queries);
+    x->keys = calloc(count + 1, sizeof *x->keys);
+    x->queries = calloc(count + 1, sizeof *x->queries);
     if (x->keys == NULL || x->queries == NULL) {
         spans_free(x);
         return false;
     }
+    const bool whole_queries = query_first == 0 && query_end == x->blocks;
     for (int64_t b = 0; b < s.batch; b++) {
         span *keys = x->keys + b * x->blocks, *queries = x->queries + b * x->blocks;
-        for (int64_t i = 0; i < x->blocks; i++) {
+        /* query blocks: those asked for, and every one when key blocks are asked for */
+        const bool every_query = whole_queries || key_first < key_end;
+        for (int64_t i = every_query ? 0 : query_first; i < (every_query ? x->blocks : query_end);
+             i++) {
+            const bool query_asked = i >= query_first && i < query_end;
             const int64_t q0 = i * BLOCK, q1 = minimum(q0 + BLOCK, s.seq_len);
-            for (int64_t j = 0; j < x->blocks; j++) {
+            for (int64_t j = query_asked ? 0 : key_first; j < (query_asked ? x->blocks : key_end);
+                 j++) {
                 const int64_t k0 = j * BLOCK, k1 = minimum(k0 + BLOCK, s.seq_len);
                 if (reference_mask_classify_block(mask, b, q0, q1, k0, k1) ==
                     REFERENCE_BLOCK_NONE) {
@@ -90,6 +100,14 @@ typedef struct attention_work {
     naive_attention_shape s;
     const reference_mask *mask;
     const spans *spans;
+    int64_t query_first, query_rows; /* the tokens q, dout, out, dq hold: whole, or a window's */
+    int64_t key_first, key_rows;     /* the tokens k, v, dk, dv hold */
+    int64_t first_block, end_block;  /* the blocks whose outputs are computed (of queries for the
+                                        forward and dq, of keys for dk and dv) */
+    int64_t table_width;             /* the widest span: the scratch tables' row */
+    float *delta_out;                /* a window's dq pass: δ of its queries (B,H,S), or NULL */
+    const float *delta_in;           /* a window's dk pass: δ of every query it reads (B,H,S);
+                                        NULL: from dout and saved_out */
     float scale;
     const float *q, *k, *v, *dout;
     float *out, *lse;                   /* forward: written */
@@ -150,17 +168,25 @@ static scratch_tables tables_of(void *scratch, int64_t seq_len) {
     return t;
 }
 
-/* Operands of one batch row and head: rows of q / dout / out (head h), of k / v (head kv). */
-static naive_matrix query_rows(const float *x, naive_attention_shape s, int64_t b, int64_t t,
-                               int64_t h) {
-    return (naive_matrix){x + ((b * s.seq_len + t) * s.heads + h) * s.head_dim,
-                          s.heads * s.head_dim, 1};
+/* Offsets of token t of batch row b: head h of a query-shaped tensor (q, dout, out, dq), head kv
+ * of a key-shaped one (k, v, dk, dv), in the tokens they hold. */
+static int64_t query_at(const attention_work *w, int64_t b, int64_t t, int64_t h) {
+    return ((b * w->query_rows + t - w->query_first) * w->s.heads + h) * w->s.head_dim;
 }
 
-static naive_matrix key_rows(const float *x, naive_attention_shape s, int64_t b, int64_t t,
+static int64_t key_at(const attention_work *w, int64_t b, int64_t t, int64_t kv) {
+    return ((b * w->key_rows + t - w->key_first) * w->s.kv_heads + kv) * w->s.head_dim;
+}
+
+/* Operands of one batch row and head: rows of q / dout / out (head h), of k / v (head kv). */
+static naive_matrix query_rows(const attention_work *w, const float *x, int64_t b, int64_t t,
+                               int64_t h) {
+    return (naive_matrix){x + query_at(w, b, t, h), w->s.heads * w->s.head_dim, 1};
+}
+
+static naive_matrix key_rows(const attention_work *w, const float *x, int64_t b, int64_t t,
                              int64_t kv) {
-    return (naive_matrix){x + ((b * s.seq_len + t) * s.kv_heads + kv) * s.head_dim,
-                          s.kv_heads * s.head_dim, 1};
+    return (naive_matrix){x + key_at(w, b, t, kv), w->s.kv_heads * w->s.head_dim, 1};
 }
 
 /* The same rows read as columns (the transposed operand of a product). */
@@ -174,8 +200,8 @@ static void masked_scores(const attention_work *w, const scratch_tables *t, int6
                           int64_t q0, int64_t q1, span keys) {
     const naive_attention_shape s = w->s;
     const int64_t rows = q1 - q0, width = keys.end - keys.begin, kv = h / (s.heads / s.kv_heads);
-    naive_product_on_this_thread(t->first, width, query_rows(w->q, s, b, q0, h),
-                                 transposed(key_rows(w->k, s, b, keys.begin, kv)), rows, width,
+    naive_product_on_this_thread(t->first, width, query_rows(w, w->q, b, q0, h),
+                                 transposed(key_rows(w, w->k, b, keys.begin, kv)), rows, width,
                                  s.head_dim, false, t->product);
     for (int64_t k0 = keys.begin; k0 < keys.end; k0 += BLOCK) {
         const int64_t k1 = minimum(k0 + BLOCK, keys.end);
@@ -202,15 +228,15 @@ typedef struct query_block {
 
 static query_block query_block_of(const attention_work *w, int64_t item) {
     const naive_attention_shape s = w->s;
-    const int64_t blocks = w->spans->blocks;
+    const int64_t blocks = w->end_block - w->first_block;
     query_block x;
     x.b = item / (s.heads * blocks);
     x.h = item / blocks % s.heads;
     x.kv = x.h / (s.heads / s.kv_heads);
-    x.q0 = item % blocks * BLOCK;
+    x.q0 = (w->first_block + item % blocks) * BLOCK;
     x.q1 = minimum(x.q0 + BLOCK, s.seq_len);
     x.rows = x.q1 - x.q0;
-    x.keys = w->spans->keys[x.b * blocks + item % blocks];
+    x.keys = w->spans->keys[x.b * w->spans->blocks + w->first_block + item % blocks];
     x.width = x.keys.end - x.keys.begin;
     return x;
 }
@@ -223,12 +249,11 @@ static void forward_item(void *context, int64_t item, void *scratch) {
     const int64_t b = x.b, h = x.h, kv = x.kv, q0 = x.q0, q1 = x.q1, rows = x.rows;
     const span keys = x.keys;
     const int64_t width = x.width;
-    const scratch_tables t = tables_of(scratch, s.seq_len);
+    const scratch_tables t = tables_of(scratch, w->table_width);
     float *lse = w->lse + (b * s.heads + h) * s.seq_len;
     if (width == 0) {
         for (int64_t r = 0; r < rows; r++) {
-            memset(w->out + ((b * s.seq_len + q0 + r) * s.heads + h) * s.head_dim, 0,
-                   (size_t)s.head_dim * sizeof(float));
+            memset(w->out + query_at(w, b, q0 + r, h), 0, (size_t)s.head_dim * sizeof(float));
             lse[q0 + r] = -INFINITY;
         }
         return;
@@ -258,36 +283,9 @@ static void forward_item(void *context, int64_t item, void *scratch) {
         lse[q0 + r] = maximum + logf(sum);
     }
     /* out = Σ_keys p·v in increasing key order (a masked key adds p = 0) */
-    naive_product_on_this_thread(w->out + ((b * s.seq_len + q0) * s.heads + h) * s.head_dim,
-                                 s.heads * s.head_dim, (naive_matrix){t.first, width, 1},
-                                 key_rows(w->v, s, b, keys.begin, kv), rows, s.head_dim, width,
-                                 false, t.product);
-}
-
-bool naive_float_attention_forward(float *out, float *lse, const float *q, const float *k,
-                                   const float *v, const reference_mask *mask,
-                                   naive_attention_shape s, float scale) {
-    if (s.batch * s.seq_len == 0) {
-        return true;
-    }
-    spans x;
-    if (!spans_init(&x, mask, s)) {
-        return false;
-    }
-    attention_work work = {.s = s,
-                           .mask = mask,
-                           .spans = &x,
-                           .scale = scale,
-                           .q = q,
-                           .k = k,
-                           .v = v,
-                           .out = out,
-                           .lse = lse};
-    const reference_parallel_work parallel = {s.batch * s.heads * x.blocks,
-                                              scratch_bytes(s.seq_len), forward_item, &work};
-    const bool done = reference_parallel_run(&parallel, "the naive attention", NULL) == CPPARITY_OK;
-    spans_free(&x);
-    return done;
+    naive_product_on_this_thread(
+        w->out + query_at(w, b, q0, h), s.heads * s.head_dim, (naive_matrix){t.first, width, 1},
+        key_rows(w, w->v, b, keys.begin, kv), rows, s.head_dim, width, false, t.product);
 }
 
 /* For count pairs of one query row (lse, δ): p = exp(score − lse) into score's place (score
@@ -315,26 +313,30 @@ static void query_gradient_item(void *context, int64_t item, void *scratch) {
     const int64_t b = x.b, h = x.h, kv = x.kv, q0 = x.q0, q1 = x.q1, rows = x.rows;
     const span keys = x.keys;
     const int64_t width = x.width;
+    for (int64_t r = 0; w->delta_out != NULL && r < rows; r++) {
+        const int64_t at = query_at(w, b, q0 + r, h);
+        w->delta_out[(b * s.heads + h) * s.seq_len + q0 + r] =
+            row_delta(w->dout + at, w->saved_out + at, s.head_dim);
+    }
     if (width == 0) {
         return;
     }
-    const scratch_tables t = tables_of(scratch, s.seq_len);
+    const scratch_tables t = tables_of(scratch, w->table_width);
     masked_scores(w, &t, b, h, q0, q1, keys);
-    naive_product_on_this_thread(t.second, width, query_rows(w->dout, s, b, q0, h),
-                                 transposed(key_rows(w->v, s, b, keys.begin, kv)), rows, width,
+    naive_product_on_this_thread(t.second, width, query_rows(w, w->dout, b, q0, h),
+                                 transposed(key_rows(w, w->v, b, keys.begin, kv)), rows, width,
                                  s.head_dim, false, t.product);
     for (int64_t r = 0; r < rows; r++) {
-        const int64_t at = ((b * s.seq_len + q0 + r) * s.heads + h) * s.head_dim;
+        const int64_t at = query_at(w, b, q0 + r, h);
         probabilities_and_score_gradients(t.first + r * width, t.second + r * width, width,
                                           w->saved_lse[(b * s.heads + h) * s.seq_len + q0 + r],
                                           row_delta(w->dout + at, w->saved_out + at, s.head_dim),
                                           w->scale);
     }
     /* dq += Σ_keys (scale·ds)·k in increasing key order */
-    naive_product_on_this_thread(w->dq + ((b * s.seq_len + q0) * s.heads + h) * s.head_dim,
-                                 s.heads * s.head_dim, (naive_matrix){t.second, width, 1},
-                                 key_rows(w->k, s, b, keys.begin, kv), rows, s.head_dim, width,
-                                 true, t.product);
+    naive_product_on_this_thread(
+        w->dq + query_at(w, b, q0, h), s.heads * s.head_dim, (naive_matrix){t.second, width, 1},
+        key_rows(w, w->k, b, keys.begin, kv), rows, s.head_dim, width, true, t.product);
 }
 
 /* item: batch row, key/value head, block of BLOCK keys: their dk and dv, the query heads of the
@@ -342,28 +344,30 @@ static void query_gradient_item(void *context, int64_t item, void *scratch) {
 static void key_gradient_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
-    const int64_t blocks = w->spans->blocks, group = s.heads / s.kv_heads;
+    const int64_t blocks = w->end_block - w->first_block, group = s.heads / s.kv_heads;
     const int64_t b = item / (s.kv_heads * blocks), kv = item / blocks % s.kv_heads;
-    const int64_t j = item % blocks;
+    const int64_t j = w->first_block + item % blocks;
     const int64_t k0 = j * BLOCK, k1 = minimum(k0 + BLOCK, s.seq_len), keys = k1 - k0;
-    const span queries = w->spans->queries[b * blocks + j];
+    const span queries = w->spans->queries[b * w->spans->blocks + j];
     const int64_t width = queries.end - queries.begin;
     if (width == 0) {
         return;
     }
-    const scratch_tables t = tables_of(scratch, s.seq_len);
+    const scratch_tables t = tables_of(scratch, w->table_width);
     for (int64_t h = kv * group; h < (kv + 1) * group; h++) {
         /* scores (keys × queries): Σ_d k·q in increasing d, the same sums as the forward's */
-        naive_product_on_this_thread(t.first, width, key_rows(w->k, s, b, k0, kv),
-                                     transposed(query_rows(w->q, s, b, queries.begin, h)), keys,
+        naive_product_on_this_thread(t.first, width, key_rows(w, w->k, b, k0, kv),
+                                     transposed(query_rows(w, w->q, b, queries.begin, h)), keys,
                                      width, s.head_dim, false, t.product);
-        naive_product_on_this_thread(t.second, width, key_rows(w->v, s, b, k0, kv),
-                                     transposed(query_rows(w->dout, s, b, queries.begin, h)), keys,
+        naive_product_on_this_thread(t.second, width, key_rows(w, w->v, b, k0, kv),
+                                     transposed(query_rows(w, w->dout, b, queries.begin, h)), keys,
                                      width, s.head_dim, false, t.product);
         const float *lse = w->saved_lse + (b * s.heads + h) * s.seq_len;
         for (int64_t q = queries.begin; q < queries.end; q++) {
-            const int64_t at = ((b * s.seq_len + q) * s.heads + h) * s.head_dim;
-            t.rows[q - queries.begin] = row_delta(w->dout + at, w->saved_out + at, s.head_dim);
+            const int64_t at = query_at(w, b, q, h);
+            t.rows[q - queries.begin] =
+                w->delta_in != NULL ? w->delta_in[(b * s.heads + h) * s.seq_len + q]
+                                    : row_delta(w->dout + at, w->saved_out + at, s.head_dim);
         }
         for (int64_t q0 = queries.begin; q0 < queries.end; q0 += BLOCK) {
             const int64_t q1 = minimum(q0 + BLOCK, queries.end);
@@ -387,31 +391,139 @@ static void key_gradient_item(void *context, int64_t item, void *scratch) {
         }
         /* dv += Σ_queries p·dout and dk += Σ_queries (scale·ds)·q, in increasing query order,
          * each head's sum added once */
-        naive_product_on_this_thread(w->dv + ((b * s.seq_len + k0) * s.kv_heads + kv) * s.head_dim,
-                                     s.kv_heads * s.head_dim, (naive_matrix){t.first, width, 1},
-                                     query_rows(w->dout, s, b, queries.begin, h), keys, s.head_dim,
+        naive_product_on_this_thread(w->dv + key_at(w, b, k0, kv), s.kv_heads * s.head_dim,
+                                     (naive_matrix){t.first, width, 1},
+                                     query_rows(w, w->dout, b, queries.begin, h), keys, s.head_dim,
                                      width, true, t.product);
-        naive_product_on_this_thread(w->dk + ((b * s.seq_len + k0) * s.kv_heads + kv) * s.head_dim,
-                                     s.kv_heads * s.head_dim, (naive_matrix){t.second, width, 1},
-                                     query_rows(w->q, s, b, queries.begin, h), keys, s.head_dim,
+        naive_product_on_this_thread(w->dk + key_at(w, b, k0, kv), s.kv_heads * s.head_dim,
+                                     (naive_matrix){t.second, width, 1},
+                                     query_rows(w, w->q, b, queries.begin, h), keys, s.head_dim,
                                      width, true, t.product);
     }
+}
+
+/* Which outputs a call computes. */
+typedef enum naive_passes {
+    NAIVE_FORWARD,          /* out and lse of the computed query blocks */
+    NAIVE_BACKWARD,         /* dq of every query, then dk and dv of every key */
+    NAIVE_BACKWARD_QUERIES, /* a window's queries: their δ and dq */
+    NAIVE_BACKWARD_KEYS,    /* a window's keys: their dk and dv */
+} naive_passes;
+
+/* Sets up work for the window (whole: the whole sequence) and runs the passes. */
+static cpparity_status naive_run(attention_work *work, naive_attention_window window,
+                                 naive_passes passes, cpparity_error *error) {
+    const naive_attention_shape s = work->s;
+    if (s.batch * s.seq_len == 0) {
+        return CPPARITY_OK;
+    }
+    const bool keys_side = passes == NAIVE_BACKWARD_KEYS;
+    const bool edges = window.first >= 0 && window.first <= window.end && window.end <= s.seq_len &&
+                       window.first % BLOCK == 0 &&
+                       (window.end % BLOCK == 0 || window.end == s.seq_len);
+    if (!edges || window.query_first < 0 || window.query_first > window.query_end ||
+        window.query_end > s.seq_len || window.key_first < 0 || window.key_first > window.key_end ||
+        window.key_end > s.seq_len) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "naive attention window: tokens [%lld, %lld), queries [%lld, "
+                                  "%lld), keys [%lld, %lld) of %lld: not ranges of the sequence, "
+                                  "or the tokens not on %d-token edges",
+                                  (long long)window.first, (long long)window.end,
+                                  (long long)window.query_first, (long long)window.query_end,
+                                  (long long)window.key_first, (long long)window.key_end,
+                                  (long long)s.seq_len, BLOCK);
+    }
+    work->query_first = window.query_first;
+    work->query_rows = window.query_end - window.query_first;
+    work->key_first = window.key_first;
+    work->key_rows = window.key_end - window.key_first;
+    work->first_block = window.first / BLOCK;
+    work->end_block = (window.end + BLOCK - 1) / BLOCK;
+    const bool whole = passes == NAIVE_BACKWARD;
+    spans x;
+    if (!spans_init(&x, work->mask, s, whole || !keys_side ? work->first_block : 0,
+                    whole || !keys_side ? work->end_block : 0,
+                    whole || keys_side ? work->first_block : 0,
+                    whole || keys_side ? work->end_block : 0)) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "out of memory (the naive attention's spans)");
+    }
+    /* every span read lies in the tokens the tensors hold, and sizes the tables */
+    work->table_width = 1;
+    cpparity_status status = CPPARITY_OK;
+    for (int64_t b = 0; b < s.batch && status == CPPARITY_OK; b++) {
+        for (int64_t i = work->first_block; i < work->end_block && status == CPPARITY_OK; i++) {
+            for (int side = 0; side < 2; side++) {
+                const bool key_span = side == 0; /* of a query block: its keys */
+                if ((key_span && keys_side && !whole) || (!key_span && !keys_side && !whole)) {
+                    continue;
+                }
+                const span reach =
+                    key_span ? x.keys[b * x.blocks + i] : x.queries[b * x.blocks + i];
+                const int64_t first = key_span ? window.key_first : window.query_first;
+                const int64_t end = key_span ? window.key_end : window.query_end;
+                if (reach.begin < reach.end && (reach.begin < first || reach.end > end)) {
+                    status = cpparity_error_set(
+                        error, CPPARITY_ERROR_INPUT,
+                        "naive attention window: the %s of tokens [%lld, %lld) reach %s [%lld, "
+                        "%lld), but the tensors hold [%lld, %lld)",
+                        key_span ? "queries" : "keys", (long long)(i * BLOCK),
+                        (long long)minimum((i + 1) * BLOCK, s.seq_len),
+                        key_span ? "keys" : "queries", (long long)reach.begin, (long long)reach.end,
+                        (long long)first, (long long)end);
+                    break;
+                }
+                work->table_width = reach.end - reach.begin > work->table_width
+                                        ? reach.end - reach.begin
+                                        : work->table_width;
+            }
+        }
+    }
+    work->spans = &x;
+    const int64_t computed = work->end_block - work->first_block;
+    const size_t table = scratch_bytes(work->table_width);
+    const reference_parallel_work forward = {
+        passes == NAIVE_FORWARD ? s.batch * s.heads * computed : 0, table, forward_item, work};
+    const reference_parallel_work queries = {
+        passes == NAIVE_BACKWARD || passes == NAIVE_BACKWARD_QUERIES ? s.batch * s.heads * computed
+                                                                     : 0,
+        table, query_gradient_item, work};
+    const reference_parallel_work keys = {passes == NAIVE_BACKWARD || passes == NAIVE_BACKWARD_KEYS
+                                              ? s.batch * s.kv_heads * computed
+                                              : 0,
+                                          table, key_gradient_item, work};
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&forward, "the naive attention", error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&queries, "the naive attention's backward", error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&keys, "the naive attention's backward", error);
+    }
+    spans_free(&x);
+    return status;
+}
+
+static naive_attention_window whole_window(naive_attention_shape s) {
+    return (naive_attention_window){0, s.seq_len, 0, s.seq_len, 0, s.seq_len};
+}
+
+bool naive_float_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                   const float *v, const reference_mask *mask,
+                                   naive_attention_shape s, float scale) {
+    attention_work work = {
+        .s = s, .mask = mask, .scale = scale, .q = q, .k = k, .v = v, .out = out, .lse = lse};
+    cpparity_error error;
+    return naive_run(&work, whole_window(s), NAIVE_FORWARD, &error) == CPPARITY_OK;
 }
 
 bool naive_float_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                                     const float *q, const float *k, const float *v,
                                     const float *out, const float *lse, const reference_mask *mask,
                                     naive_attention_shape s, float scale) {
-    if (s.batch * s.seq_len == 0) {
-        return true;
-    }
-    spans x;
-    if (!spans_init(&x, mask, s)) {
-        return false;
-    }
     attention_work work = {.s = s,
                            .mask = mask,
-                           .spans = &x,
                            .scale = scale,
                            .q = q,
                            .k = k,
@@ -422,13 +534,53 @@ bool naive_float_attention_backward(float *dq, float *dk, float *dv, const float
                            .dq = dq,
                            .dk = dk,
                            .dv = dv};
-    const reference_parallel_work queries = {s.batch * s.heads * x.blocks, scratch_bytes(s.seq_len),
-                                             query_gradient_item, &work};
-    const reference_parallel_work keys = {s.batch * s.kv_heads * x.blocks, scratch_bytes(s.seq_len),
-                                          key_gradient_item, &work};
-    const bool done =
-        reference_parallel_run(&queries, "the naive attention's backward", NULL) == CPPARITY_OK &&
-        reference_parallel_run(&keys, "the naive attention's backward", NULL) == CPPARITY_OK;
-    spans_free(&x);
-    return done;
+    cpparity_error error;
+    return naive_run(&work, whole_window(s), NAIVE_BACKWARD, &error) == CPPARITY_OK;
+}
+
+cpparity_status naive_float_attention_forward_window(float *out, float *lse, const float *q,
+                                                     const float *k, const float *v,
+                                                     const reference_mask *mask,
+                                                     naive_attention_shape s, float scale,
+                                                     naive_attention_window window,
+                                                     cpparity_error *error) {
+    attention_work work = {
+        .s = s, .mask = mask, .scale = scale, .q = q, .k = k, .v = v, .out = out, .lse = lse};
+    return naive_run(&work, window, NAIVE_FORWARD, error);
+}
+
+cpparity_status naive_float_attention_backward_queries_window(
+    float *dq, float *delta, const float *dout, const float *q, const float *k, const float *v,
+    const float *out, const float *lse, const reference_mask *mask, naive_attention_shape s,
+    float scale, naive_attention_window window, cpparity_error *error) {
+    attention_work work = {.s = s,
+                           .mask = mask,
+                           .scale = scale,
+                           .q = q,
+                           .k = k,
+                           .v = v,
+                           .dout = dout,
+                           .saved_out = out,
+                           .saved_lse = lse,
+                           .dq = dq,
+                           .delta_out = delta};
+    return naive_run(&work, window, NAIVE_BACKWARD_QUERIES, error);
+}
+
+cpparity_status naive_float_attention_backward_keys_window(
+    float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
+    const float *lse, const float *delta, const reference_mask *mask, naive_attention_shape s,
+    float scale, naive_attention_window window, cpparity_error *error) {
+    attention_work work = {.s = s,
+                           .mask = mask,
+                           .scale = scale,
+                           .q = q,
+                           .k = k,
+                           .v = v,
+                           .dout = dout,
+                           .saved_lse = lse,
+                           .delta_in = delta,
+                           .dk = dk,
+                           .dv = dv};
+    return naive_run(&work, window, NAIVE_BACKWARD_KEYS, error);
 }

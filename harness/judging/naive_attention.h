@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/error.h"
 #include "reference/mask.h"
 
 /* The dimensions attention runs on. */
@@ -46,6 +47,39 @@ bool naive_float_attention_backward(float *dq, float *dk, float *dv, const float
                                     const float *q, const float *k, const float *v,
                                     const float *out, const float *lse, const reference_mask *mask,
                                     naive_attention_shape s, float scale);
+
+/* Long context: the same sums one block of tokens at a time (reference/attention.h's windows, the
+ * same layouts): query-shaped tensors hold the tokens [query_first, query_end) of every batch
+ * row, key-shaped ones [key_first, key_end), and the outputs of the tokens [first, end) (on
+ * 64-token edges, or S) are computed; lse and δ are (B, H, S) whole. Each element is the same
+ * bits as the whole call's. CPPARITY_ERROR_INPUT when the tensors lack a token the computed
+ * tokens' mask blocks reach; CPPARITY_ERROR_RUNTIME when out of memory. */
+typedef struct naive_attention_window {
+    int64_t query_first, query_end; /* the tokens q, dout, out, dq hold */
+    int64_t key_first, key_end;     /* the tokens k, v, dk, dv hold */
+    int64_t first, end;             /* the tokens whose outputs are computed */
+} naive_attention_window;
+
+/* out and lse of the queries [first, end). */
+cpparity_status naive_float_attention_forward_window(float *out, float *lse, const float *q,
+                                                     const float *k, const float *v,
+                                                     const reference_mask *mask,
+                                                     naive_attention_shape s, float scale,
+                                                     naive_attention_window window,
+                                                     cpparity_error *error);
+
+/* The queries [first, end): their δ = Σ dout ⊙ out into delta (B, H, S) and dq += their
+ * gradient, from the forward's out and lse. */
+cpparity_status naive_float_attention_backward_queries_window(
+    float *dq, float *delta, const float *dout, const float *q, const float *k, const float *v,
+    const float *out, const float *lse, const reference_mask *mask, naive_attention_shape s,
+    float scale, naive_attention_window window, cpparity_error *error);
+
+/* The keys [first, end): dk, dv += their gradients, from the lse and δ of the queries. */
+cpparity_status naive_float_attention_backward_keys_window(
+    float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
+    const float *lse, const float *delta, const reference_mask *mask, naive_attention_shape s,
+    float scale, naive_attention_window window, cpparity_error *error);
 
 /* What either call allocates for a batch of seq_len on `threads` threads (the memory estimate's
  * term): the spans and each thread's scratch; −1 when that does not fit int64. */
