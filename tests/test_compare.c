@@ -120,6 +120,34 @@ Test(compare, elements_in_reverse_order__same_worst_and_first_nonfinite) {
     cr_assert(a.relative_l2 == b.relative_l2, "1 + 9 + 4 + 9 in either order: exact");
 }
 
+/* Two ranks' accumulators of one tensor merged: the same metrics as one accumulator given every
+ * element, whichever half holds the worst or the first non-finite element. */
+Test(compare, two_halves_merged__same_metrics_as_one_accumulator) {
+    const double x[] = {1.0, 3.0, NAN, 2.0, 3.0, INFINITY, 0.5, 4.0};
+    const double r[] = {0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.5, 1.0};
+    compare_accumulator whole, first, second;
+    compare_begin(&whole, 8);
+    compare_begin(&first, 8);
+    compare_begin(&second, 8);
+    for (int64_t i = 0; i < 8; i++) {
+        compare_add(&whole, i, x[i], r[i], i != 6);
+        compare_add(i < 4 ? &first : &second, i, x[i], r[i], i != 6);
+    }
+    compare_merge(&second, &first); /* in either order: the later half first */
+    compare_metrics a, b;
+    compare_finish(&whole, &a);
+    compare_finish(&second, &b);
+    cr_assert_eq(b.worst_index, a.worst_index,
+                 "the first error of 3 (index 1), in the half merged in");
+    cr_assert_eq(b.worst_index, 1);
+    cr_assert_eq(b.first_nonfinite, 2, "the lowest index, from the half merged in");
+    cr_assert_eq(b.nonfinite, 2);
+    cr_assert_eq(b.compared, a.compared);
+    cr_assert_eq(b.excluded, 1);
+    /* the squared errors 1, 9, 1 | 9, 9 add in another grouping: all integers, exact either way */
+    cr_assert(b.relative_l2 == a.relative_l2, "%a against %a", b.relative_l2, a.relative_l2);
+}
+
 Test(compare, include_mask__excluded_elements_do_not_enter_the_error) {
     /* the example plus an element with error 100 that the mask excludes */
     const float x[5] = {3.0f, 4.0f, 100.0f, 1.5f, -2.0f};

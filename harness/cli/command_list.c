@@ -12,6 +12,7 @@
 #include "common/case.h"
 #include "distributed/models/implementation_registry.h"
 #include "harness/cli/commands.h"
+#include "harness/running/attention_stream.h"
 #include "harness/running/memory_estimate.h"
 #include "harness/suite/case_file.h"
 
@@ -203,6 +204,21 @@ int command_list(int argc, char **argv) {
                 const size_t used = strlen(variants);
                 snprintf(variants + used, sizeof variants - used, "%s%s",
                          k ? "," : " algorithms=", name);
+            }
+            /* an attention-level case longer than a query block: what a rank holds by blocks
+             * (attention_stream.h), which a run chooses when the whole does not fit */
+            if (c->level == CPPARITY_LEVEL_ATTENTION && c->seq_len > ATTENTION_STREAM_BLOCK) {
+                char one[32] = "overflow", two[32] = "overflow";
+                const int64_t alone = attention_stream_memory(c, ATTENTION_STREAM_BLOCK, 1);
+                const int64_t shared = attention_stream_memory(c, ATTENTION_STREAM_BLOCK, 2);
+                if (alone >= 0 && shared >= 0) {
+                    memory_size_format(alone, one, sizeof one);
+                    memory_size_format(shared, two, sizeof two);
+                }
+                const size_t used = strlen(variants);
+                snprintf(variants + used, sizeof variants - used,
+                         " by query blocks of %d: %s on 1 rank, %s a rank on 2",
+                         ATTENTION_STREAM_BLOCK, one, two);
             }
             printf("%-48s %10s  %-66s cp=%s%s\n", c->name, memory, features, cp, variants);
         }

@@ -98,31 +98,36 @@ static cpparity_status agree_and_report(cpparity_comm *world, const char *name,
     return agreed;
 }
 
-/* Rank 0's memory decisions (memory_check_plan: the cp = 1 items left out, with their reasons)
- * on every rank: processes on other nodes see other free memory, and the ranks must run the
- * same items. Nothing to do for local ranks, which share rank 0's plan. */
+/* Rank 0's memory decisions (memory_check_plan: the cp = 1 items left out, with their reasons;
+ * the attention-level items run by query blocks, and their block) on every rank: processes on other
+ * nodes see other free memory, and the ranks must run the same items. Nothing to do for local
+ * ranks, which share rank 0's plan. */
 static cpparity_status share_memory_decisions(cpparity_comm *world, run_plan *plan,
                                               cpparity_error *error) {
     if (strcmp(world->kind, "local") == 0 || plan->item_count == 0) {
         return CPPARITY_OK;
     }
-    const int64_t record = 1 + RUN_PLAN_REASON_TEXT;
+    const int64_t record = 1 + (int64_t)sizeof(int64_t) + RUN_PLAN_REASON_TEXT;
     int8_t *decisions = calloc((size_t)(plan->item_count * record), 1);
     if (decisions == NULL) {
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory");
     }
     for (int64_t i = 0; world->rank == 0 && i < plan->item_count; i++) {
         decisions[i * record] = plan->items[i].memory_skipped ? 1 : 0;
-        memcpy(decisions + i * record + 1, plan->items[i].not_run_reason, RUN_PLAN_REASON_TEXT);
+        memcpy(decisions + i * record + 1, &plan->items[i].query_block, sizeof(int64_t));
+        memcpy(decisions + i * record + 1 + sizeof(int64_t), plan->items[i].not_run_reason,
+               RUN_PLAN_REASON_TEXT);
     }
     cpparity_status status = cpparity_broadcast(world, decisions, plan->item_count * record,
                                                 CPPARITY_INT8, 0, NULL, error);
     for (int64_t i = 0; status == CPPARITY_OK && world->rank != 0 && i < plan->item_count; i++) {
         run_plan_item *item = &plan->items[i];
         item->memory_skipped = decisions[i * record] != 0;
+        memcpy(&item->query_block, decisions + i * record + 1, sizeof(int64_t));
         if (item->memory_skipped) {
             item->runnable = false;
-            memcpy(item->not_run_reason, decisions + i * record + 1, RUN_PLAN_REASON_TEXT);
+            memcpy(item->not_run_reason, decisions + i * record + 1 + sizeof(int64_t),
+                   RUN_PLAN_REASON_TEXT);
             item->not_run_reason[RUN_PLAN_REASON_TEXT - 1] = '\0';
         }
     }

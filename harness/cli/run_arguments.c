@@ -13,6 +13,7 @@
 #include "distributed/models/implementation_registry.h"
 #include "distributed/kernels/kernel_registry.h"
 #include "distributed/kernels/kernel_support.h"
+#include "harness/running/attention_stream.h"
 #include "harness/running/memory_estimate.h"
 #include "harness/suite/random_cases.h"
 
@@ -22,6 +23,7 @@ enum {
     OPTION_DEVICE,
     OPTION_COMM,
     OPTION_RANKS,
+    OPTION_QUERY_BLOCK,
     OPTION_DTYPE,
     OPTION_LAYOUT,
     OPTION_ALGORITHM,
@@ -141,6 +143,9 @@ void run_arguments_usage(FILE *stream, run_command_kind kind) {
             "                      kernel it exports, or NAME among several):\n"
             "                      examples/kernel-plugin, cases/kernels.yaml\n"
             "  --timeout SECONDS   deadline of every collective (default 300)\n"
+            "  --query-block N     attention-level items by query blocks of N tokens (a\n"
+            "                      multiple of 256), spread over the ranks (default: only\n"
+            "                      those too long to hold whole, by blocks of 4096)\n"
             "  --reference-cache DIR  keep the float64 reference's outputs in DIR (made when\n"
             "                      missing) and reuse them when a case, its seed and the\n"
             "                      reference are unchanged; damaged entries are recomputed\n"
@@ -207,6 +212,7 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         {"device", required_argument, NULL, OPTION_DEVICE},
         {"comm", required_argument, NULL, OPTION_COMM},
         {"ranks", required_argument, NULL, OPTION_RANKS},
+        {"query-block", required_argument, NULL, OPTION_QUERY_BLOCK},
         {"dtype", required_argument, NULL, OPTION_DTYPE},
         {"layout", required_argument, NULL, OPTION_LAYOUT},
         {"algorithm", required_argument, NULL, OPTION_ALGORITHM},
@@ -297,6 +303,17 @@ cpparity_status run_arguments_parse(run_options *options, int argc, char **argv,
         case OPTION_RANKS:
             status = run_arguments_integer(optarg, "--ranks", 1, 1024, &value, error);
             options->ranks = (int)value;
+            break;
+        case OPTION_QUERY_BLOCK:
+            status = run_arguments_integer(optarg, "--query-block", ATTENTION_STREAM_BLOCK_UNIT,
+                                           INT64_MAX / 2, &value, error);
+            if (status == CPPARITY_OK && value % ATTENTION_STREAM_BLOCK_UNIT != 0) {
+                status = cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                            "--query-block expects a multiple of %d tokens, got "
+                                            "'%s'",
+                                            ATTENTION_STREAM_BLOCK_UNIT, optarg);
+            }
+            options->query_block = value;
             break;
         case OPTION_DTYPE:
             status = run_arguments_choice(optarg, "--dtype", cpparity_dtype_names,

@@ -53,6 +53,26 @@ void compare_add(compare_accumulator *accumulator, int64_t index, double x, doub
     }
 }
 
+void compare_merge(compare_accumulator *into, const compare_accumulator *from) {
+    compare_metrics *a = &into->metrics;
+    const compare_metrics *b = &from->metrics;
+    a->compared += b->compared;
+    a->excluded += b->excluded;
+    if (b->nonfinite > 0 && (a->nonfinite == 0 || b->first_nonfinite < a->first_nonfinite)) {
+        a->first_nonfinite = b->first_nonfinite;
+    }
+    a->nonfinite += b->nonfinite;
+    if (b->worst_index >= 0 && (a->worst_index < 0 || b->max_abs > a->max_abs ||
+                                (b->max_abs == a->max_abs && b->worst_index < a->worst_index))) {
+        a->max_abs = b->max_abs;
+        a->worst_index = b->worst_index;
+        a->worst_value = b->worst_value;
+        a->worst_reference = b->worst_reference;
+    }
+    into->error_sum += from->error_sum;
+    into->reference_sum += from->reference_sum;
+}
+
 void compare_finish(const compare_accumulator *accumulator, compare_metrics *metrics) {
     *metrics = accumulator->metrics;
     metrics->error_norm = sqrt(accumulator->error_sum);

@@ -34,6 +34,11 @@ void compare_begin(compare_accumulator *accumulator, int64_t count);
 void compare_add(compare_accumulator *accumulator, int64_t index, double x, double r,
                  bool included);
 
+/* Adds what `from` holds (other elements of the same tensor, e.g. another rank's) onto `into`:
+ * counts and sums add, the worst and the first non-finite element are the same as one
+ * accumulator given every element would hold (ties to the smaller index). */
+void compare_merge(compare_accumulator *into, const compare_accumulator *from);
+
 /* The finished metrics (norms, relative L2) into *metrics. */
 void compare_finish(const compare_accumulator *accumulator, compare_metrics *metrics);
 

@@ -27,7 +27,7 @@
 
 /* per layer: out, lse, dq, dk, dv of the kernel's own calls, then dq, dk, dv of its backward
  * given the reference's out and lse ("backward_alone") */
-#define TENSORS_PER_LAYER 8
+#define TENSORS_PER_LAYER ATTENTION_ITEM_RECORDS_PER_LAYER
 #define CALLED_TENSORS 5 /* the first five: what the kernel's own forward and backward gave */
 /* then, for a kernel with block calls (ABI 3), the merged out and lse and the summed dq, dk, dv of
  * its block calls (attention_blocks.h) */
@@ -150,14 +150,35 @@ static bool buffers_allocate(attention_buffers *b, int64_t query, int64_t key, i
     return ok;
 }
 
-/* Random values in [-amplitude, amplitude) for a tensor named name, and their float64 copy. */
-static void draw(float *values, double *wide, int64_t count, uint64_t seed, const char *name,
-                 double amplitude) {
-    const uint64_t stream = fixture_stream(name);
-    for (int64_t i = 0; i < count; i++) {
-        values[i] = (float)(amplitude * fixture_uniform(seed, stream, i));
-        if (wide != NULL) {
-            wide[i] = values[i];
+/* The amplitude of each input's values, and the elements of one token (of every head). */
+static double input_amplitude(attention_input input) {
+    return input == ATTENTION_INPUT_V || input == ATTENTION_INPUT_DOUT ? 1.0 : 2.0;
+}
+
+static const char *input_name(attention_input input) {
+    static const char *const names[] = {"q", "k", "v", "dout"};
+    return names[input];
+}
+
+void attention_item_draw_tokens(const cpparity_case *c, uint64_t seed, int64_t layer,
+                                attention_input input, int64_t first, int64_t end, float *values,
+                                double *wide) {
+    const cpparity_model_config *m = &c->model;
+    const int64_t heads = input == ATTENTION_INPUT_K || input == ATTENTION_INPUT_V
+                              ? m->num_key_value_heads
+                              : m->num_attention_heads;
+    const int64_t width = heads * m->head_dim, S = c->seq_len, tokens = end - first;
+    const uint64_t layer_seed = seed + (uint64_t)layer * 0x9e3779b97f4a7c15u;
+    const uint64_t stream = fixture_stream(input_name(input));
+    const double amplitude = input_amplitude(input);
+    for (int64_t b = 0; b < c->batch_size; b++) {
+        for (int64_t i = 0; i < tokens * width; i++) {
+            /* the element's flat index in the whole [B, S, heads, Dh] tensor: the same value */
+            const int64_t index = (b * S + first) * width + i, at = b * tokens * width + i;
+            values[at] = (float)(amplitude * fixture_uniform(layer_seed, stream, (uint64_t)index));
+            if (wide != NULL) {
+                wide[at] = values[at];
+            }
         }
     }
 }
@@ -165,14 +186,11 @@ static void draw(float *values, double *wide, int64_t count, uint64_t seed, cons
 void attention_item_draw_inputs(const cpparity_case *c, uint64_t seed, int64_t layer, float *q,
                                 float *k, float *v, float *dout, double *wide_q, double *wide_k,
                                 double *wide_v, double *wide_dout) {
-    const cpparity_model_config *m = &c->model;
-    const int64_t query = c->batch_size * c->seq_len * m->num_attention_heads * m->head_dim;
-    const int64_t key = c->batch_size * c->seq_len * m->num_key_value_heads * m->head_dim;
-    const uint64_t layer_seed = seed + (uint64_t)layer * 0x9e3779b97f4a7c15u;
-    draw(q, wide_q, query, layer_seed, "q", 2.0);
-    draw(k, wide_k, key, layer_seed, "k", 2.0);
-    draw(v, wide_v, key, layer_seed, "v", 1.0);
-    draw(dout, wide_dout, query, layer_seed, "dout", 1.0);
+    const int64_t S = c->seq_len;
+    attention_item_draw_tokens(c, seed, layer, ATTENTION_INPUT_Q, 0, S, q, wide_q);
+    attention_item_draw_tokens(c, seed, layer, ATTENTION_INPUT_K, 0, S, k, wide_k);
+    attention_item_draw_tokens(c, seed, layer, ATTENTION_INPUT_V, 0, S, v, wide_v);
+    attention_item_draw_tokens(c, seed, layer, ATTENTION_INPUT_DOUT, 0, S, dout, wide_dout);
 }
 
 cpparity_status attention_item_sizes(const cpparity_case *c, int64_t *query, int64_t *key,
@@ -236,7 +254,8 @@ static void add_record(run_item *item, const cpparity_case *c, int64_t layer, co
 }
 
 /* Marks a decided record failed for a reason the metrics cannot show. */
-static void fail_record(tensor_record *record, const char *format, long long a, long long b) {
+void attention_item_fail_record(tensor_record *record, const char *format, long long a,
+                                long long b) {
     record->decision.passed = false;
     snprintf(record->decision.reason, sizeof record->decision.reason, format, a, b);
 }
@@ -295,9 +314,9 @@ static void verdict(const run_item *item, int64_t per_layer, char *text, size_t 
              second ? "not deterministic (a second call changes the result)" : "");
 }
 
-/* The item's outcome and message again, after fail_record: the verdict, the failures and the
- * first failing tensor. */
-static void refresh_outcome(run_item *item, int64_t per_layer) {
+/* The item's outcome and message again, after attention_item_fail_record: the verdict, the
+ * failures and the first failing tensor. */
+void attention_item_refresh_outcome(run_item *item, int64_t per_layer) {
     int64_t failures = 0, first = -1;
     for (int64_t i = 0; i < item->tensor_count; i++) {
         if (!item->tensors[i].decision.passed) {
@@ -783,18 +802,19 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
         tensor_record *record = &item->tensors[i];
         if (t == TENSORS_PER_LAYER && check->empty_wrong > 0) { /* blocks.out */
             memcpy(record->worst, check->first_empty_wrong, sizeof check->first_empty_wrong);
-            fail_record(record,
-                        "%lld block rows with no allowed key have out other than 0 (first: head "
-                        "%lld at the position named; such a row has out = 0, lse = -inf)",
-                        (long long)check->empty_wrong, (long long)check->first_empty_wrong[2]);
+            attention_item_fail_record(
+                record,
+                "%lld block rows with no allowed key have out other than 0 (first: head "
+                "%lld at the position named; such a row has out = 0, lse = -inf)",
+                (long long)check->empty_wrong, (long long)check->first_empty_wrong[2]);
         }
         if (t == TENSORS_PER_LAYER + 1 && check->block_masked_wrong > 0) { /* blocks.lse */
             memcpy(record->worst, check->first_block_masked, sizeof check->first_block_masked);
-            fail_record(record,
-                        "%lld fully masked rows have a merged lse other than -inf (first: head "
-                        "%lld at the position named; every block of such a row has lse = -inf)",
-                        (long long)check->block_masked_wrong,
-                        (long long)check->first_block_masked[1]);
+            attention_item_fail_record(
+                record,
+                "%lld fully masked rows have a merged lse other than -inf (first: head "
+                "%lld at the position named; every block of such a row has lse = -inf)",
+                (long long)check->block_masked_wrong, (long long)check->first_block_masked[1]);
         }
         if (t >= CALLED_TENSORS) {
             continue; /* backward alone and the block calls: the metrics say everything else */
@@ -803,15 +823,16 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
             record->worst[0] = check->first_masked[0];
             record->worst[1] = check->first_masked[1];
             record->worst[2] = check->first_masked[2];
-            fail_record(record,
-                        "%lld fully masked rows have lse other than -inf (first: head %lld at "
-                        "the position named; a fully masked row has out = 0, lse = -inf)",
-                        (long long)check->masked_wrong, (long long)check->first_masked[1]);
+            attention_item_fail_record(
+                record,
+                "%lld fully masked rows have lse other than -inf (first: head %lld at "
+                "the position named; a fully masked row has out = 0, lse = -inf)",
+                (long long)check->masked_wrong, (long long)check->first_masked[1]);
         }
         if (check->concurrent_differing[t] > 0) { /* named where the first changed element is */
             compare_coordinates(check->first_concurrent[t], record->shape_rank, record->shape,
                                 record->worst);
-            fail_record(
+            attention_item_fail_record(
                 record,
                 CONCURRENT_REASON " changed the result: %lld elements differ from the "
                                   "serial call (first at flat index %lld; " CONCURRENT_WORDING ")",
@@ -835,13 +856,14 @@ static cpparity_status run_on_host(run_item *item, const cpparity_case *c, uint6
         if (check->differing[t] > 0) { /* named where the first changed element is */
             compare_coordinates(check->first_difference[t], record->shape_rank, record->shape,
                                 record->worst);
-            fail_record(record,
-                        DETERMINISM_REASON ", but a second call changed %lld elements "
-                                           "(first at flat index %lld)",
-                        (long long)check->differing[t], (long long)check->first_difference[t]);
+            attention_item_fail_record(
+                record,
+                DETERMINISM_REASON ", but a second call changed %lld elements "
+                                   "(first at flat index %lld)",
+                (long long)check->differing[t], (long long)check->first_difference[t]);
         }
     }
-    refresh_outcome(item, per_layer);
+    attention_item_refresh_outcome(item, per_layer);
     return CPPARITY_OK;
 }
 

@@ -68,6 +68,35 @@ void attention_item_draw_inputs(const cpparity_case *c, uint64_t seed, int64_t l
                                 float *k, float *v, float *dout, double *wide_q, double *wide_k,
                                 double *wide_v, double *wide_dout);
 
+/* The inputs of an attention-level item. */
+typedef enum attention_input {
+    ATTENTION_INPUT_Q,
+    ATTENTION_INPUT_K,
+    ATTENTION_INPUT_V,
+    ATTENTION_INPUT_DOUT
+} attention_input;
+
+/* The tokens [first, end) of every batch row of layer `layer`'s input (q, dout: [B, end − first,
+ * H, Dh]; k, v: [B, end − first, Hkv, Dh]), each element the value attention_item_draw_inputs
+ * gives it in the whole tensor; and its float64 copy into wide (may be NULL). */
+void attention_item_draw_tokens(const cpparity_case *c, uint64_t seed, int64_t layer,
+                                attention_input input, int64_t first, int64_t end, float *values,
+                                double *wide);
+
+/* Records per layer, in this order: out, lse, dq, dk, dv, then backward_alone.dq, .dk, .dv
+ * (and the block calls' five when judged). */
+#define ATTENTION_ITEM_RECORDS_PER_LAYER 8
+
+/* Marks a decided record failed for a reason the metrics cannot show: format takes two long
+ * longs. */
+void attention_item_fail_record(tensor_record *record, const char *format, long long a,
+                                long long b);
+
+/* The item's outcome and message again after attention_item_fail_record (records per_layer per
+ * layer, in the order above): what the failing records blame (forward, backward, backward
+ * alone, block calls), how many failed, the first one named where it is. */
+void attention_item_refresh_outcome(run_item *item, int64_t per_layer);
+
 /* The elements of case c's q (and out, dq, dout), k (and v, dk, dv) and lse into *query, *key and
  * *rows; CPPARITY_ERROR_INPUT naming the case when they overflow int64. */
 cpparity_status attention_item_sizes(const cpparity_case *c, int64_t *query, int64_t *key,

@@ -21,6 +21,7 @@
 #include "distributed/kernels/kernel_support.h"
 #include "fixtures/parameter_cache.h"
 #include "harness/judging/naive_model.h"
+#include "harness/running/attention_stream.h"
 #include "harness/running/run_plan.h"
 #include "reference/memory.h"
 
@@ -804,6 +805,33 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         const int64_t home = process_of(&state, case_index % N);
         state.cached[home] = plus(state.cached[home], state.parts[i].reference_kept);
     }
+    /* run.c run_streamed_attention: an attention-level item by query blocks runs on every rank
+     * at once, one after another, before the phases; each process holds its ranks' shares */
+    for (int64_t i = 0; status == CPPARITY_OK && *overflow_item < 0 && i < item_count; i++) {
+        if (!totals[i].planned || items[i].query_block <= 0) {
+            continue;
+        }
+        const int64_t share =
+            attention_stream_memory(cases[items[i].case_index], items[i].query_block, N);
+        const int64_t ranks = setting->ranks_are_processes ? 1 : N;
+        int64_t held = 0;
+        if (share < 0 || !cpparity_multiply_checked(share, ranks, &held)) {
+            *overflow_item = i;
+            snprintf(overflow_what, overflow_size, "the query blocks' buffers");
+            break;
+        }
+        totals[i].implementation = share;
+        totals[i].implementation_known = true; /* no implementation runs: the kernel alone */
+        totals[i].ranks = ranks;
+        totals[i].query_block = items[i].query_block;
+        for (int64_t p = 0; p < state.processes; p++) {
+            const int64_t others = plus(plus(state.cached[p], state.weights[p]), state.results[p]);
+            if (plus(others, held) > totals[i].bytes) {
+                totals[i].bytes = plus(others, held);
+                totals[i].others = others;
+            }
+        }
+    }
     /* run.c run_pass: cp size by cp size; run_phase: a queue per group, in rounds */
     for (int64_t f = 0; status == CPPARITY_OK && *overflow_item < 0 && f < phase_count; f++) {
         const int64_t cp = phases[f];
@@ -813,7 +841,7 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         const int64_t groups = N / cp;
         memset(offsets, 0, (size_t)(groups + 2) * sizeof *offsets);
         for (int64_t i = 0; i < item_count; i++) {
-            if (totals[i].planned && items[i].cp == cp) {
+            if (totals[i].planned && items[i].cp == cp && items[i].query_block <= 0) {
                 offsets[items[i].case_index % N / cp + 2]++;
             }
         }
@@ -821,7 +849,7 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
             offsets[g + 2] += offsets[g + 1];
         }
         for (int64_t i = 0; i < item_count; i++) { /* stable: plan order within a group */
-            if (totals[i].planned && items[i].cp == cp) {
+            if (totals[i].planned && items[i].cp == cp && items[i].query_block <= 0) {
                 order[offsets[items[i].case_index % N / cp + 1]++] = i;
             }
         }
@@ -963,7 +991,13 @@ static void describe_parts(const memory_total *total, const char *name, char *te
             (size_t)snprintf(text + used, size - used, "baseline %s%s, ", baseline,
                              total->reference > 0 && !total->reference_spread ? " after it" : "");
     }
-    if (used < size && total->ranks == 0) { /* the spread reference's round: no implementation */
+    if (used < size && total->query_block > 0) {
+        used += (size_t)snprintf(text + used, size - used,
+                                 "attention by query blocks of %lld tokens over the ranks: %lld "
+                                 "x %s",
+                                 (long long)total->query_block, (long long)total->ranks,
+                                 implementation);
+    } else if (used < size && total->ranks == 0) { /* the spread reference's round */
         used += (size_t)snprintf(text + used, size - used, "no implementation running");
     } else if (used < size) {
         used += (size_t)snprintf(text + used, size - used, "implementation %lld x %s",
@@ -982,6 +1016,33 @@ static void describe_parts(const memory_total *total, const char *name, char *te
     if (total->others * 100 >= total->bytes && total->others > 0 && used < size) { /* >= 1 % */
         snprintf(text + used, size - used, ", held from other items %s", others);
     }
+}
+
+/* Marks the attention-level items over the limit to run by query blocks of
+ * ATTENTION_STREAM_BLOCK tokens (memory_check_plan). Returns how many were marked. */
+static int64_t stream_long_attention_items(run_plan *plan, const memory_total *totals,
+                                           const memory_limit *limit,
+                                           const memory_setting *setting) {
+    int64_t marked = 0;
+    for (int64_t i = 0; i < plan->item_count; i++) {
+        run_plan_item *item = &plan->items[i];
+        const cpparity_case *c = plan->cases[item->case_index];
+        if (c->level != CPPARITY_LEVEL_ATTENTION || item->query_block > 0 || !totals[i].planned ||
+            totals[i].bytes <= limit->bytes) {
+            continue;
+        }
+        /* only where it holds less: a sequence shorter than a block gains nothing */
+        const int64_t ranks = setting->ranks > 0 ? setting->ranks : 1;
+        const int64_t share = attention_stream_memory(c, ATTENTION_STREAM_BLOCK, ranks);
+        int64_t held = 0;
+        if (share >= 0 &&
+            cpparity_multiply_checked(share, setting->ranks_are_processes ? 1 : ranks, &held) &&
+            held < totals[i].bytes) {
+            item->query_block = ATTENTION_STREAM_BLOCK;
+            marked++;
+        }
+    }
+    return marked;
 }
 
 /* Marks the cp = 1 items over the limit whose case's other items (same dtype) all fit: they are
@@ -1033,9 +1094,22 @@ cpparity_status memory_check_plan(run_plan *plan, const run_options *options,
     char what[MEMORY_TEXT] = "";
     memory_limit limit;
     memory_limit_resolve(options->max_memory, setting.ranks_are_processes, "", &limit);
+    for (int64_t i = 0; i < plan->item_count; i++) { /* --query-block: every attention item */
+        const bool attention =
+            plan->cases[plan->items[i].case_index]->level == CPPARITY_LEVEL_ATTENTION;
+        plan->items[i].query_block = attention ? options->query_block : 0;
+    }
     cpparity_status status =
         memory_estimate_job(plan->cases, plan->case_count, plan->items, plan->item_count, &setting,
                             totals, &discrimination, &overflow, what, sizeof what, error);
+    /* an attention-level item too long to hold whole runs by query blocks over the ranks */
+    if (status == CPPARITY_OK && overflow < 0 &&
+        stream_long_attention_items(plan, totals, &limit, &setting)) {
+        memset(totals, 0, (size_t)plan->item_count * sizeof *totals);
+        status = memory_estimate_job(plan->cases, plan->case_count, plan->items, plan->item_count,
+                                     &setting, totals, &discrimination, &overflow, what,
+                                     sizeof what, error);
+    }
     /* a case whose whole sequence does not fit one rank is still run at cp > 1, without cp 1 */
     if (status == CPPARITY_OK && overflow < 0 && skip_whole_sequence_items(plan, totals, &limit)) {
         memset(totals, 0, (size_t)plan->item_count * sizeof *totals);

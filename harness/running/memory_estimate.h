@@ -131,6 +131,8 @@ typedef struct memory_total {
     int64_t harness;            /* judging and storing on the root */
     int64_t others;             /* held at the same time: cached outputs, other groups, results */
     bool planned;               /* the item runs on this job (its cp divides the ranks) */
+    int64_t query_block;        /* attention level by query blocks of this many tokens over every
+                                   rank (attention_stream.h): implementation is one rank's share */
 } memory_total;
 
 /* The discrimination phase (run only). */

@@ -12,6 +12,8 @@
 #include "common/monotonic_clock.h"
 #include "distributed/comm/comm_launch.h"
 #include "harness/judging/discrimination.h"
+#include "harness/running/attention_item.h"
+#include "harness/running/attention_stream.h"
 #include "harness/running/run_exchange.h"
 #include "harness/running/run_item.h"
 #include "harness/running/run_outputs.h"
@@ -122,8 +124,8 @@ static cpparity_status run_phase(cpparity_comm *world, run_plan *plan, const run
     }
     int64_t mine = 0, rounds = 0;
     for (int64_t i = 0; i < plan->item_count; i++) {
-        if (!plan->items[i].runnable || plan->items[i].cp != cp) {
-            continue;
+        if (!plan->items[i].runnable || plan->items[i].cp != cp || plan->items[i].query_block > 0) {
+            continue; /* (an item by query blocks runs on every rank, before the phases) */
         }
         const int home = (int)(plan->items[i].case_index % world->size);
         const int group_of_item = (int)(home / cp);
@@ -503,6 +505,60 @@ static cpparity_status spread_references(cpparity_comm *world, const run_plan *p
     return status;
 }
 
+/* The attention-level items too long for one process (run_plan_item.query_block), one after
+ * another, each on every rank of the job (attention_stream.h): the case's home rank is the
+ * team's rank 0 and sends the finished item to rank 0 of the job. Errors returned are the
+ * communicator's. */
+static cpparity_status run_streamed_attention(cpparity_comm *world, run_plan *plan,
+                                              const run_options *options, const run_target *target,
+                                              item_store *store, cpparity_error *error) {
+    cpparity_status status = CPPARITY_OK;
+    for (int64_t i = 0; status == CPPARITY_OK && i < plan->item_count; i++) {
+        const run_plan_item *planned = &plan->items[i];
+        if (!planned->runnable || planned->query_block <= 0) {
+            continue;
+        }
+        const cpparity_case *c = plan->cases[planned->case_index];
+        const int home = (int)(planned->case_index % world->size);
+        cpparity_comm *team = NULL;
+        status = cpparity_comm_split(world, 0, (world->rank - home + world->size) % world->size,
+                                     &team, error);
+        if (status != CPPARITY_OK) {
+            break;
+        }
+        interrupt_set_activity("case '%s' (attention level by query blocks of %lld tokens, over "
+                               "%d ranks)",
+                               c->name, (long long)planned->query_block, world->size);
+        if (team->rank == 0 && store->print) {
+            console_progress(c->name, planned->cp, cpparity_dtype_name(planned->dtype));
+        }
+        /* the case's seed fixes its inputs; --fresh draws new ones, --seed sets them */
+        const uint64_t seed = options->seed_set ? options->seed
+                              : options->fresh  ? attention_item_fresh_seed(c->seed)
+                                                : c->seed;
+        run_item item;
+        run_item_begin(&item, plan, planned);
+        const double started = monotonic_seconds();
+        status =
+            attention_stream_run(team, &item, c, seed, target->kernel, planned->query_block, error);
+        byte_buffer packed = {0};
+        if (status == CPPARITY_OK && team->rank == 0) {
+            item.seconds = monotonic_seconds() - started;
+            item.wall_seconds = item.seconds;
+            status = run_exchange_pack(&packed, i, &item, error);
+        }
+        if (team->rank == 0) {
+            free_item_tensors(&item);
+        }
+        cpparity_comm_free(team);
+        if (status == CPPARITY_OK) {
+            status = collect(world, plan, &packed, store, error);
+        }
+        byte_buffer_free(&packed);
+    }
+    return status;
+}
+
 cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options *options,
                          const run_target *target, reference_cache *cache, bool print,
                          run_results *results, cpparity_error *error) {
@@ -531,6 +587,9 @@ cpparity_status run_pass(cpparity_comm *world, run_plan *plan, const run_options
     }
     baseline_table baselines = {0};
     item_store store = {results, print};
+    if (status == CPPARITY_OK) {
+        status = run_streamed_attention(world, plan, options, target, &store, error);
+    }
     for (int s = 0; s < size_count && status == CPPARITY_OK; s++) {
         status =
             run_phase(world, plan, options, target, sizes[s], &baselines, cache, &store, error);

@@ -55,10 +55,13 @@ typedef struct run_options {
     bool selftest;               /* parsed for `cpparity selftest` (every fault planted in turn) */
     const char *reference_cache; /* --reference-cache DIR: reference outputs kept on disk;
                                     NULL for none */
-    int threads;        /* --threads: the float64 reference's threads per process; 0 = cores
-                           divided by the ranks on this machine */
-    int64_t max_memory; /* --max-memory in bytes, per process; 0 = the memory available here
-                           (harness/running/memory_estimate.h) */
+    int threads;         /* --threads: the float64 reference's threads per process; 0 = cores
+                            divided by the ranks on this machine */
+    int64_t max_memory;  /* --max-memory in bytes, per process; 0 = the memory available here
+                            (harness/running/memory_estimate.h) */
+    int64_t query_block; /* --query-block N: attention-level items by query blocks of N tokens,
+                            spread over the ranks (attention_stream.h); 0 = only those that do
+                            not fit whole, by blocks of ATTENTION_STREAM_BLOCK */
 } run_options;
 
 #endif

@@ -30,6 +30,9 @@ typedef struct run_plan_item {
                             the case's items at cp > 1 can (memory_estimate.h memory_check_plan):
                             not run on purpose, not a failure of the job; the items at cp > 1
                             are then decided by the naive rule alone, and say so */
+    int64_t query_block; /* attention level: > 0 runs it by query blocks of that many tokens,
+                            spread over every rank of the job (attention_stream.h), when it does
+                            not fit whole or --query-block asks (memory_check_plan); 0: whole */
     char not_run_reason[RUN_PLAN_REASON_TEXT]; /* why not, with what it would need */
     uint64_t seed;                             /* fixture seed (the case's, or --seed) */
 } run_plan_item;
