@@ -7,6 +7,7 @@
 #      baseline by windows are the same computations, so the same errors up to the order the
 #      ranks' sums of squares are added in: 1e-9 relative) and its error within a factor of 2 of
 #      the whole item's (the kernel's dk and dv are sums of its block calls' shares);
+#      under MPI also with --fresh (every process draws a seed: the home rank's is used);
 #   2. a kernel whose sliding window is off by one (plugin bug 1) fails, named at a position;
 #      one that evaluates the mask on a block's row numbers, not its tokens (bug 8), fails too;
 #   3. (local only) a case that does not fit whole under --max-memory runs by blocks of 4096
@@ -67,6 +68,15 @@ for name in expected:
         sys.exit(f"{name}: failed by query blocks")
 print(f"{len(expected)} records: baseline errors equal, errors within a factor of 2")
 EOF
+
+# under MPI each process draws its own fresh seed: the home rank's must be every rank's (else the
+# ranks' inputs would differ and the kernel would fail against the reference)
+if [ "$mode" = mpi ]; then
+    out=$("${launch[@]}" --case "$case_name" --query-block $block --fresh --out "$work/fresh.h5" 2>&1)
+    code=$?
+    [ $code = 0 ] || { printf '%s\n' "$out" | tail -8; fail "--fresh by query blocks: exit $code"; }
+    printf '%s\n' "$out" | grep -q "inputs from seed" || fail "--fresh: no seed named"
+fi
 
 # 2. planted bugs in a kernel plugin
 out=$("${launch[@]}" --case "$case_name" --query-block $block \

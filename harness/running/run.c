@@ -532,15 +532,19 @@ static cpparity_status run_streamed_attention(cpparity_comm *world, run_plan *pl
         if (team->rank == 0 && store->print) {
             console_progress(c->name, planned->cp, cpparity_dtype_name(planned->dtype));
         }
-        /* the case's seed fixes its inputs; --fresh draws new ones, --seed sets them */
-        const uint64_t seed = options->seed_set ? options->seed
-                              : options->fresh  ? attention_item_fresh_seed(c->seed)
-                                                : c->seed;
+        /* the case's seed fixes its inputs; --fresh draws new ones (each process draws its own:
+         * the home rank's is every rank's), --seed sets them */
+        int64_t seed = (int64_t)(options->seed_set ? options->seed
+                                 : options->fresh  ? attention_item_fresh_seed(c->seed)
+                                                   : c->seed);
+        status = cpparity_broadcast(team, &seed, 1, CPPARITY_INT64, 0, NULL, error);
         run_item item;
         run_item_begin(&item, plan, planned);
         const double started = monotonic_seconds();
-        status =
-            attention_stream_run(team, &item, c, seed, target->kernel, planned->query_block, error);
+        if (status == CPPARITY_OK) {
+            status = attention_stream_run(team, &item, c, (uint64_t)seed, target->kernel,
+                                          planned->query_block, error);
+        }
         byte_buffer packed = {0};
         if (status == CPPARITY_OK && team->rank == 0) {
             item.seconds = monotonic_seconds() - started;
