@@ -220,26 +220,20 @@ static void observe(const attention_item_observer *observer, int64_t layer,
     }
 }
 
-/* Appends one record: its metrics against the reference, the naive baseline's error on the same
- * elements, its tolerance, shape and worst coordinates. */
-static void add_record(run_item *item, const cpparity_case *c, int64_t layer, const char *what,
-                       cpparity_tensor_kind kind, int shape_rank, const int64_t *shape,
-                       const float *x, const float *naive, const double *reference,
-                       const uint8_t *include) {
+void attention_item_add_record(run_item *item, const cpparity_case *c, int64_t layer,
+                               const char *what, cpparity_tensor_kind kind, int shape_rank,
+                               const int64_t *shape, const compare_metrics *metrics,
+                               double baseline_error) {
     tensor_record *record = &item->tensors[item->tensor_count++];
     memset(record, 0, sizeof *record);
     snprintf(record->name, sizeof record->name, "attention/layers.%lld.%s", (long long)layer, what);
     record->kind = kind;
     record->shape_rank = shape_rank;
-    int64_t count = 1;
     for (int d = 0; d < shape_rank; d++) {
         record->shape[d] = shape[d];
-        count *= shape[d];
     }
-    compare_float32(&record->metrics, x, reference, count, include);
-    compare_metrics naive_metrics;
-    compare_float32(&naive_metrics, naive, reference, count, include);
-    record->baseline_error = naive_metrics.relative_l2;
+    record->metrics = *metrics;
+    record->baseline_error = baseline_error;
     record->cp1_error = NAN;
     record->tolerance = c->tolerances[item->dtype][kind];
     for (int d = 0; d < 4; d++) {
@@ -251,6 +245,23 @@ static void add_record(run_item *item, const cpparity_case *c, int64_t layer, co
     } else if (record->metrics.worst_index >= 0) {
         compare_coordinates(record->metrics.worst_index, shape_rank, shape, record->worst);
     }
+}
+
+/* Appends one record: its metrics against the reference, the naive baseline's error on the same
+ * elements. */
+static void add_record(run_item *item, const cpparity_case *c, int64_t layer, const char *what,
+                       cpparity_tensor_kind kind, int shape_rank, const int64_t *shape,
+                       const float *x, const float *naive, const double *reference,
+                       const uint8_t *include) {
+    int64_t count = 1;
+    for (int d = 0; d < shape_rank; d++) {
+        count *= shape[d];
+    }
+    compare_metrics metrics, naive_metrics;
+    compare_float32(&metrics, x, reference, count, include);
+    compare_float32(&naive_metrics, naive, reference, count, include);
+    attention_item_add_record(item, c, layer, what, kind, shape_rank, shape, &metrics,
+                              naive_metrics.relative_l2);
 }
 
 /* Marks a decided record failed for a reason the metrics cannot show. */

@@ -87,6 +87,14 @@ void attention_item_draw_tokens(const cpparity_case *c, uint64_t seed, int64_t l
  * (and the block calls' five when judged). */
 #define ATTENTION_ITEM_RECORDS_PER_LAYER 8
 
+/* Appends record `attention/layers.<layer>.<what>` to item: its metrics against the reference,
+ * the naive baseline's error on the same elements, the case's tolerance for kind, its shape and
+ * where it is worst (its first non-finite element, else its largest error). */
+void attention_item_add_record(run_item *item, const cpparity_case *c, int64_t layer,
+                               const char *what, cpparity_tensor_kind kind, int shape_rank,
+                               const int64_t *shape, const compare_metrics *metrics,
+                               double baseline_error);
+
 /* Marks a decided record failed for a reason the metrics cannot show: format takes two long
  * longs. */
 void attention_item_fail_record(tensor_record *record, const char *format, long long a,

@@ -514,32 +514,15 @@ static cpparity_status run_layer(stream *st, cpparity_error *error) {
     return status;
 }
 
-/* One record of the layer from the merged metrics, as attention_item.c's add_record makes it. */
+/* One record of the layer from the merged metrics. */
 static void add_record(run_item *item, const cpparity_case *c, int64_t layer, const char *what,
                        cpparity_tensor_kind kind, int shape_rank, const int64_t *shape,
                        const compare_accumulator *kernel, const compare_accumulator *naive) {
-    tensor_record *record = &item->tensors[item->tensor_count++];
-    memset(record, 0, sizeof *record);
-    snprintf(record->name, sizeof record->name, "attention/layers.%lld.%s", (long long)layer, what);
-    record->kind = kind;
-    record->shape_rank = shape_rank;
-    for (int d = 0; d < shape_rank; d++) {
-        record->shape[d] = shape[d];
-    }
-    compare_finish(kernel, &record->metrics);
-    compare_metrics naive_metrics;
+    compare_metrics metrics, naive_metrics;
+    compare_finish(kernel, &metrics);
     compare_finish(naive, &naive_metrics);
-    record->baseline_error = naive_metrics.relative_l2;
-    record->cp1_error = NAN;
-    record->tolerance = c->tolerances[item->dtype][kind];
-    for (int d = 0; d < 4; d++) {
-        record->worst[d] = -1;
-    }
-    if (record->metrics.first_nonfinite >= 0) {
-        compare_coordinates(record->metrics.first_nonfinite, shape_rank, shape, record->worst);
-    } else if (record->metrics.worst_index >= 0) {
-        compare_coordinates(record->metrics.worst_index, shape_rank, shape, record->worst);
-    }
+    attention_item_add_record(item, c, layer, what, kind, shape_rank, shape, &metrics,
+                              naive_metrics.relative_l2);
 }
 
 static void begin_findings(layer_findings *f, const cpparity_case *c) {
