@@ -232,11 +232,11 @@ static void query_block(stream *st, int64_t t0, int64_t t1, int64_t k0, int64_t 
     attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_K, k0, k1, k, wide_k);
     attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_V, k0, k1, v, wide_v);
     /* the float64 reference and the naive baseline, by windows */
-    double started = monotonic_seconds();
+    const double started = monotonic_seconds();
     const bool reference_ok =
         reference_attention_forward_window(ref_out, st->reference_lse, wide_q, wide_k, wide_v,
                                            st->reference, shape, st->scale, window,
-                                           &error) != CPPARITY_OK ||
+                                           &error) == CPPARITY_OK &&
         reference_attention_backward_queries_window(
             ref_dq, st->reference_delta, wide_dout, wide_q, wide_k, wide_v, ref_out,
             st->reference_lse, st->reference, shape, st->scale, window, &error) == CPPARITY_OK;
