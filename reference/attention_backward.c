@@ -468,6 +468,18 @@ reference_attention_backward_rows(double *dq, double *dk, double *dv, const doub
     return backward_run(&context, BACKWARD_WHOLE, error);
 }
 
+/* One side of a window (BACKWARD_QUERIES or BACKWARD_KEYS) on context, its tiles set here. */
+static cpparity_status backward_window(backward_context *context, const reference_mask *mask,
+                                       reference_attention_shape shape,
+                                       const reference_attention_window *window,
+                                       backward_passes passes, cpparity_error *error) {
+    cpparity_status status = attention_tiles_init(&context->tiles, mask, shape, error);
+    if (status == CPPARITY_OK) {
+        status = attention_tiles_window(&context->tiles, window, passes == BACKWARD_KEYS, error);
+    }
+    return status == CPPARITY_OK ? backward_run(context, passes, error) : status;
+}
+
 cpparity_status reference_attention_backward_queries_window(
     double *dq, double *delta, const double *dout, const double *q, const double *k,
     const double *v, const double *out, const double *lse, const reference_mask *mask,
@@ -482,14 +494,7 @@ cpparity_status reference_attention_backward_queries_window(
                                 .out = out,
                                 .lse = lse,
                                 .scale = scale};
-    cpparity_status status = attention_tiles_init(&context.tiles, mask, shape, error);
-    if (status == CPPARITY_OK) {
-        status = attention_tiles_window(&context.tiles, &window, false, error);
-    }
-    if (status != CPPARITY_OK) {
-        return status;
-    }
-    return backward_run(&context, BACKWARD_QUERIES, error);
+    return backward_window(&context, mask, shape, &window, BACKWARD_QUERIES, error);
 }
 
 cpparity_status reference_attention_backward_keys_window(
@@ -506,12 +511,5 @@ cpparity_status reference_attention_backward_keys_window(
                                 .v = v,
                                 .lse = lse,
                                 .scale = scale};
-    cpparity_status status = attention_tiles_init(&context.tiles, mask, shape, error);
-    if (status == CPPARITY_OK) {
-        status = attention_tiles_window(&context.tiles, &window, true, error);
-    }
-    if (status != CPPARITY_OK) {
-        return status;
-    }
-    return backward_run(&context, BACKWARD_KEYS, error);
+    return backward_window(&context, mask, shape, &window, BACKWARD_KEYS, error);
 }

@@ -154,25 +154,14 @@ static void expect_windows_give_the_same_bits(const attention_fixture *f, int64_
     outputs_free(&windowed);
 }
 
-static const cpparity_attention_layer every_mask[] = {
-    {CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW},
-    {CPPARITY_LAYER_SLIDING, 5, 0, CPPARITY_CHUNK_ORIGIN_ROW},
-    {CPPARITY_LAYER_SLIDING, 13, 0, CPPARITY_CHUNK_ORIGIN_ROW},
-    {CPPARITY_LAYER_CHUNKED, 0, 7, CPPARITY_CHUNK_ORIGIN_ROW},
-    {CPPARITY_LAYER_CHUNKED, 0, 6, CPPARITY_CHUNK_ORIGIN_DOCUMENT},
-};
-
-/* S = 67 (prime) with 8-token tiles: left and right padding, packed documents (one of length 1)
- * and a document boundary inside a tile; grouped-query heads. */
-static const test_row_layout padded_and_packed[] = {
-    {3, 3, {20, 1, 30}, 13, {0}},
-    {0, 2, {40, 25}, 2, {0}},
-};
+/* every mask type; S = 67 with 8-token tiles, padding and packed documents (attention_fixture.h) */
+static const cpparity_attention_layer *const every_mask = attention_fixture_every_mask;
+static const test_row_layout *const padded_and_packed = attention_fixture_padded_and_packed_67;
 
 Test(reference_attention_window, padding_packed_documents_every_mask__same_bits_as_the_whole_call) {
     const reference_attention_shape shape = {2, 67, 6, 2, 8};
     const int64_t blocks[] = {8, 16, 24, 64}; /* one tile, two, three, all but the last 3 tokens */
-    for (size_t m = 0; m < sizeof every_mask / sizeof *every_mask; m++) {
+    for (size_t m = 0; m < ATTENTION_FIXTURE_MASKS; m++) {
         attention_fixture fixture;
         attention_fixture_init(&fixture, shape, every_mask[m], padded_and_packed, 8, 900 + m);
         for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
@@ -185,7 +174,7 @@ Test(reference_attention_window, padding_packed_documents_every_mask__same_bits_
 Test(reference_attention_window, random_layouts_on_two_threads__same_bits_as_the_whole_call) {
     const reference_attention_shape shape = {2, 300, 4, 1, 16};
     reference_set_threads(2);
-    for (size_t m = 0; m < sizeof every_mask / sizeof *every_mask; m++) {
+    for (size_t m = 0; m < ATTENTION_FIXTURE_MASKS; m++) {
         attention_fixture fixture;
         attention_fixture_init(&fixture, shape, every_mask[m], NULL, 16, 920 + m);
         expect_windows_give_the_same_bits(&fixture, 64, "random layouts");

@@ -98,24 +98,13 @@ static void expect_same_bits_for_every_thread_count(const attention_fixture *fix
     outputs_free(&one);
 }
 
-static const cpparity_attention_layer every_mask[] = {
-    {CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW},
-    {CPPARITY_LAYER_SLIDING, 5, 0, CPPARITY_CHUNK_ORIGIN_ROW},
-    {CPPARITY_LAYER_SLIDING, 13, 0, CPPARITY_CHUNK_ORIGIN_ROW},
-    {CPPARITY_LAYER_CHUNKED, 0, 7, CPPARITY_CHUNK_ORIGIN_ROW},
-    {CPPARITY_LAYER_CHUNKED, 0, 6, CPPARITY_CHUNK_ORIGIN_DOCUMENT},
-};
-
-/* S = 67 (prime) with 8-token tiles: left and right padding, packed documents (one of length 1)
- * and a document boundary inside a tile; grouped-query heads. */
-static const test_row_layout padded_and_packed[] = {
-    {3, 3, {20, 1, 30}, 13, {0}},
-    {0, 2, {40, 25}, 2, {0}},
-};
+/* every mask type; S = 67 with 8-token tiles, padding and packed documents (attention_fixture.h) */
+static const cpparity_attention_layer *const every_mask = attention_fixture_every_mask;
+static const test_row_layout *const padded_and_packed = attention_fixture_padded_and_packed_67;
 
 Test(reference_threads, prime_length_padding_and_packed_documents__same_bits_for_1_2_16_threads) {
     const reference_attention_shape shape = {2, 67, 6, 2, 8};
-    for (size_t m = 0; m < sizeof every_mask / sizeof *every_mask; m++) {
+    for (size_t m = 0; m < ATTENTION_FIXTURE_MASKS; m++) {
         attention_fixture fixture;
         attention_fixture_init(&fixture, shape, every_mask[m], padded_and_packed, 8, 700 + m);
         expect_same_bits_for_every_thread_count(&fixture, "padded and packed");
@@ -127,7 +116,7 @@ Test(reference_threads, non_finite_padding_values__same_bits_for_1_2_16_threads)
     const reference_attention_shape shape = {2, 67, 6, 2, 8};
     const int64_t kv_stride = shape.kv_heads * shape.head_dim;
     const int64_t q_stride = shape.heads * shape.head_dim;
-    for (size_t m = 0; m < sizeof every_mask / sizeof *every_mask; m++) {
+    for (size_t m = 0; m < ATTENTION_FIXTURE_MASKS; m++) {
         attention_fixture fixture;
         attention_fixture_init(&fixture, shape, every_mask[m], padded_and_packed, 8, 720 + m);
         /* padding holds garbage: keys and values the masked-pair path must skip exactly */
@@ -149,7 +138,7 @@ Test(reference_threads, non_finite_padding_values__same_bits_for_1_2_16_threads)
 
 Test(reference_threads, length_smaller_than_one_tile__same_bits_for_1_2_16_threads) {
     const reference_attention_shape shape = {3, 5, 3, 1, 4};
-    for (size_t m = 0; m < sizeof every_mask / sizeof *every_mask; m++) {
+    for (size_t m = 0; m < ATTENTION_FIXTURE_MASKS; m++) {
         attention_fixture fixture;
         attention_fixture_init(&fixture, shape, every_mask[m], NULL, REFERENCE_MASK_DEFAULT_BLOCK,
                                740 + m);
@@ -160,7 +149,7 @@ Test(reference_threads, length_smaller_than_one_tile__same_bits_for_1_2_16_threa
 
 Test(reference_threads, default_tiles_and_random_layouts__same_bits_for_1_2_16_threads) {
     const reference_attention_shape shape = {2, 263, 4, 2, 16};
-    for (size_t m = 0; m < sizeof every_mask / sizeof *every_mask; m++) {
+    for (size_t m = 0; m < ATTENTION_FIXTURE_MASKS; m++) {
         attention_fixture fixture;
         attention_fixture_init(&fixture, shape, every_mask[m], NULL, REFERENCE_MASK_DEFAULT_BLOCK,
                                760 + m);

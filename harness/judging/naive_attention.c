@@ -509,15 +509,6 @@ static naive_attention_window whole_window(naive_attention_shape s) {
     return (naive_attention_window){0, s.seq_len, 0, s.seq_len, 0, s.seq_len};
 }
 
-bool naive_float_attention_forward(float *out, float *lse, const float *q, const float *k,
-                                   const float *v, const reference_mask *mask,
-                                   naive_attention_shape s, float scale) {
-    attention_work work = {
-        .s = s, .mask = mask, .scale = scale, .q = q, .k = k, .v = v, .out = out, .lse = lse};
-    cpparity_error error;
-    return naive_run(&work, whole_window(s), NAIVE_FORWARD, &error) == CPPARITY_OK;
-}
-
 bool naive_float_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                                     const float *q, const float *k, const float *v,
                                     const float *out, const float *lse, const reference_mask *mask,
@@ -547,6 +538,14 @@ cpparity_status naive_float_attention_forward_window(float *out, float *lse, con
     attention_work work = {
         .s = s, .mask = mask, .scale = scale, .q = q, .k = k, .v = v, .out = out, .lse = lse};
     return naive_run(&work, window, NAIVE_FORWARD, error);
+}
+
+bool naive_float_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                   const float *v, const reference_mask *mask,
+                                   naive_attention_shape s, float scale) {
+    cpparity_error error;
+    return naive_float_attention_forward_window(out, lse, q, k, v, mask, s, scale, whole_window(s),
+                                                &error) == CPPARITY_OK;
 }
 
 cpparity_status naive_float_attention_backward_queries_window(

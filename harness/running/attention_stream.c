@@ -192,6 +192,18 @@ static cpparity_status hand_sums_down(stream *st, const int64_t *sum_first, cppa
     return status;
 }
 
+/* The inputs of a window: q and dout of the queries [q0, q1), k and v of the keys [k0, k1), each
+ * in float32 and float64. */
+static void draw_window(const stream *st, int64_t q0, int64_t q1, int64_t k0, int64_t k1, float *q,
+                        double *wide_q, float *dout, double *wide_dout, float *k, double *wide_k,
+                        float *v, double *wide_v) {
+    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_Q, q0, q1, q, wide_q);
+    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_DOUT, q0, q1, dout,
+                               wide_dout);
+    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_K, k0, k1, k, wide_k);
+    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_V, k0, k1, v, wide_v);
+}
+
 /* The query side of one block [t0, t1) whose allowed pairs reach the keys [k0, k1). */
 static void query_block(stream *st, int64_t t0, int64_t t1, int64_t k0, int64_t k1) {
     const int64_t B = st->B, S = st->S, H = st->H, Dh = st->Dh, QW = st->query_width,
@@ -226,11 +238,7 @@ static void query_block(stream *st, int64_t t0, int64_t t1, int64_t k0, int64_t 
              (long long)t0, (long long)t1, (long long)Sq, (long long)k0, (long long)k1);
         goto done;
     }
-    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_Q, t0, t1, q, wide_q);
-    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_DOUT, t0, t1, dout,
-                               wide_dout);
-    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_K, k0, k1, k, wide_k);
-    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_V, k0, k1, v, wide_v);
+    draw_window(st, t0, t1, k0, k1, q, wide_q, dout, wide_dout, k, wide_k, v, wide_v);
     /* the float64 reference and the naive baseline, by windows */
     const double started = monotonic_seconds();
     const bool reference_ok =
@@ -367,11 +375,7 @@ static void key_block(stream *st, int64_t k0, int64_t k1, int64_t q0, int64_t q1
              (long long)k0, (long long)k1, (long long)q0, (long long)q1);
         goto done;
     }
-    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_Q, q0, q1, q, wide_q);
-    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_DOUT, q0, q1, dout,
-                               wide_dout);
-    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_K, k0, k1, k, wide_k);
-    attention_item_draw_tokens(st->c, st->seed, st->layer, ATTENTION_INPUT_V, k0, k1, v, wide_v);
+    draw_window(st, q0, q1, k0, k1, q, wide_q, dout, wide_dout, k, wide_k, v, wide_v);
     const double started = monotonic_seconds();
     const bool reference_ok =
         reference_attention_backward_keys_window(

@@ -5,6 +5,19 @@
 #include <math.h>
 #include <stdlib.h>
 
+const cpparity_attention_layer attention_fixture_every_mask[ATTENTION_FIXTURE_MASKS] = {
+    {CPPARITY_LAYER_FULL, 0, 0, CPPARITY_CHUNK_ORIGIN_ROW},
+    {CPPARITY_LAYER_SLIDING, 5, 0, CPPARITY_CHUNK_ORIGIN_ROW},
+    {CPPARITY_LAYER_SLIDING, 13, 0, CPPARITY_CHUNK_ORIGIN_ROW},
+    {CPPARITY_LAYER_CHUNKED, 0, 7, CPPARITY_CHUNK_ORIGIN_ROW},
+    {CPPARITY_LAYER_CHUNKED, 0, 6, CPPARITY_CHUNK_ORIGIN_DOCUMENT},
+};
+
+const test_row_layout attention_fixture_padded_and_packed_67[2] = {
+    {3, 3, {20, 1, 30}, 13, {0}},
+    {0, 2, {40, 25}, 2, {0}},
+};
+
 int64_t fixture_query_elements(const attention_fixture *fixture) {
     const reference_attention_shape s = fixture->shape;
     return s.batch * s.seq_len * s.heads * s.head_dim;

@@ -26,6 +26,15 @@ typedef struct attention_fixture {
     double scale;           /* 1/sqrt(Dh) */
 } attention_fixture;
 
+/* Every mask type: causal, sliding W = 5 and 13, chunked C = 7 (row grid) and C = 6 (document
+ * starts): ATTENTION_FIXTURE_MASKS of them. */
+#define ATTENTION_FIXTURE_MASKS 5
+extern const cpparity_attention_layer attention_fixture_every_mask[ATTENTION_FIXTURE_MASKS];
+
+/* Two rows of S = 67 (prime; with 8-token tiles): left and right padding, packed documents (one of
+ * length 1) and a document boundary inside a tile. */
+extern const test_row_layout attention_fixture_padded_and_packed_67[2];
+
 /* Builds a fixture; rows[b] gives row b's layout, or NULL for random layouts from the seed. */
 void attention_fixture_init(attention_fixture *fixture, reference_attention_shape shape,
                             cpparity_attention_layer layer, const test_row_layout *rows,
