@@ -52,8 +52,8 @@ autosp() {
     local dir=$1
     shift
     rm -rf "$dir"
-    "$python" "$source_dir/examples/deepspeed-autosp/run.py" "$work/export.h5" --out "$dir" \
-        "$@" > "$work/run.out" 2>&1 || fail "deepspeed-autosp run.py $*"
+    served "$source_dir/examples/deepspeed-autosp/run.py" "$work/run.out" "$work/export.h5" \
+        --out "$dir" "$@" || fail "deepspeed-autosp run.py $*"
 }
 # judged CASE DTYPE CP: run it, judge it (exit 0, framework deepspeed named), keep it
 judged() {
@@ -99,8 +99,8 @@ judged packed-documents-spanning-ranks-with-length-1 bf16 2
 
 # known limitation: transformers' packing format under AutoSP
 rm -rf "$work/packing"
-if "$python" "$source_dir/examples/deepspeed-autosp/run.py" "$work/export.h5" --cp 2 \
-    --packing position-ids --out "$work/packing" > "$work/packing.out" 2>&1; then
+if served "$source_dir/examples/deepspeed-autosp/run.py" "$work/packing.out" "$work/export.h5" \
+    --cp 2 --packing position-ids --out "$work/packing"; then
     fail "transformers' packing format (position_ids, no attention_mask) now compiles under" \
         "AutoSP: judge it and update examples/deepspeed-autosp and this test"
 fi

@@ -28,8 +28,8 @@
 #     case (two rows, dealt by row 0's mask), its layout, named by the judge, printed. Planted
 #     bug at cp 2: block masks made on local query indices (FAIL logits rank 1).
 # Every judged run's results file is kept (keep_result torch-cp-ring / torch-cp-flex) when
-# $CPPARITY_MATRIX_RESULTS is set. 35 runs of 1 to 4 ranks (each about 3 s, most of it imports)
-# and 40 exports; 2 to 2.5 minutes alone on two cores. Exit 0 when all of that holds, 1 at the
+# $CPPARITY_MATRIX_RESULTS is set. 35 runs of 1 to 4 ranks in one python (served.sh: torch is
+# imported once) and 40 exports; about a minute alone on two cores. Exit 0 when all of that holds, 1 at the
 # first surprise, 77 (skip) when the PyTorch 2 environment cannot be made or torch's CP or a
 # gloo process group is unavailable in it.
 set -u

@@ -6,6 +6,7 @@
 #                                         probe), starts a gloo group and all-reduces in it;
 #                                         its output in $work/probe.out
 #   export_case NAME                      cases/ci.yaml's case NAME exported to $work/export.h5
+#   served SCRIPT LOG ARGS...             (tests/judge/served.sh) python SCRIPT ARGS > LOG
 #   run OUT_DIR RUN_ARGS...               run.py on that export, one dump per rank in OUT_DIR
 #   judge EXPECTED_EXIT DUMP_DIR ARGS...  cpparity judge of OUT_DIR's dumps, output in
 #                                         $work/judge.out; fail unless it exits EXPECTED_EXIT
@@ -20,6 +21,7 @@
 #                                         say that BACKEND does not claim CASE (not run, not a
 #                                         FAIL) and, when $CPPARITY_MATRIX_RESULTS is set, record
 #                                         it there as BACKEND/CASE-DTYPE-cpCP.not-supported.json
+source "$(dirname "${BASH_SOURCE[0]}")/served.sh" # served
 fail() {
     echo "FAILED: $*" >&2
     for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }; done
@@ -34,8 +36,8 @@ run() {
     local dir=$1
     shift
     rm -rf "$dir"
-    "$python" "$source_dir/examples/torch-cp/run.py" "$work/export.h5" --out "$dir" "$@" \
-        > "$work/run.out" 2>&1 || fail "run.py $*"
+    served "$source_dir/examples/torch-cp/run.py" "$work/run.out" "$work/export.h5" --out "$dir" \
+        "$@" || fail "run.py $*"
 }
 judge() {
     local expected=$1 dir=$2

@@ -2,6 +2,8 @@
 # check_judge_usability.sh), sourced after they set cpparity, python, make_dumps and work (a
 # folder removed at exit) and checks=0. The export judged is $work/export.h5.
 
+source "$(dirname "${BASH_SOURCE[0]}")/served.sh" # served
+
 # fail WHAT: prints WHAT and the tail of every $work/*.out, and ends the script with exit 1.
 fail() {
     echo "FAILED: $*" >&2
@@ -14,7 +16,7 @@ dumps() {
     local dir=$1
     shift
     rm -rf "$dir"
-    "$python" "$make_dumps" "$work/export.h5" "$dir" "$@" > "$work/make.out" 2>&1 ||
+    served "$make_dumps" "$work/make.out" "$work/export.h5" "$dir" "$@" ||
         fail "make_dumps.py $*"
 }
 

@@ -22,8 +22,8 @@ dumped() {
     local script=$1 export=$2 dump=$3
     shift 3
     rm -f "$dump"
-    "$python" "$source_dir/examples/python-kernel/$script" "$export" -o "$dump" "$@" \
-        > "$work/kernel.out" 2>&1 || fail "$script $* on $(basename "$export")"
+    served "$source_dir/examples/python-kernel/$script" "$work/kernel.out" "$export" -o "$dump" \
+        "$@" || fail "$script $* on $(basename "$export")"
 }
 judged() {
     local expected=$1 export=$2 dump=$3 code=0
