@@ -4,7 +4,8 @@
 # `mpirun -np 2` and `-np 4` (the reference spread over the ranks by row blocks,
 # docs/architecture.md), and every /reference dataset of the files (loss, logits, every gradient)
 # must be identical byte for byte. Then `mpirun -np 2 cpparity judge` of dumps of the export
-# passes as one process's judge does, and fails, naming the same element, on a planted error.
+# passes as one process's judge does, and fails, naming the same element, on a planted error;
+# its discrimination reruns, spread too, give one process's records bit for bit.
 set -u
 mpirun=$1 cpparity=$2 suite=$3 python=$4 root_flag=${5:-}
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,6 +60,12 @@ for dumps in right wrong; do
         fail "judge of the $dumps dumps: the verdicts differ between 1 process and 2 ranks"
 done
 grep -q "FAIL logits rank" "$work/wrong-2.out" || fail "the planted error is not named"
+# the discrimination check's reruns spread too (reference_service: discrimination_share), the
+# same records bit for bit (the case has padding, packed documents, a window and chunks)
+grep -q "^# discrimination reruns computed by the 2 ranks together" "$work/right-2.out" ||
+    fail "the judge on 2 ranks does not say it spread the discrimination reruns"
+"$python" "$source_dir/tests/compare_discrimination.py" "$work/right-1.h5" "$work/right-2.h5" ||
+    fail "the judge's discrimination records differ between 1 process and 2 ranks"
 echo "ok judge on 2 ranks: the same verdicts as on one process"
 
 # The long-context route on the same case: an export without /reference/logits (--no-logits),

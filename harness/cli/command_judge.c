@@ -428,8 +428,22 @@ static int judge(const judge_options *options, int argc, char **argv, reference_
     }
     if (status == CPPARITY_OK) { /* discrimination (tolerances.md): as `run` checks it */
         interrupt_set_activity("the discrimination check of case '%s'", loaded.c->name);
-        status = discrimination_check(&results, loaded.c, reference, loaded.c->seed,
-                                      tightest_limit(&results), &error);
+        /* spread like the reference: the other ranks compute their share of each rerun */
+        const bool spread = service != NULL && discrimination_reruns(loaded.c) > 0;
+        if (spread) {
+            status =
+                reference_service_summon_discrimination(service, loaded.c, loaded.c->seed, &error);
+        }
+        const double start = monotonic_seconds();
+        if (status == CPPARITY_OK) {
+            status = discrimination_check(&results, loaded.c, reference, loaded.c->seed,
+                                          tightest_limit(&results), spread ? &service->team : NULL,
+                                          &error);
+        }
+        if (status == CPPARITY_OK && spread) {
+            printf("# discrimination reruns computed by the %d ranks together: %.1f s\n",
+                   service->world->size, monotonic_seconds() - start);
+        }
         for (int64_t r = 0; r < results.discrimination_count; r++) {
             results.discrimination[r].source = loaded.c;
         }

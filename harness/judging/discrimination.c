@@ -6,27 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fixtures/batch_fixture.h"
-#include "fixtures/parameter_fixture.h"
 #include "common/row_blocks.h"
 #include "reference/model.h"
-
-/* Runs the reference on config with mask_features_off. */
-static cpparity_status run_reference(reference_model *model, const cpparity_model_config *config,
-                                     const cpparity_batch *batch, uint64_t seed,
-                                     unsigned features_off, cpparity_error *error) {
-    cpparity_status status =
-        reference_model_init(model, config, batch->batch, batch->seq_len, error);
-    if (status == CPPARITY_OK) {
-        fixture_fill_parameters(model->parameters, &model->parameter_table, seed);
-        model->mask_features_off = features_off;
-        status = reference_model_forward(model, batch, error);
-    }
-    if (status == CPPARITY_OK) {
-        status = reference_model_backward(model, batch, error);
-    }
-    return status;
-}
 
 /* ‖a − b‖ / ‖b‖ over count elements (absolute when ‖b‖ = 0). */
 static double relative_change(const double *a, const double *b, int64_t count) {
@@ -41,7 +22,7 @@ static double relative_change(const double *a, const double *b, int64_t count) {
 /* *largest = the largest relative change of loss, compared logits and any gradient between two
  * runs; the logits one row block at a time. CPPARITY_ERROR_RUNTIME when out of memory for a
  * block's logits. */
-static cpparity_status largest_change(const reference_model *changed,
+static cpparity_status largest_change(const reference_outputs *changed,
                                       const reference_outputs *normal, double *largest,
                                       cpparity_error *error) {
     double change = relative_change(&changed->loss, &normal->loss, 1);
@@ -59,7 +40,7 @@ static cpparity_status largest_change(const reference_model *changed,
     double difference = 0.0, norm = 0.0;
     for (int64_t k = 0; k < blocks.count; k++) {
         const row_block block = row_blocks_at(&blocks, k);
-        reference_model_logits_block(changed, k, changed_logits);
+        reference_outputs_logits_block(changed, k, changed_logits);
         reference_outputs_logits_block(normal, k, normal_logits);
         for (int64_t t = block.begin; t < block.end; t++) {
             if (normal->fully_masked[block.batch_row * S + t]) {
@@ -107,9 +88,17 @@ static cpparity_status append_record(run_results *results, const cpparity_case *
     return CPPARITY_OK;
 }
 
-cpparity_status discrimination_check(run_results *results, const cpparity_case *checked,
-                                     const reference_outputs *normal, uint64_t seed,
-                                     double threshold_limit, cpparity_error *error) {
+/* One rerun: a feature the case uses, switched off. */
+typedef struct variant {
+    const char *name;
+    cpparity_model_config config; /* the case's, with the feature's layers made full */
+    unsigned features_off;        /* REFERENCE_WITHOUT_* */
+} variant;
+
+enum { VARIANT_COUNT = 4 };
+
+/* The reruns of checked, in the order they are made and reported: *count of them. */
+static void variants_of(const cpparity_case *checked, variant variants[VARIANT_COUNT], int *count) {
     const cpparity_model_config *config = &checked->model;
     bool sliding = false, chunked = false, documents = false, padding = false;
     for (int64_t l = 0; l < config->num_hidden_layers; l++) {
@@ -120,37 +109,54 @@ cpparity_status discrimination_check(run_results *results, const cpparity_case *
         documents |= checked->rows[b].document_count > 1;
         padding |= checked->rows[b].left_padding > 0 || checked->rows[b].right_padding > 0;
     }
-    if (!sliding && !chunked && !documents && !padding) {
-        return CPPARITY_OK;
-    }
-    cpparity_batch batch = {0};
-    cpparity_status status = fixture_batch_build(&batch, checked->rows, checked->batch_size,
-                                                 checked->seq_len, config->vocab_size, seed, error);
     const struct {
         bool used;
         const char *name;
         cpparity_layer_type from; /* layers of this type become full attention */
         unsigned features_off;
-    } variants[] = {
+    } table[VARIANT_COUNT] = {
         {sliding, "window", CPPARITY_LAYER_SLIDING, 0},
         {chunked, "chunks", CPPARITY_LAYER_CHUNKED, 0},
         {documents, "documents", CPPARITY_LAYER_FULL, REFERENCE_WITHOUT_DOCUMENTS},
         {padding, "padding", CPPARITY_LAYER_FULL, REFERENCE_WITHOUT_PADDING},
     };
-    for (size_t v = 0; v < sizeof variants / sizeof *variants && status == CPPARITY_OK; v++) {
-        if (!variants[v].used) {
+    *count = 0;
+    for (int v = 0; v < VARIANT_COUNT; v++) {
+        if (!table[v].used) {
             continue;
         }
-        cpparity_model_config changed_config = *config;
+        variant *made = &variants[(*count)++];
+        made->name = table[v].name;
+        made->config = *config;
+        made->features_off = table[v].features_off;
         for (int64_t l = 0; l < config->num_hidden_layers; l++) {
-            if (variants[v].from != CPPARITY_LAYER_FULL &&
-                changed_config.layer_types[l] == variants[v].from) {
-                changed_config.layer_types[l] = CPPARITY_LAYER_FULL;
+            if (table[v].from != CPPARITY_LAYER_FULL &&
+                made->config.layer_types[l] == table[v].from) {
+                made->config.layer_types[l] = CPPARITY_LAYER_FULL;
             }
         }
-        reference_model changed = {0};
-        status =
-            run_reference(&changed, &changed_config, &batch, seed, variants[v].features_off, error);
+    }
+}
+
+int discrimination_reruns(const cpparity_case *checked) {
+    variant variants[VARIANT_COUNT];
+    int count = 0;
+    variants_of(checked, variants, &count);
+    return count;
+}
+
+cpparity_status discrimination_check(run_results *results, const cpparity_case *checked,
+                                     const reference_outputs *normal, uint64_t seed,
+                                     double threshold_limit, const reference_team *team,
+                                     cpparity_error *error) {
+    variant variants[VARIANT_COUNT];
+    int count = 0;
+    variants_of(checked, variants, &count);
+    cpparity_status status = CPPARITY_OK;
+    for (int v = 0; v < count && status == CPPARITY_OK; v++) {
+        reference_outputs changed;
+        status = reference_outputs_compute_variant(&changed, checked, &variants[v].config,
+                                                   variants[v].features_off, seed, team, error);
         double change = 0.0;
         if (status == CPPARITY_OK) {
             status = largest_change(&changed, normal, &change, error);
@@ -159,8 +165,22 @@ cpparity_status discrimination_check(run_results *results, const cpparity_case *
             status = append_record(results, checked, variants[v].name, change,
                                    10.0 * threshold_limit, error);
         }
-        reference_model_free(&changed);
+        reference_outputs_free(&changed);
     }
-    cpparity_batch_free(&batch);
+    return status;
+}
+
+cpparity_status discrimination_share(const cpparity_case *checked, uint64_t seed,
+                                     const reference_team *team, cpparity_error *error) {
+    variant variants[VARIANT_COUNT];
+    int count = 0;
+    variants_of(checked, variants, &count);
+    cpparity_status status = CPPARITY_OK;
+    for (int v = 0; v < count && status == CPPARITY_OK; v++) {
+        reference_outputs changed;
+        status = reference_outputs_compute_variant(&changed, checked, &variants[v].config,
+                                                   variants[v].features_off, seed, team, error);
+        reference_outputs_free(&changed);
+    }
     return status;
 }

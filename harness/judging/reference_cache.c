@@ -14,7 +14,7 @@
 #include "common/row_blocks.h"
 #include "reference/model.h"
 
-static void outputs_free(reference_outputs *outputs) {
+void reference_outputs_free(reference_outputs *outputs) {
     for (int d = 0; d < CPPARITY_DTYPE_COUNT; d++) {
         naive_outputs_free(&outputs->naive[d]);
     }
@@ -26,10 +26,13 @@ static void outputs_free(reference_outputs *outputs) {
     memset(outputs, 0, sizeof *outputs);
 }
 
-/* Runs the reference on the case (spread over team: reference/team.h) and keeps what comparison
- * needs, whole, on every rank of the team. */
-static cpparity_status compute(reference_outputs *outputs, const cpparity_case *c, uint64_t seed,
-                               const reference_team *team, cpparity_error *error) {
+/* Runs the reference on the case with config for its model and the mask features of features_off
+ * removed (spread over team: reference/team.h) and keeps what comparison needs, whole, on every
+ * rank of the team. */
+static cpparity_status compute_with(reference_outputs *outputs, const cpparity_case *c,
+                                    const cpparity_model_config *config, unsigned features_off,
+                                    uint64_t seed, const reference_team *team,
+                                    cpparity_error *error) {
     const double start = monotonic_seconds();
     cpparity_batch batch = {0};
     reference_model model = {0};
@@ -37,10 +40,11 @@ static cpparity_status compute(reference_outputs *outputs, const cpparity_case *
                                                  c->model.vocab_size, seed, error);
     if (status == CPPARITY_OK) {
         status =
-            reference_model_init_spread(&model, &c->model, c->batch_size, c->seq_len, team, error);
+            reference_model_init_spread(&model, config, c->batch_size, c->seq_len, team, error);
     }
     if (status == CPPARITY_OK) {
         fixture_fill_parameters(model.parameters, &model.parameter_table, seed);
+        model.mask_features_off = features_off;
         status = reference_model_forward(&model, &batch, error);
     }
     if (status == CPPARITY_OK) {
@@ -89,6 +93,24 @@ static cpparity_status compute(reference_outputs *outputs, const cpparity_case *
     reference_model_free(&model);
     cpparity_batch_free(&batch);
     outputs->seconds = monotonic_seconds() - start;
+    return status;
+}
+
+static cpparity_status compute(reference_outputs *outputs, const cpparity_case *c, uint64_t seed,
+                               const reference_team *team, cpparity_error *error) {
+    return compute_with(outputs, c, &c->model, 0, seed, team, error);
+}
+
+cpparity_status reference_outputs_compute_variant(
+    reference_outputs *outputs, const cpparity_case *c, const cpparity_model_config *config,
+    unsigned features_off, uint64_t seed, const reference_team *team, cpparity_error *error) {
+    memset(outputs, 0, sizeof *outputs);
+    const cpparity_status status =
+        compute_with(outputs, c, config, features_off, seed, team, error);
+    outputs->seed = seed;
+    if (status != CPPARITY_OK) {
+        reference_outputs_free(outputs);
+    }
     return status;
 }
 
@@ -162,7 +184,7 @@ static bool load_stored(reference_cache *cache, const cpparity_case *c, uint64_t
         snprintf(cache->warning, sizeof cache->warning,
                  "%.900s; not trusted: computed again and replaced", why);
     }
-    outputs_free(outputs);
+    reference_outputs_free(outputs);
     return false;
 }
 
@@ -205,7 +227,7 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
         cache->computed += status == CPPARITY_OK;
     }
     if (status != CPPARITY_OK) {
-        outputs_free(&fresh);
+        reference_outputs_free(&fresh);
         return status;
     }
     fresh.case_index = case_index; /* after load_stored, which may clear what it filled */
@@ -216,7 +238,7 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
     reference_outputs *grown =
         realloc(cache->entries, (size_t)(cache->count + 1) * sizeof *cache->entries);
     if (grown == NULL) {
-        outputs_free(&fresh);
+        reference_outputs_free(&fresh);
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (reference cache)");
     }
     cache->entries = grown;
@@ -287,13 +309,13 @@ cpparity_status reference_outputs_share(const cpparity_case *c, uint64_t seed,
     reference_outputs outputs;
     memset(&outputs, 0, sizeof outputs);
     const cpparity_status status = compute(&outputs, c, seed, team, error);
-    outputs_free(&outputs);
+    reference_outputs_free(&outputs);
     return status;
 }
 
 void reference_cache_free(reference_cache *cache) {
     for (int64_t i = 0; i < cache->count; i++) {
-        outputs_free(&cache->entries[i]);
+        reference_outputs_free(&cache->entries[i]);
     }
     free(cache->entries);
     const reference_cache settings = *cache; /* the settings outlive the entries */

@@ -89,6 +89,20 @@ cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t c
 cpparity_status reference_outputs_share(const cpparity_case *c, uint64_t seed,
                                         const reference_team *team, cpparity_error *error);
 
+/* The outputs of a variant of the case's reference, not cached: config in place of the case's
+ * model (the same parameter shapes; the discrimination check changes layer types) and the mask
+ * features of features_off (reference/model.h REFERENCE_WITHOUT_*) removed, on the case's inputs
+ * and weights of seed. With a team every rank of it calls this in the same order and each gets
+ * the outputs (the same bits as alone); NULL computes them in this process. Free them with
+ * reference_outputs_free. Errors as reference_cache_get. */
+cpparity_status
+reference_outputs_compute_variant(reference_outputs *outputs, const cpparity_case *c,
+                                  const cpparity_model_config *config, unsigned features_off,
+                                  uint64_t seed, const reference_team *team, cpparity_error *error);
+
+/* Frees what outputs holds and zeroes it. */
+void reference_outputs_free(reference_outputs *outputs);
+
 /* Frees every entry; the settings (directory, team, summon) stay. */
 void reference_cache_free(reference_cache *cache);
 

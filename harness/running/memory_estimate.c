@@ -471,6 +471,9 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
     item->discrimination =
         SUM(&s, batch, reference.model,
             LARGEST(reference.features_off, reference.forward, reference.backward));
+    /* spread like the reference (a rank's share, the variant's outputs kept whole on each rank),
+     * the masks of a feature off on top */
+    item->discrimination_spread = SUM(&s, item->reference_spread, reference.features_off);
 
     /* the naive baseline (reference_cache.c compute_naive: the batch, the weights in float64 and
      * their table, naive_model.h's run) */
@@ -883,10 +886,13 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
             }
         }
     }
-    /* run.c run_discrimination: each home rank reruns its cases one at a time, beside the cache */
+    /* run.c run_discrimination: each home rank reruns its cases one at a time, beside the cache;
+     * a case whose reference is spread has its reruns spread too, every process holding its
+     * share, one case after another */
     if (status == CPPARITY_OK && *overflow_item < 0 && !setting->selftest) {
         int64_t *rerun = pending; /* per rank: its largest rerun and that case */
         int64_t *rerun_case = offsets;
+        int64_t spread_rerun = 0, spread_case = -1; /* the largest spread rerun, every process */
         for (int64_t k = 0; k < N; k++) {
             rerun[k] = 0;
             rerun_case[k] = -1;
@@ -894,8 +900,15 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         for (int64_t i = 0; i < item_count; i++) {
             const cpparity_case *c = cases[items[i].case_index];
             const int64_t home = items[i].case_index % N;
-            if (totals[i].planned && items[i].cp == 1 && !c->expect_refuse && discriminated(c) &&
-                state.parts[i].discrimination > rerun[home]) {
+            if (!totals[i].planned || items[i].cp != 1 || c->expect_refuse || !discriminated(c)) {
+                continue;
+            }
+            if (run_spreads_reference(c, N, setting->ranks_are_processes)) {
+                if (state.parts[i].discrimination_spread > spread_rerun) {
+                    spread_rerun = state.parts[i].discrimination_spread;
+                    spread_case = items[i].case_index;
+                }
+            } else if (state.parts[i].discrimination > rerun[home]) {
                 rerun[home] = state.parts[i].discrimination;
                 rerun_case[home] = items[i].case_index;
             }
@@ -903,6 +916,11 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         for (int64_t p = 0; p < state.processes; p++) {
             int64_t held = plus(plus(state.cached[p], state.weights[p]), state.results[p]);
             int64_t largest = 0, which = -1;
+            if (spread_case >= 0) {
+                held = plus(held, spread_rerun);
+                largest = spread_rerun;
+                which = spread_case;
+            }
             for (int64_t k = 0; k < N; k++) {
                 if (process_of(&state, k) == p && rerun_case[k] >= 0) {
                     held = plus(held, rerun[k]);

@@ -114,6 +114,8 @@ typedef struct memory_item {
     int64_t judging;              /* the root: gathered outputs, comparison slices, records */
     int64_t stored;               /* values and records the results keep (--store) */
     int64_t discrimination;       /* one rerun of the reference for the discrimination check */
+    int64_t discrimination_spread; /* a rank's share of one rerun spread over the ranks (run.c
+                                      run_discrimination, when the reference is spread) */
 } memory_item;
 
 /* What one process holds at most while a planned item runs. */

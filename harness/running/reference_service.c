@@ -7,13 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/judging/discrimination.h"
 #include "harness/judging/reference_cache.h"
 #include "harness/running/reference_team_comm.h"
 #include "harness/suite/case_file.h"
 #include "reference/threads.h"
 
 /* What rank 0 sends first: an order and the sizes of the bytes that follow it. */
-enum { ORDER_RELEASE = 0, ORDER_COMPUTE = 1 };
+enum { ORDER_RELEASE = 0, ORDER_COMPUTE = 1, ORDER_DISCRIMINATION = 2 };
 enum { HEADER_ORDER, HEADER_SUITE_LENGTH, HEADER_NAME_LENGTH, HEADER_SEED, HEADER_CODE, HEADER };
 
 void reference_service_init(reference_service *s, cpparity_comm *world, const char *suite_text,
@@ -25,12 +26,12 @@ void reference_service_init(reference_service *s, cpparity_comm *world, const ch
     s->suite_path = suite_path;
 }
 
-cpparity_status reference_service_summon(void *service, const cpparity_case *c, uint64_t seed,
-                                         cpparity_error *error) {
-    reference_service *s = service;
+/* Sends an order about case c and seed: the header, the suite's bytes, the case's name. */
+static cpparity_status send_order(reference_service *s, int64_t order, const cpparity_case *c,
+                                  uint64_t seed, cpparity_error *error) {
     const size_t name_length = strlen(c->name);
-    int64_t header[HEADER] = {ORDER_COMPUTE, (int64_t)s->suite_length, (int64_t)name_length,
-                              (int64_t)seed, 0};
+    int64_t header[HEADER] = {order, (int64_t)s->suite_length, (int64_t)name_length, (int64_t)seed,
+                              0};
     cpparity_status status =
         cpparity_broadcast(s->world, header, HEADER, CPPARITY_INT64, 0, NULL, error);
     if (status == CPPARITY_OK && s->suite_length > 0) {
@@ -44,6 +45,17 @@ cpparity_status reference_service_summon(void *service, const cpparity_case *c, 
     return status;
 }
 
+cpparity_status reference_service_summon(void *service, const cpparity_case *c, uint64_t seed,
+                                         cpparity_error *error) {
+    return send_order(service, ORDER_COMPUTE, c, seed, error);
+}
+
+cpparity_status reference_service_summon_discrimination(reference_service *s,
+                                                        const cpparity_case *c, uint64_t seed,
+                                                        cpparity_error *error) {
+    return send_order(s, ORDER_DISCRIMINATION, c, seed, error);
+}
+
 void reference_service_release(reference_service *s, int exit_code) {
     int64_t header[HEADER] = {ORDER_RELEASE, 0, 0, 0, exit_code};
     cpparity_error error;
@@ -53,7 +65,8 @@ void reference_service_release(reference_service *s, int exit_code) {
     }
 }
 
-/* One summoned reference: the case from rank 0's bytes, then this rank's share. */
+/* One summoned reference, or the discrimination reruns of one: the case from rank 0's bytes,
+ * then this rank's share. */
 static cpparity_status serve_one(reference_service *s, const int64_t *header,
                                  cpparity_error *error) {
     char *suite = malloc((size_t)header[HEADER_SUITE_LENGTH] + 1);
@@ -86,7 +99,9 @@ static cpparity_status serve_one(reference_service *s, const int64_t *header,
         status = cpparity_error_set(error, CPPARITY_ERROR_INPUT, "rank 0's suite has no case '%s'",
                                     name);
     }
-    if (status == CPPARITY_OK) {
+    if (status == CPPARITY_OK && header[HEADER_ORDER] == ORDER_DISCRIMINATION) {
+        status = discrimination_share(c, (uint64_t)header[HEADER_SEED], &s->team, error);
+    } else if (status == CPPARITY_OK) {
         status = reference_outputs_share(c, (uint64_t)header[HEADER_SEED], &s->team, error);
     }
     cpparity_suite_free(&loaded);

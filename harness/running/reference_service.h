@@ -4,8 +4,8 @@
  * `mpirun -np R cpparity export` read and write on rank 0 alone, and every other rank waits here
  * to compute its row blocks of each reference rank 0 computes. Rank 0 sends the case as its
  * suite's bytes, its name and the seed (the other ranks may be on hosts that see none of rank
- * 0's files), then computes with them; at the end it sends its exit code, which every rank
- * returns.
+ * 0's files), then computes with them; the discrimination check's reruns of a case are
+ * summoned the same way; at the end it sends its exit code, which every rank returns.
  *
  *   rank 0                                     ranks 1 .. R − 1
  *   reference_service_init(&s, world, suite)   reference_service_init(&s, world, NULL)
@@ -42,6 +42,13 @@ void reference_service_init(reference_service *s, cpparity_comm *world, const ch
 /* Rank 0, as reference_cache.summon: sends case c (a case of the suite) and seed to the others. */
 cpparity_status reference_service_summon(void *service, const cpparity_case *c, uint64_t seed,
                                          cpparity_error *error);
+
+/* Rank 0: sends case c and seed to the others to compute their share of its discrimination
+ * reruns (discrimination.h discrimination_share), before it calls discrimination_check with
+ * &s->team. */
+cpparity_status reference_service_summon_discrimination(reference_service *s,
+                                                        const cpparity_case *c, uint64_t seed,
+                                                        cpparity_error *error);
 
 /* Rank 0: sends exit_code to the others, which return it from reference_service_serve. */
 void reference_service_release(reference_service *s, int exit_code);

@@ -188,9 +188,16 @@ static double tightest_limit(const run_results *results, const cpparity_case *c)
     return tightest;
 }
 
+/* Whether world's ranks are processes (its backend's launcher starts them, as the memory
+ * estimate takes them: run_plan.h run_spreads_reference). */
+static bool ranks_are_processes(const cpparity_comm *world);
+
 /* The discrimination check (discrimination.h): each case's home rank reruns its reference with
  * one mask feature off at a time, against the cached full reference; the records reach rank 0,
- * which keeps them in case order. Rank 0 first sends every rank each case's tightest limit. */
+ * which keeps them in case order. Rank 0 first sends every rank each case's tightest limit. A
+ * case whose reference was spread over the job's ranks (run_spreads_reference) has its reruns
+ * spread the same way, one case after another, the home rank the team's rank 0 (the same bits
+ * as alone); the others' cases are checked by their home ranks side by side. */
 static cpparity_status run_discrimination(cpparity_comm *world, run_plan *plan,
                                           const run_options *options, reference_cache *cache,
                                           run_results *results, cpparity_error *error) {
@@ -207,29 +214,59 @@ static cpparity_status run_discrimination(cpparity_comm *world, run_plan *plan,
     run_results local;
     memset(&local, 0, sizeof local);
     byte_buffer packed = {0};
-    for (int64_t c = world->rank; status == CPPARITY_OK && c < cases; c += world->size) {
-        if (!isfinite(limits[c])) {
-            continue; /* nothing of this case was compared */
-        }
+    int64_t spread_cases = 0;
+    const double start = monotonic_seconds();
+    for (int64_t c = 0; status == CPPARITY_OK && c < cases; c++) {
         const cpparity_case *checked = plan->cases[c];
-        if (checked->level == CPPARITY_LEVEL_ATTENTION) {
-            continue; /* no model, no mask features to switch off */
+        if (!isfinite(limits[c]) || checked->level == CPPARITY_LEVEL_ATTENTION ||
+            discrimination_reruns(checked) == 0) {
+            continue; /* nothing of it compared; or no model, or no mask feature to switch off */
+        }
+        const int home = (int)(c % world->size);
+        const bool spread = run_spreads_reference(checked, world->size, ranks_are_processes(world));
+        if (!spread && world->rank != home) {
+            continue;
         }
         const uint64_t seed = options->seed_set ? options->seed : checked->seed;
-        const reference_outputs *normal = NULL;
-        int computed_now = 0;
-        const int64_t first = local.discrimination_count;
-        status = reference_cache_get(cache, c, checked, seed, &normal, &computed_now, error);
-        if (status == CPPARITY_OK) {
-            status = discrimination_check(&local, checked, normal, seed, limits[c], error);
-        }
-        for (int64_t r = first; status == CPPARITY_OK && r < local.discrimination_count; r++) {
-            status = run_exchange_append(&packed, &c, sizeof c, error);
-            if (status == CPPARITY_OK) {
-                status = run_exchange_append(&packed, &local.discrimination[r],
-                                             sizeof local.discrimination[r], error);
+        cpparity_comm *team_comm = NULL;
+        reference_team team;
+        if (spread) {
+            interrupt_set_activity("case '%s' (its discrimination reruns, spread over %d ranks)",
+                                   checked->name, world->size);
+            status = cpparity_comm_split(world, 0, (world->rank - home + world->size) % world->size,
+                                         &team_comm, error);
+            if (status != CPPARITY_OK) {
+                break;
             }
+            team = reference_team_of_comm(team_comm);
+            spread_cases++;
         }
+        if (world->rank == home) {
+            const reference_outputs *normal = NULL;
+            int computed_now = 0;
+            const int64_t first = local.discrimination_count;
+            status = reference_cache_get(cache, c, checked, seed, &normal, &computed_now, error);
+            if (status == CPPARITY_OK) {
+                status = discrimination_check(&local, checked, normal, seed, limits[c],
+                                              spread ? &team : NULL, error);
+            }
+            for (int64_t r = first; status == CPPARITY_OK && r < local.discrimination_count; r++) {
+                status = run_exchange_append(&packed, &c, sizeof c, error);
+                if (status == CPPARITY_OK) {
+                    status = run_exchange_append(&packed, &local.discrimination[r],
+                                                 sizeof local.discrimination[r], error);
+                }
+            }
+        } else {
+            status = discrimination_share(checked, seed, &team, error);
+        }
+        cpparity_comm_free(team_comm);
+    }
+    if (status == CPPARITY_OK && world->rank == 0 && spread_cases > 0) {
+        printf("# discrimination reruns of %lld case%s computed by the %d ranks together: %.1f s\n",
+               (long long)spread_cases, spread_cases == 1 ? "" : "s", world->size,
+               monotonic_seconds() - start);
+        fflush(stdout);
     }
     free(local.discrimination);
     free(limits);
@@ -411,8 +448,6 @@ static cpparity_status begin_items(run_results *results, const run_plan *plan,
     return CPPARITY_OK;
 }
 
-/* Whether world's ranks are processes (its backend's launcher starts them, as the memory
- * estimate takes them: run_plan.h run_spreads_reference). */
 static bool ranks_are_processes(const cpparity_comm *world) {
     const cpparity_comm_backend *backend = comm_backend_find(world->kind);
     return backend != NULL ? backend->ranks_from_launcher : strcmp(world->kind, "local") != 0;
