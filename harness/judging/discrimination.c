@@ -145,10 +145,13 @@ int discrimination_reruns(const cpparity_case *checked) {
     return count;
 }
 
-cpparity_status discrimination_check(run_results *results, const cpparity_case *checked,
-                                     const reference_outputs *normal, uint64_t seed,
-                                     double threshold_limit, const reference_team *team,
-                                     cpparity_error *error) {
+/* Each rerun of checked, on team (NULL: alone); with results, its record appended there (the
+ * change against normal, threshold 10 × threshold_limit), without, nothing kept (a team's other
+ * ranks: discrimination_share). */
+static cpparity_status rerun_each(run_results *results, const cpparity_case *checked,
+                                  const reference_outputs *normal, uint64_t seed,
+                                  double threshold_limit, const reference_team *team,
+                                  cpparity_error *error) {
     variant variants[VARIANT_COUNT];
     int count = 0;
     variants_of(checked, variants, &count);
@@ -158,10 +161,10 @@ cpparity_status discrimination_check(run_results *results, const cpparity_case *
         status = reference_outputs_compute_variant(&changed, checked, &variants[v].config,
                                                    variants[v].features_off, seed, team, error);
         double change = 0.0;
-        if (status == CPPARITY_OK) {
+        if (status == CPPARITY_OK && results != NULL) {
             status = largest_change(&changed, normal, &change, error);
         }
-        if (status == CPPARITY_OK) {
+        if (status == CPPARITY_OK && results != NULL) {
             status = append_record(results, checked, variants[v].name, change,
                                    10.0 * threshold_limit, error);
         }
@@ -170,17 +173,14 @@ cpparity_status discrimination_check(run_results *results, const cpparity_case *
     return status;
 }
 
+cpparity_status discrimination_check(run_results *results, const cpparity_case *checked,
+                                     const reference_outputs *normal, uint64_t seed,
+                                     double threshold_limit, const reference_team *team,
+                                     cpparity_error *error) {
+    return rerun_each(results, checked, normal, seed, threshold_limit, team, error);
+}
+
 cpparity_status discrimination_share(const cpparity_case *checked, uint64_t seed,
                                      const reference_team *team, cpparity_error *error) {
-    variant variants[VARIANT_COUNT];
-    int count = 0;
-    variants_of(checked, variants, &count);
-    cpparity_status status = CPPARITY_OK;
-    for (int v = 0; v < count && status == CPPARITY_OK; v++) {
-        reference_outputs changed;
-        status = reference_outputs_compute_variant(&changed, checked, &variants[v].config,
-                                                   variants[v].features_off, seed, team, error);
-        reference_outputs_free(&changed);
-    }
-    return status;
+    return rerun_each(NULL, checked, NULL, seed, 0.0, team, error);
 }
