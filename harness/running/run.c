@@ -190,7 +190,18 @@ static double tightest_limit(const run_results *results, const cpparity_case *c)
 
 /* Whether world's ranks are processes (its backend's launcher starts them, as the memory
  * estimate takes them: run_plan.h run_spreads_reference). */
-static bool ranks_are_processes(const cpparity_comm *world);
+static bool ranks_are_processes(const cpparity_comm *world) {
+    const cpparity_comm_backend *backend = comm_backend_find(world->kind);
+    return backend != NULL ? backend->ranks_from_launcher : strcmp(world->kind, "local") != 0;
+}
+
+/* Every rank of world in a new communicator *team whose rank 0 is world's rank home (a case's
+ * home rank), the others following in world's order from it. Collective over world. */
+static cpparity_status split_home_first(cpparity_comm *world, int home, cpparity_comm **team,
+                                        cpparity_error *error) {
+    return cpparity_comm_split(world, 0, (world->rank - home + world->size) % world->size, team,
+                               error);
+}
 
 /* The discrimination check (discrimination.h): each case's home rank reruns its reference with
  * one mask feature off at a time, against the cached full reference; the records reach rank 0,
@@ -233,8 +244,7 @@ static cpparity_status run_discrimination(cpparity_comm *world, run_plan *plan,
         if (spread) {
             interrupt_set_activity("case '%s' (its discrimination reruns, spread over %d ranks)",
                                    checked->name, world->size);
-            status = cpparity_comm_split(world, 0, (world->rank - home + world->size) % world->size,
-                                         &team_comm, error);
+            status = split_home_first(world, home, &team_comm, error);
             if (status != CPPARITY_OK) {
                 break;
             }
@@ -448,11 +458,6 @@ static cpparity_status begin_items(run_results *results, const run_plan *plan,
     return CPPARITY_OK;
 }
 
-static bool ranks_are_processes(const cpparity_comm *world) {
-    const cpparity_comm_backend *backend = comm_backend_find(world->kind);
-    return backend != NULL ? backend->ranks_from_launcher : strcmp(world->kind, "local") != 0;
-}
-
 /* The summon of a spread reference (reference_cache.summon): tells the team's other ranks that
  * the home rank computes it now (they would otherwise hear that it is cached). */
 typedef struct spread_summon {
@@ -495,8 +500,7 @@ static cpparity_status spread_references(cpparity_comm *world, const run_plan *p
         interrupt_set_activity("case '%s' (its float64 reference, spread over %d ranks)",
                                checked->name, world->size);
         cpparity_comm *team_comm = NULL;
-        status = cpparity_comm_split(world, 0, (world->rank - home + world->size) % world->size,
-                                     &team_comm, error);
+        status = split_home_first(world, home, &team_comm, error);
         if (status != CPPARITY_OK) {
             break;
         }
@@ -556,8 +560,7 @@ static cpparity_status run_streamed_attention(cpparity_comm *world, run_plan *pl
         const cpparity_case *c = plan->cases[planned->case_index];
         const int home = (int)(planned->case_index % world->size);
         cpparity_comm *team = NULL;
-        status = cpparity_comm_split(world, 0, (world->rank - home + world->size) % world->size,
-                                     &team, error);
+        status = split_home_first(world, home, &team, error);
         if (status != CPPARITY_OK) {
             break;
         }

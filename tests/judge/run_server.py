@@ -11,8 +11,7 @@ main is given ARGS when it takes an argument. The reply is one line: the exit co
 have had (main's return value, SystemExit's code, 1 with the traceback in LOG for any other
 exception). SCRIPT's top level runs once, at its first request, with its folder first on
 sys.path as when python starts it; scripts of different folders whose sibling modules share a
-name must not be served by one process. tests/judge/example_steps.sh (`served`) starts one per
-test.
+name must not be served by one process. tests/judge/served.sh (`served`) starts one per test.
 """
 
 import inspect
@@ -58,8 +57,8 @@ def run(script, args):
 
 
 def serve():
-    replies = os.fdopen(os.dup(1), "w")
-    saved_out, saved_err = os.dup(1), os.dup(2)
+    replies = os.fdopen(os.dup(1), "w")  # the request pipe's other end; also what fd 1 is again
+    saved_out, saved_err = replies.fileno(), os.dup(2)
     for line in sys.stdin:
         words = shlex.split(line)
         if not words:

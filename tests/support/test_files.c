@@ -1,7 +1,7 @@
 /* test_files.c — fresh folders and entry counts for tests that write files. */
+#define _XOPEN_SOURCE 700 /* nftw; before any system header */
 #include "test_files.h"
 
-#define _XOPEN_SOURCE 700 /* nftw */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <ftw.h>
@@ -10,9 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The folders this process made, removed when it exits normally: a test that passes leaves
- * nothing under /tmp. A test that fails ends its process by another path and keeps its folder
- * for a look. */
+/* The folders this process made, removed when it exits through exit() (atexit): a test that
+ * passes leaves nothing under /tmp. */
 enum { FOLDERS_KEPT = 64, FOLDER_PATH = 64 };
 static char made[FOLDERS_KEPT][FOLDER_PATH];
 static int made_count;
