@@ -25,6 +25,7 @@
 #include "fixtures/parameter_cache.h"
 #include "fixtures/parameter_fixture.h"
 #include "harness/judging/reference_cache.h"
+#include "reference/threads.h"
 #include "harness/running/memory_estimate.h"
 #include "harness/running/run.h"
 #include "harness/running/run_item.h"
@@ -613,6 +614,72 @@ Test(memory_estimate, a_reference_spread_over_local_ranks__is_what_its_ranks_all
         reference_cache_free(&job.cache);
     }
     cr_expect(!run_spreads_reference(c, 1, true), "one rank computes the reference alone");
+    run_plan_free(&suite.plan);
+    suite_remove(&suite);
+}
+
+/* The naive baseline spread over local ranks after its reference (run.c spread_baselines): rank
+ * 0 keeps it in its cache beside the reference. */
+static cpparity_status baseline_body(cpparity_comm *comm, void *argument, cpparity_error *error) {
+    spread_job *job = argument;
+    const reference_team team = reference_team_of_comm(comm);
+    if (comm->rank != 0) {
+        return reference_naive_share(job->c, job->c->seed, CPPARITY_DTYPE_F32, &team, error);
+    }
+    return reference_cache_spread_naive(&job->cache, 0, job->c, job->c->seed, CPPARITY_DTYPE_F32,
+                                        &team, error);
+}
+
+Test(memory_estimate, a_baseline_spread_over_local_ranks__is_what_its_ranks_allocate) {
+    require_counting();
+    planned_suite suite;
+    cpparity_error error;
+    cr_assert_eq(plan_suite(&suite, medium_suite, 0, &error), CPPARITY_OK, "%s", error.message);
+    const cpparity_case *c = suite.plan.cases[0];
+    for (int ranks = 2; ranks <= 3; ranks++) {
+        const memory_setting setting = local_setting(ranks);
+        memory_item item;
+        char what[MEMORY_TEXT];
+        cr_assert(memory_estimate_item(c, 1, CPPARITY_DTYPE_F32, CPPARITY_LAYOUT_CONTIGUOUS,
+                                       ULYSSES, &setting, &item, what, sizeof what),
+                  "%s", what);
+        spread_job job = {.c = c};
+        const reference_outputs *outputs = NULL;
+        int computed = 0;
+        cr_assert_eq(reference_cache_get(&job.cache, 0, c, c->seed, &outputs, &computed, &error),
+                     CPPARITY_OK, "%s", error.message);
+        cpparity_status statuses[3];
+        const int64_t before = measure_start();
+        cr_assert_eq(comm_local_run(ranks, TIMEOUT, baseline_body, &job, statuses, NULL, &error),
+                     CPPARITY_OK, "%s", error.message);
+        const int64_t measured = measure_peak(before);
+        for (int r = 0; r < ranks; r++) {
+            cr_assert_eq(statuses[r], CPPARITY_OK);
+        }
+        /* the ranks run in step (every exchange is a collective): their peaks add up */
+        char name[64];
+        snprintf(name, sizeof name, "the naive baseline spread over %d local ranks", ranks);
+        cr_log_info("%s: estimate %lld B, allocated at most %lld B (ratio %.3f)", name,
+                    (long long)item.baseline_spread_all, (long long)measured,
+                    (double)item.baseline_spread_all / (double)measured);
+        cr_expect(item.baseline_spread_all >= measured - UNDER_BYTES,
+                  "%s: the estimate %lld B is under the %lld B really allocated", name,
+                  (long long)item.baseline_spread_all, (long long)measured);
+        /* over by 5 % as every part, and by at most each rank's per-thread product scratch
+         * (320 KiB a thread, naive_products.c): the estimate bounds it with every thread, but a
+         * rank's products here (weight bands of 256 rows of 32 inputs, one batch row's
+         * attention) have fewer work items than threads, so fewer threads allocate it. A fixed
+         * amount per thread, nothing that grows with the sizes */
+        const int64_t scratch = (int64_t)ranks * reference_threads() * 320 * 1024;
+        cr_expect(item.baseline_spread_all <=
+                      (int64_t)((1.0 + OVER_FRACTION) * (double)measured) + UNDER_BYTES + scratch,
+                  "%s: the estimate %lld B is far over the %lld B really allocated", name,
+                  (long long)item.baseline_spread_all, (long long)measured);
+        cr_expect_lt(item.baseline_spread, item.baseline,
+                     "a rank's share %lld B is not under one process's %lld B",
+                     (long long)item.baseline_spread, (long long)item.baseline);
+        reference_cache_free(&job.cache);
+    }
     run_plan_free(&suite.plan);
     suite_remove(&suite);
 }

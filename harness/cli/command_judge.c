@@ -381,12 +381,26 @@ static int judge(const judge_options *options, int argc, char **argv, reference_
     const reference_outputs *reference = NULL;
     double seconds = 0.0;
     interrupt_set_activity("the float64 reference of case '%s'", loaded.c->name);
-    if (service != NULL) { /* spread over the ranks; then the naive baseline and the comparison
-                            * take every core of rank 0's node, the other ranks being idle */
+    if (service != NULL) { /* the reference and the naive baseline spread over the ranks; then
+                            * the comparison takes every core of rank 0's node, the other ranks
+                            * being idle */
         int computed_now = 0;
         const double start = monotonic_seconds();
         status = reference_cache_get(&cache, 0, loaded.c, loaded.c->seed, &reference, &computed_now,
                                      &error);
+        if (status == CPPARITY_OK && !reference_cache_has(&cache, 0, loaded.c->seed, set.dtype)) {
+            interrupt_set_activity("the naive baseline of case '%s'", loaded.c->name);
+            status = reference_service_summon_baseline(service, loaded.c, loaded.c->seed, set.dtype,
+                                                       &error);
+            if (status == CPPARITY_OK) {
+                status = reference_cache_spread_naive(&cache, 0, loaded.c, loaded.c->seed,
+                                                      set.dtype, &service->team, &error);
+            }
+            if (status == CPPARITY_OK) {
+                printf("# naive %s baseline spread over %d ranks\n", cpparity_dtype_name(set.dtype),
+                       service->world->size);
+            }
+        }
         reference_set_threads(reference_threads_per_rank(options->threads, false, 1));
         seconds = monotonic_seconds() - start;
     }

@@ -105,6 +105,8 @@ typedef struct attention_work {
     int64_t first_block, end_block;  /* the blocks whose outputs are computed (of queries for the
                                         forward and dq, of keys for dk and dv) */
     int64_t table_width;             /* the widest span: the scratch tables' row */
+    int64_t batch_first, batches;    /* the batch rows computed: [batch_first, + batches) (0, 0:
+                                        every one) */
     float *delta_out;                /* a window's dq pass: δ of its queries (B,H,S), or NULL */
     const float *delta_in;           /* a window's dk pass: δ of every query it reads (B,H,S);
                                         NULL: from dout and saved_out */
@@ -230,7 +232,7 @@ static query_block query_block_of(const attention_work *w, int64_t item) {
     const naive_attention_shape s = w->s;
     const int64_t blocks = w->end_block - w->first_block;
     query_block x;
-    x.b = item / (s.heads * blocks);
+    x.b = w->batch_first + item / (s.heads * blocks);
     x.h = item / blocks % s.heads;
     x.kv = x.h / (s.heads / s.kv_heads);
     x.q0 = (w->first_block + item % blocks) * BLOCK;
@@ -345,7 +347,8 @@ static void key_gradient_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
     const int64_t blocks = w->end_block - w->first_block, group = s.heads / s.kv_heads;
-    const int64_t b = item / (s.kv_heads * blocks), kv = item / blocks % s.kv_heads;
+    const int64_t b = w->batch_first + item / (s.kv_heads * blocks),
+                  kv = item / blocks % s.kv_heads;
     const int64_t j = w->first_block + item % blocks;
     const int64_t k0 = j * BLOCK, k1 = minimum(k0 + BLOCK, s.seq_len), keys = k1 - k0;
     const span queries = w->spans->queries[b * w->spans->blocks + j];
@@ -439,6 +442,10 @@ static cpparity_status naive_run(attention_work *work, naive_attention_window wi
     work->key_rows = window.key_end - window.key_first;
     work->first_block = window.first / BLOCK;
     work->end_block = (window.end + BLOCK - 1) / BLOCK;
+    if (work->batches == 0) {
+        work->batch_first = 0;
+        work->batches = s.batch;
+    }
     const bool whole = passes == NAIVE_BACKWARD;
     spans x;
     if (!spans_init(&x, work->mask, s, whole || !keys_side ? work->first_block : 0,
@@ -480,16 +487,16 @@ static cpparity_status naive_run(attention_work *work, naive_attention_window wi
         }
     }
     work->spans = &x;
-    const int64_t computed = work->end_block - work->first_block;
+    const int64_t computed = work->end_block - work->first_block, batches = work->batches;
     const size_t table = scratch_bytes(work->table_width);
     const reference_parallel_work forward = {
-        passes == NAIVE_FORWARD ? s.batch * s.heads * computed : 0, table, forward_item, work};
+        passes == NAIVE_FORWARD ? batches * s.heads * computed : 0, table, forward_item, work};
     const reference_parallel_work queries = {
-        passes == NAIVE_BACKWARD || passes == NAIVE_BACKWARD_QUERIES ? s.batch * s.heads * computed
+        passes == NAIVE_BACKWARD || passes == NAIVE_BACKWARD_QUERIES ? batches * s.heads * computed
                                                                      : 0,
         table, query_gradient_item, work};
     const reference_parallel_work keys = {passes == NAIVE_BACKWARD || passes == NAIVE_BACKWARD_KEYS
-                                              ? s.batch * s.kv_heads * computed
+                                              ? batches * s.kv_heads * computed
                                               : 0,
                                           table, key_gradient_item, work};
     if (status == CPPARITY_OK) {
@@ -582,4 +589,62 @@ cpparity_status naive_float_attention_backward_keys_window(
                            .dk = dk,
                            .dv = dv};
     return naive_run(&work, window, NAIVE_BACKWARD_KEYS, error);
+}
+
+/* The passes over the flattened rows [first_row, end_row) of whole-shaped tensors: one window per
+ * batch row they touch, that row alone computed. */
+static cpparity_status naive_run_rows(attention_work *work, int64_t first_row, int64_t end_row,
+                                      naive_passes passes, cpparity_error *error) {
+    const naive_attention_shape s = work->s;
+    if (first_row < 0 || first_row > end_row || end_row > s.batch * s.seq_len) {
+        return cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                                  "naive attention rows [%lld, %lld) of %lld", (long long)first_row,
+                                  (long long)end_row, (long long)(s.batch * s.seq_len));
+    }
+    cpparity_status status = CPPARITY_OK;
+    for (int64_t b = first_row / (s.seq_len > 0 ? s.seq_len : 1);
+         status == CPPARITY_OK && b < s.batch && b * s.seq_len < end_row; b++) {
+        const int64_t first = first_row > b * s.seq_len ? first_row - b * s.seq_len : 0;
+        const int64_t end = minimum(end_row - b * s.seq_len, s.seq_len);
+        if (first >= end) {
+            continue;
+        }
+        work->batch_first = b;
+        work->batches = 1;
+        const naive_attention_window window = {0, s.seq_len, 0, s.seq_len, first, end};
+        status = naive_run(work, window, passes, error);
+    }
+    return status;
+}
+
+cpparity_status naive_float_attention_forward_rows(float *out, float *lse, const float *q,
+                                                   const float *k, const float *v,
+                                                   const reference_mask *mask,
+                                                   naive_attention_shape s, float scale,
+                                                   int64_t first_row, int64_t end_row,
+                                                   cpparity_error *error) {
+    attention_work work = {
+        .s = s, .mask = mask, .scale = scale, .q = q, .k = k, .v = v, .out = out, .lse = lse};
+    return naive_run_rows(&work, first_row, end_row, NAIVE_FORWARD, error);
+}
+
+cpparity_status
+naive_float_attention_backward_rows(float *dq, float *dk, float *dv, const float *dout,
+                                    const float *q, const float *k, const float *v,
+                                    const float *out, const float *lse, const reference_mask *mask,
+                                    naive_attention_shape s, float scale, int64_t first_row,
+                                    int64_t end_row, cpparity_error *error) {
+    attention_work work = {.s = s,
+                           .mask = mask,
+                           .scale = scale,
+                           .q = q,
+                           .k = k,
+                           .v = v,
+                           .dout = dout,
+                           .saved_out = out,
+                           .saved_lse = lse,
+                           .dq = dq,
+                           .dk = dk,
+                           .dv = dv};
+    return naive_run_rows(&work, first_row, end_row, NAIVE_BACKWARD, error);
 }

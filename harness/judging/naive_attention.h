@@ -81,6 +81,26 @@ cpparity_status naive_float_attention_backward_keys_window(
     const float *lse, const float *delta, const reference_mask *mask, naive_attention_shape s,
     float scale, naive_attention_window window, cpparity_error *error);
 
+/* Spread over ranks (naive_model.h): the whole call's sums for the tokens of the flattened rows
+ * [first_row, end_row) of a (B, S) batch, on 64-token edges within each batch row (row blocks are:
+ * common/row_blocks.h). The tensors are whole-shaped; only the rows' outputs are written: the
+ * forward's out and lse of those queries; the backward's dq of those queries and dk, dv of those
+ * keys, reading every query (q, dout, out, lse) that attends them. Each element is the same bits
+ * as the whole call's. CPPARITY_ERROR_INPUT for rows off those edges, CPPARITY_ERROR_RUNTIME when
+ * out of memory. */
+cpparity_status naive_float_attention_forward_rows(float *out, float *lse, const float *q,
+                                                   const float *k, const float *v,
+                                                   const reference_mask *mask,
+                                                   naive_attention_shape s, float scale,
+                                                   int64_t first_row, int64_t end_row,
+                                                   cpparity_error *error);
+cpparity_status
+naive_float_attention_backward_rows(float *dq, float *dk, float *dv, const float *dout,
+                                    const float *q, const float *k, const float *v,
+                                    const float *out, const float *lse, const reference_mask *mask,
+                                    naive_attention_shape s, float scale, int64_t first_row,
+                                    int64_t end_row, cpparity_error *error);
+
 /* What either call allocates for a batch of seq_len on `threads` threads (the memory estimate's
  * term): the spans and each thread's scratch; −1 when that does not fit int64. */
 int64_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads);

@@ -6,8 +6,9 @@
  *
  * "Straightforward" means the reference's algorithm, in float32: every layer a plain sum in index
  * order (naive_products.h: one float32 accumulator per output element, products added in
- * increasing contraction index; a weight gradient's sum over tokens is added to the gradient one
- * row block of common/row_blocks.h at a time, in the blocks' order), attention row by row (the
+ * increasing contraction index; a layer weight's gradient is one accumulator over every token in
+ * token order, the LM head's is added to one row block of common/row_blocks.h at a time, in the
+ * blocks' order), attention row by row (the
  * scores of a query row over its allowed keys, a two-pass softmax: maximum, then exponentials and
  * their sum; naive_attention.h), no tiling of the softmax, no online softmax, no context
  * parallelism. Cache-friendly loops on the reference's threads, never the implementation's code
@@ -35,6 +36,7 @@
 #include "common/error.h"
 #include "common/model_config.h"
 #include "common/tensor_table.h"
+#include "reference/team.h"
 
 /* The float64 reference's logits, one row block (common/row_blocks.h, row_blocks_of(B, S)) at a
  * time: block(context, i, out) writes block i's rows, (rows of the block, V). */
@@ -64,6 +66,20 @@ cpparity_status naive_model_run(const cpparity_model_config *config, const cppar
                                 cpparity_dtype dtype, const naive_reference_logits *reference,
                                 naive_outputs *outputs, cpparity_error *error);
 
+/* The same run spread over the ranks of team (reference/team.h; NULL or size 1: this process
+ * alone), as the float64 reference is (docs/architecture.md, "Long context: row blocks"): every
+ * rank of the team calls it on the same batch and weights, in the same order, and holds the
+ * activations of its row blocks only (row_blocks_first); keys and values are gathered for each
+ * layer's attention, and every sum over tokens (a weight's gradient, the loss) is continued rank
+ * after rank in rank order (naive_team.h), so that the outputs are the same bits for every rank
+ * count. reference->block is called on each rank for its own blocks only. Every rank ends with
+ * the whole outputs. */
+cpparity_status
+naive_model_run_spread(const cpparity_model_config *config, const cpparity_batch *batch,
+                       const cpparity_tensor_table *table, const double *values,
+                       cpparity_dtype dtype, const naive_reference_logits *reference,
+                       const reference_team *team, naive_outputs *outputs, cpparity_error *error);
+
 /* What naive_model_run holds at most for config on batch × seq_len tokens, into *peak: its
  * float32 weights 4P, the saved values 4N·A (A as in reference/memory.h), the reference masks, a
  * projection 4ND, the activation gradients 4N(3D + 3F + 2H·Dh + 2Hkv·Dh), a row block's logits
@@ -74,6 +90,15 @@ cpparity_status naive_model_run(const cpparity_model_config *config, const cppar
 cpparity_status naive_model_memory(const cpparity_model_config *config, int64_t batch,
                                    int64_t seq_len, int64_t *peak, int64_t *kept,
                                    cpparity_error *error);
+
+/* The same for rank `rank` of `ranks` computing it spread (naive_model_run_spread, as
+ * reference_cache.c runs it): its share of the tokens' values, every query's lse, the whole-shaped
+ * attention tensors a layer gathers (or the embedding's gathered stream), the reference's final
+ * norm rows of its blocks, and the whole outputs every rank ends with. ranks = 1 is
+ * naive_model_memory. */
+cpparity_status naive_model_memory_spread(const cpparity_model_config *config, int64_t batch,
+                                          int64_t seq_len, int64_t ranks, int64_t rank,
+                                          int64_t *peak, int64_t *kept, cpparity_error *error);
 
 /* Releases what naive_model_run allocated; safe on a zeroed struct. */
 void naive_outputs_free(naive_outputs *outputs);

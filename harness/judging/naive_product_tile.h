@@ -63,6 +63,10 @@ NAIVE_TILE_TARGET static void NAIVE_TILE(void *context, int64_t item, void *scra
     float *acc = scratch;                                       /* TILE_ROWS × TILE_COLUMNS */
     float *panel = (float *)scratch + TILE_ROWS * TILE_COLUMNS; /* DEPTH_BLOCK × TILE_COLUMNS */
     memset(acc, 0, (size_t)(TILE_ROWS * TILE_COLUMNS) * sizeof *acc);
+    for (int64_t i = 0; w->resume && i < rows; i++) { /* the sum so far */
+        memcpy(acc + i * TILE_COLUMNS, w->result + (r0 + i) * w->result_stride + c0,
+               (size_t)columns * sizeof *acc);
+    }
     for (int64_t k0 = 0; k0 < w->depth; k0 += DEPTH_BLOCK) {
         const int64_t depth = minimum(DEPTH_BLOCK, w->depth - k0);
         pack(panel, w, k0, depth, c0);
@@ -78,7 +82,7 @@ NAIVE_TILE_TARGET static void NAIVE_TILE(void *context, int64_t item, void *scra
         float *out = w->result + (r0 + i) * w->result_stride + c0;
         const float *sum = acc + i * TILE_COLUMNS;
         for (int64_t j = 0; j < columns; j++) {
-            out[j] = w->add ? out[j] + sum[j] : sum[j];
+            out[j] = w->add && !w->resume ? out[j] + sum[j] : sum[j];
         }
     }
 }

@@ -31,6 +31,7 @@ typedef struct product_work {
     naive_matrix left, right;
     int64_t rows, columns, depth;
     bool add;
+    bool resume; /* each accumulator starts from the result's value, stored back (no add) */
     int64_t column_tiles;
 } product_work;
 
@@ -107,19 +108,36 @@ bool naive_products_fused(void) {
     return tile_function() != tile_generic;
 }
 
-bool naive_product(float *result, int64_t result_stride, naive_matrix left, naive_matrix right,
-                   int64_t rows, int64_t columns, int64_t depth, bool add) {
+/* The product on the reference's threads, resumed or not. */
+static bool product_run(float *result, int64_t result_stride, naive_matrix left, naive_matrix right,
+                        int64_t rows, int64_t columns, int64_t depth, bool add, bool resume) {
     if (rows <= 0 || columns <= 0) {
         return true;
     }
-    product_work work = {result, result_stride, left,
-                         right,  rows,          columns,
-                         depth,  add,           (columns + TILE_COLUMNS - 1) / TILE_COLUMNS};
+    product_work work = {
+        result,  result_stride, left, right,  rows,
+        columns, depth,         add,  resume, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS};
     const reference_parallel_work parallel = {
         (rows + TILE_ROWS - 1) / TILE_ROWS * work.column_tiles, naive_product_scratch_bytes(),
         tile_function(), &work};
     return reference_parallel_run(&parallel, "a product of the naive baseline", NULL) ==
            CPPARITY_OK;
+}
+
+bool naive_product(float *result, int64_t result_stride, naive_matrix left, naive_matrix right,
+                   int64_t rows, int64_t columns, int64_t depth, bool add) {
+    return product_run(result, result_stride, left, right, rows, columns, depth, add, false);
+}
+
+bool naive_product_resume(float *result, int64_t result_stride, naive_matrix left,
+                          naive_matrix right, int64_t rows, int64_t columns, int64_t depth) {
+    return product_run(result, result_stride, left, right, rows, columns, depth, false, true);
+}
+
+void naive_product_finish(float *result, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        result[i] = 0.0f + result[i];
+    }
 }
 
 size_t naive_product_scratch_bytes(void) {
@@ -132,9 +150,9 @@ void naive_product_on_this_thread(float *result, int64_t result_stride, naive_ma
     if (rows <= 0 || columns <= 0) {
         return;
     }
-    const product_work work = {result, result_stride, left,
-                               right,  rows,          columns,
-                               depth,  add,           (columns + TILE_COLUMNS - 1) / TILE_COLUMNS};
+    const product_work work = {
+        result,  result_stride, left, right, rows,
+        columns, depth,         add,  false, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS};
     const reference_item_function tile = tile_function();
     const int64_t items = (rows + TILE_ROWS - 1) / TILE_ROWS * work.column_tiles;
     for (int64_t item = 0; item < items; item++) {
@@ -160,4 +178,11 @@ bool naive_linear_weight_gradient(float *dweight, const float *dout, const float
                                   int64_t in_features, int64_t out_features) {
     return naive_product(dweight, in_features, (naive_matrix){dout, 1, out_features},
                          (naive_matrix){in, in_features, 1}, out_features, in_features, rows, true);
+}
+
+bool naive_linear_weight_gradient_resume(float *dweight, const float *dout, const float *in,
+                                         int64_t rows, int64_t in_features, int64_t out_features) {
+    return naive_product_resume(dweight, in_features, (naive_matrix){dout, 1, out_features},
+                                (naive_matrix){in, in_features, 1}, out_features, in_features,
+                                rows);
 }

@@ -38,6 +38,18 @@ typedef struct naive_matrix {
 bool naive_product(float *result, int64_t result_stride, naive_matrix left, naive_matrix right,
                    int64_t rows, int64_t columns, int64_t depth, bool add);
 
+/* A sum over the contraction cut into consecutive parts (one rank's tokens, then the next
+ * rank's: docs/architecture.md, "Long context: row blocks"): naive_product with each element's
+ * accumulator starting from result's value instead of 0, and stored back as it is. Resuming part
+ * after part from a zero result, then naive_product_finish, gives the bits one naive_product over
+ * every part adds to a zero result (0 + the sum). false when out of memory. */
+bool naive_product_resume(float *result, int64_t result_stride, naive_matrix left,
+                          naive_matrix right, int64_t rows, int64_t columns, int64_t depth);
+
+/* result[i] = 0 + result[i] for count values: the add that ends a resumed sum (a −0 sum becomes
+ * +0, as adding it to a zero result does). */
+void naive_product_finish(float *result, int64_t count);
+
 /* naive_product on the calling thread alone, for use inside a work item of reference/parallel.h:
  * the same bits, with scratch of naive_product_scratch_bytes() (64-byte aligned) given by the
  * caller, so it cannot fail. */
@@ -60,5 +72,8 @@ bool naive_linear_input_gradient(float *din, const float *dout, const float *wei
                                  int64_t in_features, int64_t out_features);
 bool naive_linear_weight_gradient(float *dweight, const float *dout, const float *in, int64_t rows,
                                   int64_t in_features, int64_t out_features);
+/* dweight's sum over tokens resumed (naive_product_resume): the rows are one part of them. */
+bool naive_linear_weight_gradient_resume(float *dweight, const float *dout, const float *in,
+                                         int64_t rows, int64_t in_features, int64_t out_features);
 
 #endif

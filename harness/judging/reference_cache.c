@@ -248,13 +248,71 @@ cpparity_status reference_cache_get(reference_cache *cache, int64_t case_index,
     return CPPARITY_OK;
 }
 
-/* The naive baseline of the case in dtype, from the inputs and weights the fixtures give. */
+/* The reference's logits of a row block from the final norm's output of the rows [first_row, ...)
+ * and the LM head: the same function, so the same bits, as reference_outputs_logits_block. */
+typedef struct rows_logits {
+    const double *normed; /* (rows held, D) */
+    int64_t first_row;    /* the flattened row of normed's first */
+    const double *head;   /* (V, D) */
+    row_blocks blocks;
+    int64_t hidden, vocab;
+} rows_logits;
+
+static void rows_logits_block(const void *context, int64_t block, double *out) {
+    const rows_logits *r = context;
+    const row_block at = row_blocks_at(&r->blocks, block);
+    lm_head_logits_rows(out, r->normed + (at.flat - r->first_row) * r->hidden, r->head,
+                        at.end - at.begin, r->hidden, r->vocab);
+}
+
+/* Rank 0 (reference given) sends every other rank of team the final norm's rows of its blocks,
+ * a block at a time; *mine (malloc'd, rows held × D) gets this rank's (rank 0: NULL, it reads
+ * the reference's). */
+static cpparity_status send_final_normed(const reference_outputs *reference,
+                                         const row_blocks *blocks, int64_t hidden,
+                                         const reference_team *team, double **mine,
+                                         int64_t *first_row, cpparity_error *error) {
+    const int size = reference_team_size(team), rank = reference_team_rank(team);
+    int64_t end_row = 0;
+    row_blocks_rows(blocks, row_blocks_first(blocks, size, rank),
+                    row_blocks_first(blocks, size, rank + 1), first_row, &end_row);
+    const int64_t widest = row_blocks_widest(blocks);
+    *mine = rank > 0 ? malloc((size_t)((end_row - *first_row) * hidden + 1) * sizeof **mine) : NULL;
+    double *piece = malloc((size_t)(widest * hidden + 1) * sizeof *piece);
+    cpparity_status status = (rank == 0 || *mine != NULL) && piece != NULL
+                                 ? CPPARITY_OK
+                                 : cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                                      "out of memory (the final norm's rows of "
+                                                      "the naive baseline's blocks)");
+    for (int64_t index = 0; status == CPPARITY_OK && index < blocks->count; index++) {
+        const int64_t owner = row_blocks_owner(blocks, size, index);
+        if (owner == 0) { /* rank 0 reads its own from the reference */
+            continue;
+        }
+        const row_block at = row_blocks_at(blocks, index);
+        const int64_t count = (at.end - at.begin) * hidden;
+        if (rank == 0) {
+            memcpy(piece, reference->final_normed + at.flat * hidden,
+                   (size_t)count * sizeof *piece);
+        }
+        status = team->operations->broadcast(team->context, piece, count, 0, error);
+        if (status == CPPARITY_OK && rank == owner) {
+            memcpy(*mine + (at.flat - *first_row) * hidden, piece, (size_t)count * sizeof *piece);
+        }
+    }
+    free(piece);
+    return status;
+}
+
+/* The naive baseline of the case in dtype, from the inputs and weights the fixtures give: in this
+ * process (team NULL) against reference's logits, or spread over team (rank 0 passing the
+ * reference, the others NULL: each rank makes the reference's logits of its own blocks). */
 static cpparity_status compute_naive(naive_outputs *naive, const reference_outputs *reference,
                                      const cpparity_case *c, uint64_t seed, cpparity_dtype dtype,
-                                     cpparity_error *error) {
+                                     const reference_team *team, cpparity_error *error) {
     cpparity_batch batch = {0};
     cpparity_tensor_table table = {0};
-    double *weights = NULL;
+    double *weights = NULL, *normed = NULL;
     cpparity_status status = fixture_batch_build(&batch, c->rows, c->batch_size, c->seq_len,
                                                  c->model.vocab_size, seed, error);
     if (status == CPPARITY_OK) {
@@ -268,11 +326,31 @@ static cpparity_status compute_naive(naive_outputs *naive, const reference_outpu
                                    "out of memory (weights of the naive baseline of %s)", c->name);
         }
     }
-    if (status == CPPARITY_OK) {
+    if (status == CPPARITY_OK && reference_team_size(team) == 1) {
         fixture_fill_parameters(weights, &table, seed);
         const naive_reference_logits logits = reference_outputs_logits_source(reference);
         status = naive_model_run(&c->model, &batch, &table, weights, dtype, &logits, naive, error);
+    } else if (status == CPPARITY_OK) {
+        fixture_fill_parameters(weights, &table, seed);
+        const cpparity_tensor_entry *head = cpparity_tensor_table_find(
+            &table, c->model.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+        rows_logits rows = {NULL,
+                            0,
+                            weights + (head != NULL ? head->offset : 0),
+                            row_blocks_of(c->batch_size, c->seq_len),
+                            c->model.hidden_size,
+                            c->model.vocab_size};
+        status = send_final_normed(reference, &rows.blocks, rows.hidden, team, &normed,
+                                   &rows.first_row, error);
+        rows.normed = reference_team_rank(team) == 0 ? reference->final_normed : normed;
+        rows.first_row = reference_team_rank(team) == 0 ? 0 : rows.first_row;
+        const naive_reference_logits logits = {rows_logits_block, &rows};
+        if (status == CPPARITY_OK) {
+            status = naive_model_run_spread(&c->model, &batch, &table, weights, dtype, &logits,
+                                            team, naive, error);
+        }
     }
+    free(normed);
     free(weights);
     cpparity_tensor_table_free(&table);
     cpparity_batch_free(&batch);
@@ -294,7 +372,7 @@ cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t c
     reference_outputs *entry = (reference_outputs *)*outputs;
     *seconds_now = computed_now ? entry->seconds : 0.0;
     if (!entry->naive_ready[dtype]) {
-        status = compute_naive(&entry->naive[dtype], entry, c, seed, dtype, error);
+        status = compute_naive(&entry->naive[dtype], entry, c, seed, dtype, NULL, error);
         if (status != CPPARITY_OK) {
             return status;
         }
@@ -302,6 +380,45 @@ cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t c
         *seconds_now += entry->naive[dtype].seconds;
     }
     return CPPARITY_OK;
+}
+
+cpparity_status reference_cache_spread_naive(reference_cache *cache, int64_t case_index,
+                                             const cpparity_case *c, uint64_t seed,
+                                             cpparity_dtype dtype, const reference_team *team,
+                                             cpparity_error *error) {
+    reference_outputs *entry = NULL;
+    for (int64_t i = 0; i < cache->count && entry == NULL; i++) {
+        if (cache->entries[i].case_index == case_index && cache->entries[i].seed == seed) {
+            entry = &cache->entries[i];
+        }
+    }
+    if (entry == NULL || entry->naive_ready[dtype]) {
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                  "the naive baseline of case '%s' spread: its reference is %s",
+                                  c->name, entry == NULL ? "not cached" : "already there");
+    }
+    const cpparity_status status =
+        compute_naive(&entry->naive[dtype], entry, c, seed, dtype, team, error);
+    entry->naive_ready[dtype] = status == CPPARITY_OK;
+    return status;
+}
+
+bool reference_cache_has(const reference_cache *cache, int64_t case_index, uint64_t seed,
+                         int dtype) {
+    for (int64_t i = 0; i < cache->count; i++) {
+        if (cache->entries[i].case_index == case_index && cache->entries[i].seed == seed) {
+            return dtype < 0 || cache->entries[i].naive_ready[dtype];
+        }
+    }
+    return false;
+}
+
+cpparity_status reference_naive_share(const cpparity_case *c, uint64_t seed, cpparity_dtype dtype,
+                                      const reference_team *team, cpparity_error *error) {
+    naive_outputs naive;
+    const cpparity_status status = compute_naive(&naive, NULL, c, seed, dtype, team, error);
+    naive_outputs_free(&naive);
+    return status;
 }
 
 cpparity_status reference_outputs_share(const cpparity_case *c, uint64_t seed,

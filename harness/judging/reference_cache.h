@@ -89,6 +89,26 @@ cpparity_status reference_cache_get_with_naive(reference_cache *cache, int64_t c
 cpparity_status reference_outputs_share(const cpparity_case *c, uint64_t seed,
                                         const reference_team *team, cpparity_error *error);
 
+/* Rank 0 of team: naive[dtype] of the cached outputs of (case_index, seed) computed spread over
+ * team (naive_model.h naive_model_run_spread: the same bits as alone), while every other rank
+ * of it calls reference_naive_share on the same case, seed and dtype. Rank 0 sends each rank the
+ * final norm's rows of its blocks, from which it makes the reference's logits of them. An error
+ * when the outputs are not cached or their naive[dtype] is there already (reference_cache_has
+ * tells which, before the others are asked to join). */
+cpparity_status reference_cache_spread_naive(reference_cache *cache, int64_t case_index,
+                                             const cpparity_case *c, uint64_t seed,
+                                             cpparity_dtype dtype, const reference_team *team,
+                                             cpparity_error *error);
+
+/* Whether the cache holds the outputs of (case_index, seed) in memory and, for dtype >= 0, their
+ * naive baseline of that dtype. */
+bool reference_cache_has(const reference_cache *cache, int64_t case_index, uint64_t seed,
+                         int dtype);
+
+/* Another rank's share of the naive baseline rank 0 computes with reference_cache_spread_naive. */
+cpparity_status reference_naive_share(const cpparity_case *c, uint64_t seed, cpparity_dtype dtype,
+                                      const reference_team *team, cpparity_error *error);
+
 /* The outputs of a variant of the case's reference, not cached: config in place of the case's
  * model (the same parameter shapes; the discrimination check changes layer types) and the mask
  * features of features_off (reference/model.h REFERENCE_WITHOUT_*) removed, on the case's inputs

@@ -482,6 +482,18 @@ bool memory_estimate_item(const cpparity_case *c, int64_t cp, cpparity_dtype dty
         cpparity_sizer_fail(&s, error.message);
     }
     item->baseline = SUM(&s, batch, PRODUCT(&s, "the weights", 8, z.P), parameter_table, naive);
+    /* spread with the reference (run.c spread_baselines): a rank's share, the largest */
+    for (int64_t r = 0; setting->ranks > 1 && r < setting->ranks; r++) {
+        int64_t share = 0, kept = 0;
+        if (naive_model_memory_spread(m, z.B, z.S, setting->ranks, r, &share, &kept, &error) !=
+            CPPARITY_OK) {
+            cpparity_sizer_fail(&s, error.message);
+            break;
+        }
+        share = SUM(&s, batch, PRODUCT(&s, "the weights", 8, z.P), parameter_table, share);
+        item->baseline_spread = LARGEST(item->baseline_spread, share);
+        item->baseline_spread_all = SUM(&s, item->baseline_spread_all, share);
+    }
 
     /* the implementation, per rank: what run_item.c run_on_rank gives and reads back (the whole
      * batch, the float64 weights, the outputs of a slice of L tokens (ceil(S/cp), zigzag
@@ -807,6 +819,28 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         }
         const int64_t home = process_of(&state, case_index % N);
         state.cached[home] = plus(state.cached[home], state.parts[i].reference_kept);
+    }
+    /* run.c spread_baselines: then, case after case, the naive baseline of each dtype its items
+     * check, spread the same way; the home rank keeps it */
+    for (int64_t i = 0; status == CPPARITY_OK && *overflow_item < 0 && i < item_count; i++) {
+        const int64_t case_index = items[i].case_index;
+        bool *done = &state.baseline_done[case_index * CPPARITY_DTYPE_COUNT + items[i].dtype];
+        if (!totals[i].planned || *done ||
+            !run_spreads_reference(cases[case_index], N, setting->ranks_are_processes)) {
+            continue;
+        }
+        *done = true;
+        const int64_t share = state.parts[i].baseline_spread;
+        totals[i].baseline = share;
+        for (int64_t p = 0; p < state.processes; p++) {
+            const int64_t others = plus(plus(state.cached[p], state.weights[p]), state.results[p]);
+            if (plus(others, share) > totals[i].bytes) {
+                totals[i].bytes = plus(others, share);
+                totals[i].others = others;
+            }
+        }
+        const int64_t home = process_of(&state, case_index % N);
+        state.cached[home] = plus(state.cached[home], state.parts[i].baseline_kept);
     }
     /* run.c run_streamed_attention: an attention-level item by query blocks runs on every rank
      * at once, one after another, before the phases; each process holds its ranks' shares */

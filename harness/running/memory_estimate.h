@@ -23,7 +23,9 @@
  *     weights in float64 8P and their table.
  *     The reference and then the baseline run on the root's prefetch thread (run_item.c), one
  *     after the other: that thread holds max(reference, reference kept + baseline), and only
- *     for the first item of the case (and of each dtype); later items find them cached.
+ *     for the first item of the case (and of each dtype); later items find them cached. Where
+ *     the job's ranks spread the reference (run.c spread_references), they spread each dtype's
+ *     baseline after it too (naive_model_memory_spread, a rank's share), before any item.
  *   implementation, per rank: the implementation's own share — its `estimate`
  *     (distributed/models/implementation.h; the cpu and cuda ones in
  * distributed/models/model_memory.h, the attention kernel's workspace included through
@@ -104,6 +106,9 @@ typedef struct memory_item {
                                      spread; the estimate's own test measures it so) */
     int64_t baseline;             /* computing the naive baseline of one dtype, outputs included */
     int64_t baseline_kept;        /* what the cache keeps of it: logits and gradients */
+    int64_t baseline_spread;      /* the largest rank's share of it when the job's ranks compute
+                                     it together, as the reference (0 on one rank) */
+    int64_t baseline_spread_all;  /* every rank's share added up (as reference_spread_all) */
     int64_t implementation;       /* one rank running the implementation, with its inputs/outputs */
     int64_t implementation_own;   /* of which the implementation's estimate (0 when unknown) */
     int64_t implementation_kept;  /* what its instance holds after backward (its estimate's

@@ -14,7 +14,7 @@
 #include "reference/threads.h"
 
 /* What rank 0 sends first: an order and the sizes of the bytes that follow it. */
-enum { ORDER_RELEASE = 0, ORDER_COMPUTE = 1, ORDER_DISCRIMINATION = 2 };
+enum { ORDER_RELEASE = 0, ORDER_COMPUTE = 1, ORDER_DISCRIMINATION = 2, ORDER_BASELINE = 3 };
 enum { HEADER_ORDER, HEADER_SUITE_LENGTH, HEADER_NAME_LENGTH, HEADER_SEED, HEADER_CODE, HEADER };
 
 void reference_service_init(reference_service *s, cpparity_comm *world, const char *suite_text,
@@ -26,12 +26,13 @@ void reference_service_init(reference_service *s, cpparity_comm *world, const ch
     s->suite_path = suite_path;
 }
 
-/* Sends an order about case c and seed: the header, the suite's bytes, the case's name. */
+/* Sends an order about case c and seed: the header (code: the baseline's dtype), the suite's
+ * bytes, the case's name. */
 static cpparity_status send_order(reference_service *s, int64_t order, const cpparity_case *c,
-                                  uint64_t seed, cpparity_error *error) {
+                                  uint64_t seed, int64_t code, cpparity_error *error) {
     const size_t name_length = strlen(c->name);
     int64_t header[HEADER] = {order, (int64_t)s->suite_length, (int64_t)name_length, (int64_t)seed,
-                              0};
+                              code};
     cpparity_status status =
         cpparity_broadcast(s->world, header, HEADER, CPPARITY_INT64, 0, NULL, error);
     if (status == CPPARITY_OK && s->suite_length > 0) {
@@ -47,13 +48,19 @@ static cpparity_status send_order(reference_service *s, int64_t order, const cpp
 
 cpparity_status reference_service_summon(void *service, const cpparity_case *c, uint64_t seed,
                                          cpparity_error *error) {
-    return send_order(service, ORDER_COMPUTE, c, seed, error);
+    return send_order(service, ORDER_COMPUTE, c, seed, 0, error);
 }
 
 cpparity_status reference_service_summon_discrimination(reference_service *s,
                                                         const cpparity_case *c, uint64_t seed,
                                                         cpparity_error *error) {
-    return send_order(s, ORDER_DISCRIMINATION, c, seed, error);
+    return send_order(s, ORDER_DISCRIMINATION, c, seed, 0, error);
+}
+
+cpparity_status reference_service_summon_baseline(reference_service *s, const cpparity_case *c,
+                                                  uint64_t seed, cpparity_dtype dtype,
+                                                  cpparity_error *error) {
+    return send_order(s, ORDER_BASELINE, c, seed, (int64_t)dtype, error);
 }
 
 void reference_service_release(reference_service *s, int exit_code) {
@@ -65,8 +72,8 @@ void reference_service_release(reference_service *s, int exit_code) {
     }
 }
 
-/* One summoned reference, or the discrimination reruns of one: the case from rank 0's bytes,
- * then this rank's share. */
+/* One summoned reference, its naive baseline in a dtype, or the discrimination reruns of one:
+ * the case from rank 0's bytes, then this rank's share. */
 static cpparity_status serve_one(reference_service *s, const int64_t *header,
                                  cpparity_error *error) {
     char *suite = malloc((size_t)header[HEADER_SUITE_LENGTH] + 1);
@@ -101,6 +108,15 @@ static cpparity_status serve_one(reference_service *s, const int64_t *header,
     }
     if (status == CPPARITY_OK && header[HEADER_ORDER] == ORDER_DISCRIMINATION) {
         status = discrimination_share(c, (uint64_t)header[HEADER_SEED], &s->team, error);
+    } else if (status == CPPARITY_OK && header[HEADER_ORDER] == ORDER_BASELINE) {
+        if (header[HEADER_CODE] < 0 || header[HEADER_CODE] >= CPPARITY_DTYPE_COUNT) {
+            status = cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
+                                        "rank 0 asked for a baseline of dtype %lld",
+                                        (long long)header[HEADER_CODE]);
+        } else {
+            status = reference_naive_share(c, (uint64_t)header[HEADER_SEED],
+                                           (cpparity_dtype)header[HEADER_CODE], &s->team, error);
+        }
     } else if (status == CPPARITY_OK) {
         status = reference_outputs_share(c, (uint64_t)header[HEADER_SEED], &s->team, error);
     }

@@ -4,8 +4,9 @@
  * `mpirun -np R cpparity export` read and write on rank 0 alone, and every other rank waits here
  * to compute its row blocks of each reference rank 0 computes. Rank 0 sends the case as its
  * suite's bytes, its name and the seed (the other ranks may be on hosts that see none of rank
- * 0's files), then computes with them; the discrimination check's reruns of a case are
- * summoned the same way; at the end it sends its exit code, which every rank returns.
+ * 0's files), then computes with them; the case's naive baseline and the discrimination
+ * check's reruns of it are summoned the same way; at the end it sends its exit code, which every
+ * rank returns.
  *
  *   rank 0                                     ranks 1 .. R − 1
  *   reference_service_init(&s, world, suite)   reference_service_init(&s, world, NULL)
@@ -49,6 +50,13 @@ cpparity_status reference_service_summon(void *service, const cpparity_case *c, 
 cpparity_status reference_service_summon_discrimination(reference_service *s,
                                                         const cpparity_case *c, uint64_t seed,
                                                         cpparity_error *error);
+
+/* Rank 0: sends case c, seed and dtype to the others to compute their share of its naive baseline
+ * (reference_cache.h reference_naive_share), before it calls reference_cache_spread_naive with
+ * &s->team. */
+cpparity_status reference_service_summon_baseline(reference_service *s, const cpparity_case *c,
+                                                  uint64_t seed, cpparity_dtype dtype,
+                                                  cpparity_error *error);
 
 /* Rank 0: sends exit_code to the others, which return it from reference_service_serve. */
 void reference_service_release(reference_service *s, int exit_code);

@@ -475,6 +475,53 @@ static cpparity_status summon_team(void *context, const cpparity_case *c, uint64
     return cpparity_broadcast(summon->team, &compute, 1, CPPARITY_INT64, 0, NULL, error);
 }
 
+/* The naive baseline of case c in each dtype its runnable items check, spread over the team like
+ * its reference (naive_model.h naive_model_run_spread: the same bits for every rank count): the
+ * home rank (the team's rank 0) keeps it in its cache, where the items find it. Nothing when the
+ * reference is not cached there (it failed: the item computes both again alone and reports the
+ * error). Errors returned are the communicator's. */
+typedef struct baselines_made {
+    int64_t count;  /* baselines made */
+    double seconds; /* the time they took */
+} baselines_made;
+
+static cpparity_status spread_baselines(cpparity_comm *team_comm, const reference_team *team,
+                                        const run_plan *plan, int64_t c, uint64_t seed,
+                                        reference_cache *cache, baselines_made *made,
+                                        cpparity_error *error) {
+    cpparity_status status = CPPARITY_OK;
+    for (int dtype = 0; status == CPPARITY_OK && dtype < CPPARITY_DTYPE_COUNT; dtype++) {
+        bool checked = false;
+        for (int64_t i = 0; i < plan->item_count; i++) {
+            const run_plan_item *item = &plan->items[i];
+            checked |= item->case_index == c && item->runnable && (int)item->dtype == dtype;
+        }
+        if (!checked) {
+            continue;
+        }
+        int64_t join = team_comm->rank == 0 && reference_cache_has(cache, c, seed, -1) &&
+                       !reference_cache_has(cache, c, seed, dtype);
+        status = cpparity_broadcast(team_comm, &join, 1, CPPARITY_INT64, 0, NULL, error);
+        if (status != CPPARITY_OK || join == 0) {
+            continue;
+        }
+        interrupt_set_activity("case '%s' (its naive %s baseline, spread over %d ranks)",
+                               plan->cases[c]->name, cpparity_dtype_name((cpparity_dtype)dtype),
+                               team_comm->size);
+        const double start = monotonic_seconds();
+        cpparity_error failure; /* the baseline's own: the item computes it again and reports it */
+        const cpparity_status outcome =
+            team_comm->rank == 0
+                ? reference_cache_spread_naive(cache, c, plan->cases[c], seed,
+                                               (cpparity_dtype)dtype, team, &failure)
+                : reference_naive_share(plan->cases[c], seed, (cpparity_dtype)dtype, team,
+                                        &failure);
+        made->seconds += monotonic_seconds() - start;
+        made->count += outcome == CPPARITY_OK;
+    }
+    return status;
+}
+
 /* Every case's float64 reference spread over the job's ranks (reference/team.h: each rank its
  * row blocks, the same bits for every rank count) before any item runs, one case after another:
  * the home rank (case index modulo the ranks), rank 0 of the team, keeps it in its cache; a
@@ -487,6 +534,7 @@ static cpparity_status spread_references(cpparity_comm *world, const run_plan *p
     cpparity_status status = CPPARITY_OK;
     const double start = monotonic_seconds();
     const int64_t computed = cache->computed, shared = cache->shared;
+    baselines_made baselines = {0, 0.0};
     for (int64_t c = 0; status == CPPARITY_OK && c < plan->case_count; c++) {
         const cpparity_case *checked = plan->cases[c];
         bool runs = false;
@@ -531,14 +579,24 @@ static cpparity_status spread_references(cpparity_comm *world, const run_plan *p
                     reference_outputs_share(checked, seed, &team, &failure) == CPPARITY_OK;
             }
         }
+        if (status == CPPARITY_OK) {
+            status = spread_baselines(team_comm, &team, plan, c, seed, cache, &baselines, error);
+        }
         cpparity_comm_free(team_comm);
     }
     /* what this rank took part in: on rank 0, every case it homes or shared in */
     const int64_t references = cache->computed - computed + cache->shared - shared;
-    *seconds = references > 0 ? monotonic_seconds() - start : 0.0;
+    *seconds = references > 0 ? monotonic_seconds() - start - baselines.seconds : 0.0;
     if (status == CPPARITY_OK && print && world->rank == 0 && references > 0) {
         printf("# float64 reference of %lld case%s computed by the %d ranks together: %.1f s\n",
                (long long)references, references == 1 ? "" : "s", world->size, *seconds);
+        fflush(stdout);
+    }
+    if (status == CPPARITY_OK && print && world->rank == 0 && baselines.count > 0) {
+        printf("# naive baseline%s of %lld case-dtype pair%s computed by the %d ranks together: "
+               "%.1f s\n",
+               baselines.count == 1 ? "" : "s", (long long)baselines.count,
+               baselines.count == 1 ? "" : "s", world->size, baselines.seconds);
         fflush(stdout);
     }
     return status;
