@@ -4,7 +4,8 @@
 # `mpirun -np 2` and `-np 4` (the reference spread over the ranks by row blocks,
 # docs/architecture.md), and every /reference dataset of the files (loss, logits, every gradient)
 # must be identical byte for byte. Then `mpirun -np 2 cpparity judge` of dumps of the export
-# passes as one process's judge does, and fails, naming the same element, on a planted error;
+# passes as one process's judge does (the naive baseline spread too: the same limits), and fails,
+# naming the same element, on a planted error;
 # its discrimination reruns, spread too, give one process's records bit for bit.
 set -u
 mpirun=$1 cpparity=$2 suite=$3 python=$4 root_flag=${5:-}
@@ -55,6 +56,8 @@ for dumps in right wrong; do
     [ $one = $two ] || fail "judge of the $dumps dumps: exit $one on one process, $two on 2 ranks"
     grep -q "^# float64 reference spread over 2 ranks" "$work/$dumps-2.out" ||
         fail "the judge on 2 ranks does not say it spread the reference"
+    grep -q "^# naive [a-z0-9]* baseline spread over 2 ranks" "$work/$dumps-2.out" ||
+        fail "the judge on 2 ranks does not say it spread the naive baseline"
     diff <(grep -E ' (PASS|FAIL)$|^ +(FAIL|[0-9]+ tensor)' "$work/$dumps-1.out") \
         <(grep -E ' (PASS|FAIL)$|^ +(FAIL|[0-9]+ tensor)' "$work/$dumps-2.out") ||
         fail "judge of the $dumps dumps: the verdicts differ between 1 process and 2 ranks"
