@@ -138,8 +138,9 @@ void console_footer(FILE *stream, const run_results *results, const char *result
             implementation, reference, wall);
     if (results->provenance.reference_spread_seconds > 0.0) {
         fprintf(stream,
-                "# and %.3f s before the runs, the float64 references computed by the %d ranks "
-                "together (the runs' reference time is their naive baselines')\n",
+                "# and %.3f s before the runs, the float64 references and naive baselines "
+                "computed by the %d ranks together (the runs' reference time is what they computed "
+                "alone)\n",
                 results->provenance.reference_spread_seconds, results->provenance.ranks);
     }
     if (results_path != NULL) {

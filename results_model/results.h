@@ -174,8 +174,9 @@ typedef struct run_provenance {
     int ranks;               /* ranks of the job */
     uint64_t seed;           /* --seed, or 0 when the cases' own seeds were used */
     bool seed_overridden;    /* --seed given */
-    double reference_spread_seconds; /* wall time of the float64 references every rank computed
-                                        together before the items (run.c), 0 on one rank */
+    double reference_spread_seconds; /* wall time of the float64 references and naive baselines
+                                        every rank computed together before the items (run.c),
+                                        0 on one rank */
     char store[16];                  /* "metrics", "failures" or "all" */
     char start_time[32];             /* UTC, ISO 8601 */
     char end_time[32];               /* UTC, ISO 8601 */

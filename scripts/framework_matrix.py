@@ -271,14 +271,12 @@ def render(matrix):
         lines += [f"## {backend}", ""]
         if backend in matrix["notes"]:
             lines += [matrix["notes"][backend], ""]
-        lines += ["| case | dtype | cp | layout | kernel | verdict | worst tensor (rank) | error "
-                  "| limit |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for entry in group:
-            if entry["outcome"] == "not supported":
-                lines.append(f"| {entry['case']} | {entry['dtype']} | {entry['cp']} | – | – | "
-                             f"not supported: {entry['reason']} | | | |")
-                continue
+        judged = [entry for entry in group if entry["outcome"] != "not supported"]
+        if judged:
+            lines += ["| case | dtype | cp | layout | kernel | verdict | worst tensor (rank) | "
+                      "error | limit |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+        for entry in judged:
             verdict = entry["outcome"] if entry["outcome"] == "PASS" else f"**{entry['outcome']}**"
             first = (f"| {entry['case']} | {entry['dtype']} | {entry['cp']} | {entry['layout']} "
                      f"| {entry['kernel']} |")
@@ -287,8 +285,32 @@ def render(matrix):
                              f"{entry['error']:.3g} | {entry['limit']:.3g} |")
             else:
                 lines.append(f"{first} {verdict}: {entry.get('message', '')} | | | |")
-        lines.append("")
+        lines += [""] + not_supported_table(group)
     return "\n".join(lines)
+
+
+def not_supported_table(group):
+    """The runs a backend does not claim, a row per reason: how many, and which cases (each with
+    its dtypes and cp sizes), instead of the same reason once per case and dtype."""
+    reasons = {}
+    for entry in group:
+        if entry["outcome"] == "not supported":
+            reasons.setdefault(entry["reason"], []).append(entry)
+    if not reasons:
+        return []
+    lines = ["Not supported (not run), by reason:", "",
+             "| reason | runs | cases (dtypes, cp) |", "|---|---|---|"]
+    for reason, entries in sorted(reasons.items(), key=lambda item: (-len(item[1]), item[0])):
+        cases = {}
+        for entry in entries:
+            dtypes, cps = cases.setdefault(entry["case"], (set(), set()))
+            dtypes.add(entry["dtype"])
+            cps.add(entry["cp"])
+        named = ", ".join(f"{case} ({', '.join(sorted(dtypes))}; cp "
+                          f"{', '.join(map(str, sorted(cps)))})"
+                          for case, (dtypes, cps) in sorted(cases.items()))
+        lines.append(f"| {reason} | {len(entries)} | {named} |")
+    return lines + [""]
 
 
 def main(argv):

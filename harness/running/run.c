@@ -586,10 +586,11 @@ static cpparity_status spread_references(cpparity_comm *world, const run_plan *p
     }
     /* what this rank took part in: on rank 0, every case it homes or shared in */
     const int64_t references = cache->computed - computed + cache->shared - shared;
-    *seconds = references > 0 ? monotonic_seconds() - start - baselines.seconds : 0.0;
+    *seconds = references > 0 || baselines.count > 0 ? monotonic_seconds() - start : 0.0;
     if (status == CPPARITY_OK && print && world->rank == 0 && references > 0) {
         printf("# float64 reference of %lld case%s computed by the %d ranks together: %.1f s\n",
-               (long long)references, references == 1 ? "" : "s", world->size, *seconds);
+               (long long)references, references == 1 ? "" : "s", world->size,
+               *seconds - baselines.seconds);
         fflush(stdout);
     }
     if (status == CPPARITY_OK && print && world->rank == 0 && baselines.count > 0) {
@@ -748,6 +749,10 @@ static int run_job_on_items(cpparity_comm *world, run_plan *plan, const run_opti
         run_provenance_fill(&results.provenance, world, options, target, environment);
         status = begin_items(&results, plan, &error);
         console_preamble(stdout, &results.provenance, plan->case_count, plan->item_count);
+        if (plan->filtered_out > 0) {
+            printf("# %s left out %lld run%s the selected cases list\n", plan->filters,
+                   (long long)plan->filtered_out, plan->filtered_out == 1 ? "" : "s");
+        }
         bool spread = false;
         for (int64_t c = 0; c < plan->case_count; c++) {
             spread |=

@@ -138,6 +138,15 @@ cpparity_status run_plan_build_texts(run_plan *plan, const run_options *options,
         run_plan_free(plan);
         return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (run plan)");
     }
+    /* the runs the cases list, without --dtype, --layout and --algorithm: what those leave out */
+    run_options unfiltered = *options;
+    unfiltered.dtype_set = unfiltered.layout_set = unfiltered.algorithm_set = false;
+    run_plan_item *listed = malloc(RUN_PLAN_CASE_ITEMS * sizeof *listed);
+    if (listed == NULL) {
+        run_plan_free(plan);
+        return cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory (run plan)");
+    }
+    bool listed_cp = false, planned_cp = false; /* runs at cp > 1 listed, and left in */
     bool matched[RUN_MAX_PATTERNS] = {false};
     for (int s = 0; s < plan->suite_count; s++) {
         for (int64_t i = 0; i < plan->suites[s].count; i++) {
@@ -153,9 +162,39 @@ cpparity_status run_plan_build_texts(run_plan *plan, const run_options *options,
             for (int64_t k = plan->item_count; k < plan->item_count + added; k++) {
                 const int64_t cp = plan->items[k].cp;
                 plan->largest_cp = cp > plan->largest_cp ? cp : plan->largest_cp;
+                planned_cp |= cp > 1;
             }
             plan->item_count += added;
+            const int64_t all = run_plan_case_items(c, index, &unfiltered, listed);
+            for (int64_t k = 0; k < all; k++) {
+                listed_cp |= listed[k].cp > 1;
+            }
+            plan->filtered_out += all - added;
         }
+    }
+    free(listed);
+    size_t used = 0;
+    if (options->dtype_set) {
+        used += (size_t)snprintf(plan->filters + used, sizeof plan->filters - used, "--dtype %s",
+                                 cpparity_dtype_name(options->dtype));
+    }
+    if (options->layout_set && used < sizeof plan->filters) {
+        used += (size_t)snprintf(plan->filters + used, sizeof plan->filters - used, "%s--layout %s",
+                                 used > 0 ? " " : "", cpparity_layout_name(options->layout));
+    }
+    if (options->algorithm_set && used < sizeof plan->filters) {
+        snprintf(plan->filters + used, sizeof plan->filters - used, "%s--algorithm %s",
+                 used > 0 ? " " : "", cpparity_algorithm_name(options->algorithm));
+    }
+    if (listed_cp && !planned_cp && plan->case_count > 0) {
+        cpparity_error_set(error, CPPARITY_ERROR_INPUT,
+                           "%s leaves no run at cp > 1 of the %lld selected case%s (it leaves out "
+                           "%lld of their runs): nothing would check context parallelism "
+                           "(cpparity list shows each case's dtypes, layouts and algorithms)",
+                           plan->filters, (long long)plan->case_count,
+                           plan->case_count == 1 ? "" : "s", (long long)plan->filtered_out);
+        run_plan_free(plan);
+        return CPPARITY_ERROR_INPUT;
     }
     for (int p = 0; p < options->pattern_count; p++) {
         if (!matched[p]) {

@@ -45,17 +45,22 @@ typedef struct run_plan {
     int64_t case_count;
     run_plan_item *items; /* (item_count) case, dtype, cp ascending */
     int64_t item_count;
-    int64_t largest_cp;  /* largest cp size of the selected cases */
-    int64_t least_ranks; /* least rank count every cp size divides (their least common multiple,
-                            or largest_cp when that exceeds RUN_PLAN_MAX_RANKS) */
+    int64_t largest_cp;   /* largest cp size of the selected cases */
+    int64_t least_ranks;  /* least rank count every cp size divides (their least common multiple,
+                             or largest_cp when that exceeds RUN_PLAN_MAX_RANKS) */
+    int64_t filtered_out; /* runs the selected cases list that --dtype, --layout and --algorithm
+                             left out (0 without them) */
+    char filters[96];     /* those flags as given, e.g. "--algorithm ring" ("" without them) */
 } run_plan;
 
 /* Loads the suites and selects cases (every suite file is read; input errors name file, line
  * and column). ranks = 0 leaves runnability undecided (call run_plan_set_ranks). A --case
- * pattern that matches nothing is an input error. The driver then checks, before anything else
- * is allocated, every item the job will run for memory (memory_estimate.h memory_check_plan,
- * which knows the implementation under test): a case whose sizes overflow, or whose estimated
- * peak is over the limit, is an input error giving the estimate and the limit. */
+ * pattern that matches nothing is an input error, and so are --dtype, --layout and --algorithm
+ * when they leave no run at cp > 1 of cases that list some (nothing would check context
+ * parallelism); the runs they leave out are counted in filtered_out. The driver then checks, before
+ * anything else is allocated, every item the job will run for memory (memory_estimate.h
+ * memory_check_plan, which knows the implementation under test): a case whose sizes overflow, or
+ * whose estimated peak is over the limit, is an input error giving the estimate and the limit. */
 cpparity_status run_plan_build(run_plan *plan, const run_options *options, cpparity_error *error);
 
 /* A suite file's bytes, read by one rank and sent to the others (ranks on other nodes may not see
