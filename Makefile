@@ -16,7 +16,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # libFuzzer runtimes (fuzz/): clang only recommends it, and recommends are not installed.
 DEBIAN_PACKAGES := cmake make gcc clang libclang-rt-dev pkg-config git libcriterion-dev \
                    libopenmpi-dev openmpi-bin libhdf5-dev libopenblas-dev libyaml-dev clang-format \
-                   valgrind python3 python3-venv python3-torch python3-h5py python3-numpy libjs-chart.js chromium
+                   valgrind python3 python3-venv python3-torch python3-h5py python3-numpy python3-pytest \
+                   libjs-chart.js chromium
 
 # nvcc is found on PATH, else at the CUDA toolkit's usual place; CUDA code is built only then.
 CUDACXX ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
