@@ -516,22 +516,31 @@ static naive_attention_window whole_window(naive_attention_shape s) {
     return (naive_attention_window){0, s.seq_len, 0, s.seq_len, 0, s.seq_len};
 }
 
+/* The work of a whole backward (dq, dk and dv from the forward's out and lse). */
+static attention_work backward_work(float *dq, float *dk, float *dv, const float *dout,
+                                    const float *q, const float *k, const float *v,
+                                    const float *out, const float *lse, const reference_mask *mask,
+                                    naive_attention_shape s, float scale) {
+    const attention_work work = {.s = s,
+                                 .mask = mask,
+                                 .scale = scale,
+                                 .q = q,
+                                 .k = k,
+                                 .v = v,
+                                 .dout = dout,
+                                 .saved_out = out,
+                                 .saved_lse = lse,
+                                 .dq = dq,
+                                 .dk = dk,
+                                 .dv = dv};
+    return work;
+}
+
 bool naive_float_attention_backward(float *dq, float *dk, float *dv, const float *dout,
                                     const float *q, const float *k, const float *v,
                                     const float *out, const float *lse, const reference_mask *mask,
                                     naive_attention_shape s, float scale) {
-    attention_work work = {.s = s,
-                           .mask = mask,
-                           .scale = scale,
-                           .q = q,
-                           .k = k,
-                           .v = v,
-                           .dout = dout,
-                           .saved_out = out,
-                           .saved_lse = lse,
-                           .dq = dq,
-                           .dk = dk,
-                           .dv = dv};
+    attention_work work = backward_work(dq, dk, dv, dout, q, k, v, out, lse, mask, s, scale);
     cpparity_error error;
     return naive_run(&work, whole_window(s), NAIVE_BACKWARD, &error) == CPPARITY_OK;
 }
@@ -634,17 +643,6 @@ naive_float_attention_backward_rows(float *dq, float *dk, float *dv, const float
                                     const float *out, const float *lse, const reference_mask *mask,
                                     naive_attention_shape s, float scale, int64_t first_row,
                                     int64_t end_row, cpparity_error *error) {
-    attention_work work = {.s = s,
-                           .mask = mask,
-                           .scale = scale,
-                           .q = q,
-                           .k = k,
-                           .v = v,
-                           .dout = dout,
-                           .saved_out = out,
-                           .saved_lse = lse,
-                           .dq = dq,
-                           .dk = dk,
-                           .dv = dv};
+    attention_work work = backward_work(dq, dk, dv, dout, q, k, v, out, lse, mask, s, scale);
     return naive_run_rows(&work, first_row, end_row, NAIVE_BACKWARD, error);
 }

@@ -109,31 +109,46 @@ cpparity_status naive_team_pipeline(const reference_team *team, int64_t groups,
     return status;
 }
 
-/* The chain is a pipeline of one group. */
-typedef struct chain {
+/* The chain: reference_team_chain on a float64 copy, staged as the pipeline's groups are. */
+typedef struct staged_chain {
     float *buffer;
     int64_t count;
     void (*add)(void *context);
     void *context;
-} chain;
+    int rank;
+    double *staging; /* (count) */
+} staged_chain;
 
-static float *chain_values(void *context, int64_t group, int64_t *count) {
-    (void)group;
-    chain *c = context;
-    *count = c->count;
-    return c->buffer;
-}
-
-static void chain_add(void *context, int64_t group) {
-    (void)group;
-    chain *c = context;
-    c->add(c->context);
+static void staged_chain_add(void *context) {
+    staged_chain *s = context;
+    for (int64_t i = 0; s->rank > 0 && i < s->count; i++) { /* the sum handed on */
+        s->buffer[i] = (float)s->staging[i];
+    }
+    s->add(s->context);
+    for (int64_t i = 0; i < s->count; i++) {
+        s->staging[i] = (double)s->buffer[i];
+    }
 }
 
 cpparity_status naive_team_chain(const reference_team *team, float *buffer, int64_t count,
                                  void (*add)(void *context), void *context, cpparity_error *error) {
-    chain c = {buffer, count, add, context};
-    return naive_team_pipeline(team, 1, chain_values, chain_add, &c, error);
+    if (reference_team_size(team) == 1) {
+        add(context);
+        return CPPARITY_OK;
+    }
+    staged_chain s = {buffer,
+                      count,
+                      add,
+                      context,
+                      reference_team_rank(team),
+                      malloc((size_t)(count + 1) * sizeof(double))};
+    if (s.staging == NULL) {
+        return out_of_memory(error, "partial sum", count);
+    }
+    const cpparity_status status =
+        reference_team_chain(team, s.staging, count, staged_chain_add, &s, error);
+    free(s.staging);
+    return status;
 }
 
 cpparity_status naive_team_from_last(const reference_team *team, float *values, int64_t count,

@@ -666,6 +666,21 @@ static int64_t times(int64_t count, int64_t bytes) {
                                                                                     : SATURATED;
 }
 
+/* A round every rank takes part in before the items (a reference or a naive baseline spread over
+ * the job's ranks): each process holds `share` beside what it holds already; the home process
+ * then keeps `kept`. */
+static void spread_round(job_state *state, memory_total *total, int64_t share, int64_t home,
+                         int64_t kept) {
+    for (int64_t p = 0; p < state->processes; p++) {
+        const int64_t others = plus(plus(state->cached[p], state->weights[p]), state->results[p]);
+        if (plus(others, share) > total->bytes) {
+            total->bytes = plus(others, share);
+            total->others = others;
+        }
+    }
+    state->cached[home] = plus(state->cached[home], kept);
+}
+
 /* Adds item i (group g of cp ranks, its case's home rank `home`) to the round: what it holds in
  * each process its group's ranks live in, at the largest of its phases — computing (the prefetch
  * thread beside the ranks), judging (the root with every rank's outputs), collecting (the stored
@@ -810,15 +825,8 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         /* whether the item's own rounds count the implementation's share (they say so when
          * larger than this one; the implementation does not run in it) */
         totals[i].implementation_known = state.parts[i].implementation_known;
-        for (int64_t p = 0; p < state.processes; p++) {
-            const int64_t others = plus(plus(state.cached[p], state.weights[p]), state.results[p]);
-            if (plus(others, share) > totals[i].bytes) {
-                totals[i].bytes = plus(others, share);
-                totals[i].others = others;
-            }
-        }
-        const int64_t home = process_of(&state, case_index % N);
-        state.cached[home] = plus(state.cached[home], state.parts[i].reference_kept);
+        spread_round(&state, &totals[i], share, process_of(&state, case_index % N),
+                     state.parts[i].reference_kept);
     }
     /* run.c spread_baselines: then, case after case, the naive baseline of each dtype its items
      * check, spread the same way; the home rank keeps it */
@@ -832,15 +840,8 @@ cpparity_status memory_estimate_job(const cpparity_case *const *cases, int64_t c
         *done = true;
         const int64_t share = state.parts[i].baseline_spread;
         totals[i].baseline = share;
-        for (int64_t p = 0; p < state.processes; p++) {
-            const int64_t others = plus(plus(state.cached[p], state.weights[p]), state.results[p]);
-            if (plus(others, share) > totals[i].bytes) {
-                totals[i].bytes = plus(others, share);
-                totals[i].others = others;
-            }
-        }
-        const int64_t home = process_of(&state, case_index % N);
-        state.cached[home] = plus(state.cached[home], state.parts[i].baseline_kept);
+        spread_round(&state, &totals[i], share, process_of(&state, case_index % N),
+                     state.parts[i].baseline_kept);
     }
     /* run.c run_streamed_attention: an attention-level item by query blocks runs on every rank
      * at once, one after another, before the phases; each process holds its ranks' shares */
