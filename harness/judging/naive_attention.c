@@ -516,7 +516,17 @@ static naive_attention_window whole_window(naive_attention_shape s) {
     return (naive_attention_window){0, s.seq_len, 0, s.seq_len, 0, s.seq_len};
 }
 
-/* The work of a whole backward (dq, dk and dv from the forward's out and lse). */
+/* The work of a forward (out and lse). */
+static attention_work forward_work(float *out, float *lse, const float *q, const float *k,
+                                   const float *v, const reference_mask *mask,
+                                   naive_attention_shape s, float scale) {
+    const attention_work work = {
+        .s = s, .mask = mask, .scale = scale, .q = q, .k = k, .v = v, .out = out, .lse = lse};
+    return work;
+}
+
+/* The work of a backward (dq, dk and dv from the forward's out and lse; NULL for those a pass
+ * does not compute or read). */
 static attention_work backward_work(float *dq, float *dk, float *dv, const float *dout,
                                     const float *q, const float *k, const float *v,
                                     const float *out, const float *lse, const reference_mask *mask,
@@ -551,8 +561,7 @@ cpparity_status naive_float_attention_forward_window(float *out, float *lse, con
                                                      naive_attention_shape s, float scale,
                                                      naive_attention_window window,
                                                      cpparity_error *error) {
-    attention_work work = {
-        .s = s, .mask = mask, .scale = scale, .q = q, .k = k, .v = v, .out = out, .lse = lse};
+    attention_work work = forward_work(out, lse, q, k, v, mask, s, scale);
     return naive_run(&work, window, NAIVE_FORWARD, error);
 }
 
@@ -568,17 +577,8 @@ cpparity_status naive_float_attention_backward_queries_window(
     float *dq, float *delta, const float *dout, const float *q, const float *k, const float *v,
     const float *out, const float *lse, const reference_mask *mask, naive_attention_shape s,
     float scale, naive_attention_window window, cpparity_error *error) {
-    attention_work work = {.s = s,
-                           .mask = mask,
-                           .scale = scale,
-                           .q = q,
-                           .k = k,
-                           .v = v,
-                           .dout = dout,
-                           .saved_out = out,
-                           .saved_lse = lse,
-                           .dq = dq,
-                           .delta_out = delta};
+    attention_work work = backward_work(dq, NULL, NULL, dout, q, k, v, out, lse, mask, s, scale);
+    work.delta_out = delta;
     return naive_run(&work, window, NAIVE_BACKWARD_QUERIES, error);
 }
 
@@ -586,17 +586,8 @@ cpparity_status naive_float_attention_backward_keys_window(
     float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,
     const float *lse, const float *delta, const reference_mask *mask, naive_attention_shape s,
     float scale, naive_attention_window window, cpparity_error *error) {
-    attention_work work = {.s = s,
-                           .mask = mask,
-                           .scale = scale,
-                           .q = q,
-                           .k = k,
-                           .v = v,
-                           .dout = dout,
-                           .saved_lse = lse,
-                           .delta_in = delta,
-                           .dk = dk,
-                           .dv = dv};
+    attention_work work = backward_work(NULL, dk, dv, dout, q, k, v, NULL, lse, mask, s, scale);
+    work.delta_in = delta;
     return naive_run(&work, window, NAIVE_BACKWARD_KEYS, error);
 }
 
@@ -632,8 +623,7 @@ cpparity_status naive_float_attention_forward_rows(float *out, float *lse, const
                                                    naive_attention_shape s, float scale,
                                                    int64_t first_row, int64_t end_row,
                                                    cpparity_error *error) {
-    attention_work work = {
-        .s = s, .mask = mask, .scale = scale, .q = q, .k = k, .v = v, .out = out, .lse = lse};
+    attention_work work = forward_work(out, lse, q, k, v, mask, s, scale);
     return naive_run_rows(&work, first_row, end_row, NAIVE_FORWARD, error);
 }
 

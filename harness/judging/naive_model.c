@@ -237,19 +237,19 @@ static cpparity_status whole_of(naive_run *run, const float *mine, int64_t width
     return naive_team_gather_rows(run->team, mine, run->rank_rows, width, *whole, error);
 }
 
-/* A zeroed whole-shaped buffer (N, width) holding this rank's rows of mine (NULL: none) in
- * place; mine itself alone. */
-static cpparity_status whole_shaped(naive_run *run, const float *mine, int64_t width, float **whole,
-                                    cpparity_error *error) {
+/* A zeroed whole-shaped buffer (N, width), with this rank's rows of mine (n, width) in place when
+ * `copy`; alone, mine itself. */
+static cpparity_status whole_shaped(naive_run *run, float *mine, int64_t width, bool copy,
+                                    float **whole, cpparity_error *error) {
     if (reference_team_size(run->team) == 1) {
-        *whole = (float *)mine;
+        *whole = mine;
         return CPPARITY_OK;
     }
     *whole = calloc((size_t)(run->tokens * width + 1), sizeof **whole);
     if (*whole == NULL) {
         return out_of_memory(error, "an attention buffer");
     }
-    if (mine != NULL) {
+    if (copy) {
         memcpy(*whole + run->first_row * width, mine, (size_t)(run->rows * width) * sizeof **whole);
     }
     return CPPARITY_OK;
@@ -306,10 +306,9 @@ static cpparity_status attention_forward(naive_run *run, int64_t l, cpparity_err
     naive_layer *a = &run->layers[l];
     const naive_attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
     float *q = NULL, *k = NULL, *v = NULL, *out = NULL;
-    cpparity_status status = whole_shaped(run, a->q, H * Dh, &q, error);
+    cpparity_status status = whole_shaped(run, a->q, H * Dh, true, &q, error);
     if (status == CPPARITY_OK) {
-        status = whole_shaped(run, NULL, H * Dh, &out, error);
-        out = reference_team_size(run->team) == 1 ? a->attention : out;
+        status = whole_shaped(run, a->attention, H * Dh, false, &out, error);
     }
     if (status == CPPARITY_OK) {
         status = whole_of(run, a->k, Hkv * Dh, &k, error);
@@ -657,15 +656,14 @@ static cpparity_status attention_backward(naive_run *run, int64_t l, naive_gradi
     const naive_layer *a = &run->layers[l];
     const naive_attention_shape shape = {run->batch, run->seq_len, H, Hkv, Dh};
     enum { Q, K, V, OUT, DOUT, DQ, DK, DV, TENSORS };
-    const float *mine[TENSORS] = {a->q, a->k, a->v, a->attention, d->attention, d->q, d->k, d->v};
+    float *mine[TENSORS] = {a->q, a->k, a->v, a->attention, d->attention, d->q, d->k, d->v};
     const int64_t widths[TENSORS] = {H * Dh, Hkv * Dh, Hkv * Dh, H * Dh,
                                      H * Dh, H * Dh,   Hkv * Dh, Hkv * Dh};
     float *whole[TENSORS] = {NULL};
     cpparity_status status = CPPARITY_OK;
     for (int i = 0; i < TENSORS && status == CPPARITY_OK; i++) {
         status = i < DQ ? whole_of(run, mine[i], widths[i], &whole[i], error)
-                        : whole_shaped(run, NULL, widths[i], &whole[i], error);
-        whole[i] = reference_team_size(run->team) == 1 ? (float *)mine[i] : whole[i];
+                        : whole_shaped(run, mine[i], widths[i], false, &whole[i], error);
     }
     if (status == CPPARITY_OK) {
         status = naive_float_attention_backward_rows(

@@ -52,9 +52,23 @@ cpparity_status naive_team_gather_rows(const reference_team *team, const float *
     return status;
 }
 
-/* The float pipeline over the team's float64 one: a group's values are staged as float64 after
- * this rank adds onto them, and the staged sum handed on is put back as float32 before the next
- * rank adds. */
+/* The float pipeline and chain over the team's float64 ones: a group's values are staged as
+ * float64 after this rank adds onto them, and the staged sum handed on is put back as float32
+ * before the next rank adds. */
+
+/* values (count) = the sum the rank before handed on (nothing on rank 0, which starts the sum). */
+static void take_handed_on(float *values, const double *staging, int64_t count, int rank) {
+    for (int64_t i = 0; rank > 0 && i < count; i++) {
+        values[i] = (float)staging[i];
+    }
+}
+
+static void stage(double *staging, const float *values, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        staging[i] = (double)values[i];
+    }
+}
+
 typedef struct staged {
     naive_team_group_values values;
     void (*add)(void *context, int64_t group);
@@ -73,13 +87,9 @@ static void staged_add(void *context, int64_t group) {
     staged *s = context;
     int64_t count = 0;
     float *values = s->values(s->context, group, &count);
-    for (int64_t i = 0; s->rank > 0 && i < count; i++) { /* the sum the rank before handed on */
-        values[i] = (float)s->staging[i];
-    }
+    take_handed_on(values, s->staging, count, s->rank);
     s->add(s->context, group);
-    for (int64_t i = 0; i < count; i++) {
-        s->staging[i] = (double)values[i];
-    }
+    stage(s->staging, values, count);
 }
 
 cpparity_status naive_team_pipeline(const reference_team *team, int64_t groups,
@@ -109,7 +119,7 @@ cpparity_status naive_team_pipeline(const reference_team *team, int64_t groups,
     return status;
 }
 
-/* The chain: reference_team_chain on a float64 copy, staged as the pipeline's groups are. */
+/* The chain: reference_team_chain on a float64 copy, staged the same way. */
 typedef struct staged_chain {
     float *buffer;
     int64_t count;
@@ -121,13 +131,9 @@ typedef struct staged_chain {
 
 static void staged_chain_add(void *context) {
     staged_chain *s = context;
-    for (int64_t i = 0; s->rank > 0 && i < s->count; i++) { /* the sum handed on */
-        s->buffer[i] = (float)s->staging[i];
-    }
+    take_handed_on(s->buffer, s->staging, s->count, s->rank);
     s->add(s->context);
-    for (int64_t i = 0; i < s->count; i++) {
-        s->staging[i] = (double)s->buffer[i];
-    }
+    stage(s->staging, s->buffer, s->count);
 }
 
 cpparity_status naive_team_chain(const reference_team *team, float *buffer, int64_t count,

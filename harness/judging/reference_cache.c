@@ -132,15 +132,6 @@ void reference_outputs_logits_block(const reference_outputs *outputs, int64_t bl
                         at.end - at.begin, outputs->hidden, outputs->vocab);
 }
 
-static void logits_block(const void *context, int64_t block, double *out) {
-    reference_outputs_logits_block(context, block, out);
-}
-
-naive_reference_logits reference_outputs_logits_source(const reference_outputs *outputs) {
-    const naive_reference_logits source = {logits_block, outputs};
-    return source;
-}
-
 /* Reads (c, seed)'s outputs from the cache's directory into outputs: true when an intact entry
  * was there; a damaged one is counted and described. */
 static bool load_stored(reference_cache *cache, const cpparity_case *c, uint64_t seed,
@@ -267,7 +258,7 @@ static void rows_logits_block(const void *context, int64_t block, double *out) {
 
 /* Rank 0 (reference given) sends every other rank of team the final norm's rows of its blocks,
  * a block at a time; *mine (malloc'd, rows held × D) gets this rank's (rank 0: NULL, it reads
- * the reference's). */
+ * the reference's), *first_row the flattened row of its first. Alone, nothing is sent. */
 static cpparity_status send_final_normed(const reference_outputs *reference,
                                          const row_blocks *blocks, int64_t hidden,
                                          const reference_team *team, double **mine,
@@ -278,8 +269,8 @@ static cpparity_status send_final_normed(const reference_outputs *reference,
                     row_blocks_first(blocks, size, rank + 1), first_row, &end_row);
     const int64_t widest = row_blocks_widest(blocks);
     *mine = rank > 0 ? malloc((size_t)((end_row - *first_row) * hidden + 1) * sizeof **mine) : NULL;
-    double *piece = malloc((size_t)(widest * hidden + 1) * sizeof *piece);
-    cpparity_status status = (rank == 0 || *mine != NULL) && piece != NULL
+    double *piece = size > 1 ? malloc((size_t)(widest * hidden + 1) * sizeof *piece) : NULL;
+    cpparity_status status = (rank == 0 || *mine != NULL) && (size == 1 || piece != NULL)
                                  ? CPPARITY_OK
                                  : cpparity_error_set(error, CPPARITY_ERROR_RUNTIME,
                                                       "out of memory (the final norm's rows of "
@@ -304,9 +295,10 @@ static cpparity_status send_final_normed(const reference_outputs *reference,
     return status;
 }
 
-/* The naive baseline of the case in dtype, from the inputs and weights the fixtures give: in this
- * process (team NULL) against reference's logits, or spread over team (rank 0 passing the
- * reference, the others NULL: each rank makes the reference's logits of its own blocks). */
+/* The naive baseline of the case in dtype, from the inputs and weights the fixtures give, against
+ * the reference's logits, which each rank makes for its own blocks from the LM head and the final
+ * norm's rows; in this process (team NULL: every block, the reference given) or spread over team
+ * (rank 0 passing the reference and sending the others their rows, the others NULL). */
 static cpparity_status compute_naive(naive_outputs *naive, const reference_outputs *reference,
                                      const cpparity_case *c, uint64_t seed, cpparity_dtype dtype,
                                      const reference_team *team, cpparity_error *error) {
@@ -326,11 +318,7 @@ static cpparity_status compute_naive(naive_outputs *naive, const reference_outpu
                                    "out of memory (weights of the naive baseline of %s)", c->name);
         }
     }
-    if (status == CPPARITY_OK && reference_team_size(team) == 1) {
-        fixture_fill_parameters(weights, &table, seed);
-        const naive_reference_logits logits = reference_outputs_logits_source(reference);
-        status = naive_model_run(&c->model, &batch, &table, weights, dtype, &logits, naive, error);
-    } else if (status == CPPARITY_OK) {
+    if (status == CPPARITY_OK) {
         fixture_fill_parameters(weights, &table, seed);
         const cpparity_tensor_entry *head = cpparity_tensor_table_find(
             &table, c->model.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
@@ -342,8 +330,8 @@ static cpparity_status compute_naive(naive_outputs *naive, const reference_outpu
                             c->model.vocab_size};
         status = send_final_normed(reference, &rows.blocks, rows.hidden, team, &normed,
                                    &rows.first_row, error);
+        /* rank 0 holds every row (its first row is 0) */
         rows.normed = reference_team_rank(team) == 0 ? reference->final_normed : normed;
-        rows.first_row = reference_team_rank(team) == 0 ? 0 : rows.first_row;
         const naive_reference_logits logits = {rows_logits_block, &rows};
         if (status == CPPARITY_OK) {
             status = naive_model_run_spread(&c->model, &batch, &table, weights, dtype, &logits,

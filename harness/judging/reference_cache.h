@@ -39,9 +39,6 @@ typedef struct reference_outputs {
  * out (rows of the block, V), bit for bit those the reference's forward computed. */
 void reference_outputs_logits_block(const reference_outputs *outputs, int64_t block, double *out);
 
-/* The naive baseline's view of them (naive_model.h's naive_reference_logits). */
-naive_reference_logits reference_outputs_logits_source(const reference_outputs *outputs);
-
 typedef struct reference_cache {
     reference_outputs *entries; /* (count) owned */
     int64_t count;
