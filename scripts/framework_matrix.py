@@ -11,7 +11,8 @@ RESULTS_DIR holds one folder per backend (torch-cp-ring, deepspeed-ulysses-0.19.
 keep_result, not_supported): `cpparity judge` results files (*.h5), and
 *.not-supported.json records of cases a backend does not claim (not run).
 
-collect reads every run of every results file (framework and version from its provenance; case,
+collect reads every run of every results file but the cp 1 baselines of `judge --baseline`
+(those runs have files of their own) (framework and version from its provenance; case,
 cp, dtype, token layout, verdict; the worst tensor by error / deciding limit, the limit
 results_deciding_limit in results_model/results.c applies: the cp 1 limit where it is tighter)
 and each case's mask features from `cpparity list SUITE` (what the C code says the case
@@ -112,6 +113,7 @@ def read_results_file(path, backend):
         framework = implementation[0]
         version = implementation[1] if len(implementation) > 1 else ""
         kernel = text(provenance["kernel"])
+        ranks = int(provenance["ranks"])  # the judged dumps' cp
         for case_name, case in results["cases"].items():
             for dtype_group in case.values():
                 if not hasattr(dtype_group, "items"):
@@ -119,6 +121,8 @@ def read_results_file(path, backend):
                 for run in dtype_group.values():
                     if not hasattr(run, "attrs") or "outcome" not in run.attrs:
                         continue
+                    if int(run.attrs["cp"]) != ranks:
+                        continue  # judge --baseline's cp 1 dump: its own file has its entry
                     attributes = run.attrs
                     entry = {
                         "backend": backend, "framework": framework, "version": version,

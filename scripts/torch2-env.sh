@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/torch2-env.sh [--where | --remove] — the one PyTorch 2 environment of the judged
 # frameworks: torch, DeepSpeed, transformers and accelerate at the pins of
-# scripts/torch2-constraints.txt (with numpy and h5py for python/cpparity_dump.py), in a venv made
+# scripts/torch2-constraints.txt (with numpy and h5py for python/cpparity_dump.py, pytest for the
+# parity tests on cpparity's plugin), in a venv made
 # on first use and then reused by every build and clone on this machine.
 #
 #   scripts/torch2-env.sh            make the environment if missing; print its python's path
@@ -75,7 +76,7 @@ pip=("$python" -m pip install --disable-pip-version-check --no-cache-dir --retri
      --progress-bar off -c "$constraints")
 # torch first, then the rest without build isolation: DeepSpeed builds from its sdist, whose
 # setup.py imports torch; an isolated build would download a second torch for it.
-if ! "${pip[@]}" torch numpy h5py setuptools wheel >> "$log" 2>&1 ||
+if ! "${pip[@]}" torch numpy h5py setuptools wheel pytest >> "$log" 2>&1 ||
    ! DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation deepspeed transformers accelerate \
        >> "$log" 2>&1; then
     rm -rf "$env_dir"

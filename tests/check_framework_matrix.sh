@@ -4,7 +4,8 @@
 #   - docs/frameworks.md is exactly the rendering of docs/frameworks.json (never hand-edited);
 #   - results of examples/torch-cp (Debian's torch; PYTHON) kept as the external tests keep
 #     theirs (keep_result, not_supported of tests/judge/example_steps.sh): Ulysses at cp 2 on a
-#     causal case (PASS), the same with a planted bug (gradients not all-reduced: FAIL), and a
+#     causal case (PASS, judged also against a cp 1 run, whose item in that file is not a run
+#     of the matrix), the same with a planted bug (gradients not all-reduced: FAIL), and a
 #     packed sliding case recorded as not supported; collected and rendered, the matrix says
 #     PASS 1 in "causal only", FAIL naming the judge's worst gradient and its rank for the
 #     planted bug,
@@ -30,8 +31,9 @@ gloo_works ||
     skip "torch with a gloo process group is not available to $python:" "$work/probe.out"
 export CPPARITY_MATRIX_RESULTS=$work/results
 export_case full-no-padding
+run "$work/cp1" --attention ulysses --cp 1
 run "$work/run" --attention ulysses --cp 2
-judge 0 "$work/run"
+judge 0 "$work/run" --baseline "$work/cp1/rank_0.h5" # its file also holds the cp 1 run's item
 keep_result example-ulysses full-no-padding-f32-cp2
 kernel=$(grep -o -m1 "kernel [^,]*" "$work/judge.out" | cut -d' ' -f2-)
 [ -n "$kernel" ] || fail "the judge names no kernel"
@@ -55,6 +57,8 @@ column() { # ROW_TEXT N: the N-th feature column (1: causal only)
     echo "$1" | awk -F' \\| ' -v n=$(($2 + 6)) '{ print $n }'
 }
 passing=$(row example-ulysses contiguous)
+[ "$(column "$passing" 0)" = 2 ] ||
+    fail "the cp 1 baseline of judge --baseline is counted as a run: cp '$(column "$passing" 0)'"
 [[ $(column "$passing" 1) == "PASS 1 ("*" of limit)" ]] ||
     fail "causal only of the passing run: '$(column "$passing" 1)'"
 [ "$(column "$passing" 4)" = "not supported" ] ||

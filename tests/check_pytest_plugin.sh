@@ -6,11 +6,13 @@
 #     index.html linking a page per test, a results file per test id;
 #   - with the example's planted bug (run.py --wrong lse-merge-max-only) the test fails and
 #     pytest's message names the tensor, the rank, the batch row and the position;
+#   - a test planting a bug (cpparity_case.expect_failure) passes when the judge fails as the
+#     pattern says, and fails when the verdict says otherwise or passes;
 #   - a marked test that writes no dump fails saying which dump is missing, and a marked test
 #     without the cpparity_case fixture is a usage error;
 #   - docs/python.md shows the test file as it is.
 # Exit 0 when all holds, 1 otherwise, 77 (skip) when PYTHON lacks pytest or torch with gloo.
-# About 30 s.
+# About 40 s.
 set -u
 cpparity=$(realpath "$1") source_dir=$(cd "$2" && pwd) python=$3
 work=$(mktemp -d /tmp/cpparity-pytest-XXXXXX)
@@ -60,6 +62,30 @@ EOF_PY
 pytest "$work/test_misuse.py" -q > "$work/misuse.out" 2>&1 && fail "a test without dumps passes"
 grep -q "the test wrote no dump .*rank_0.h5 (cp 2" "$work/misuse.out" ||
     fail "a missing dump is not named"
+# a test planting a bug on purpose: passes when the judge fails as expected, fails when the bug
+# is caught otherwise or not at all
+cat > "$work/test_planted.py" << EOF_PY
+import subprocess, sys, pytest
+
+@pytest.mark.cpparity(suite="$source_dir/cases/ci.yaml", cases=["sliding-w5-odd-crossing-shards"])
+@pytest.mark.parametrize("wrong, pattern", [
+    ("lse-merge-max-only", r"FAIL logits rank \d+ batch row \d+ position"),
+    ("lse-merge-max-only", r"FAIL logits rank 9"), (None, r"FAIL logits")],
+    ids=["caught", "caught-otherwise", "not-caught"])
+def test_planted(cpparity_case, wrong, pattern):
+    cpparity_case.expect_failure(pattern)
+    subprocess.run([sys.executable, "$source_dir/examples/torch-cp/run.py", cpparity_case.export,
+                    "--cp", "2", "--attention", "ring", "--out", cpparity_case.dumps]
+                   + (["--wrong", wrong] if wrong else []), check=True)
+EOF_PY
+pytest "$work/test_planted.py" -q -rf > "$work/planted.out" 2>&1 && fail "every planted test passes"
+grep -q "^2 failed, 1 passed" "$work/planted.out" || fail "not 1 planted test passing, 2 failing"
+grep -q "^FAILED .*-caught-otherwise]" "$work/planted.out" &&
+    grep -q "the planted bug failed, but not as expected: no match for 'FAIL logits rank 9'" \
+        "$work/planted.out" || fail "a planted bug caught otherwise is not said"
+grep -q "^FAILED .*-not-caught]" "$work/planted.out" &&
+    grep -q "the planted bug was not found: sliding-w5-odd-crossing-shards cp 2 passed" \
+        "$work/planted.out" || fail "a planted bug not caught is not said"
 cat > "$work/test_no_fixture.py" << EOF_PY
 import pytest
 

@@ -6,7 +6,8 @@ the Verdict of the command's results file (cpparity.read_results; for every thir
 console's and the results file's, and its failure lines are the console's "FAIL ..." lines
 (the first eight of each item, as the console shows them); exit code 2 raises InputError with
 the command's message, and raise_for_failure raises ParityError naming tensor, rank and
-position. Exit 0 when all holds, 1 otherwise. About 20 s."""
+position; the Verdict names the implementation as the console does, and cpparity.cases is the
+suite's case names. Exit 0 when all holds, 1 otherwise. About 20 s."""
 import os
 import re
 import subprocess
@@ -97,6 +98,18 @@ for number, (cases, fault) in enumerate(RUNS):
     else:
         passing += verdict.passed
         verdict.raise_for_failure()
+
+# the implementation judged, as the console's header names it; a suite's case names
+implementation = re.search(r"^# ranks .*, implementation (.*), kernel ", subprocess.run(
+    [cpparity_path, "run", SUITE, "--case", "full-no-padding", "--comm", "local", "--ranks", "2",
+     "--out", os.path.join(work, "named.h5")], stdout=subprocess.PIPE, text=True).stdout, re.M)
+if implementation is None or \
+        cpparity.read_results(os.path.join(work, "named.h5")).implementation != implementation[1]:
+    problems.append(f"the Verdict's implementation is not the console's {implementation}")
+names = subprocess.run([cpparity_path, "list", SUITE, "--names"], stdout=subprocess.PIPE,
+                       text=True).stdout.split()
+if cpparity.cases(SUITE) != names or len(names) < 10:
+    problems.append(f"cpparity.cases is not `cpparity list --names`: {cpparity.cases(SUITE)[:3]}")
 
 try:
     cpparity.run(SUITE, cases=["no-such-case"], comm="local", ranks=1,

@@ -7,6 +7,7 @@
     verdict.raise_for_failure()      # ParityError naming tensor, rank, position, error, limit
 
     cpparity.run("cases/ci.yaml", cases=["sliding-*"], ranks=4).raise_for_failure()
+    cpparity.cases("cases/ci.yaml")  # the suite's case names
 
 Exit code 2 (bad input) raises InputError and 3 (a runtime failure) RuntimeFailure, each with
 the command's own message; a parity failure (exit 1) is a Verdict whose `passed` is False. The
@@ -19,7 +20,8 @@ from ._command import (CommandError, CommandNotFound, InputError, RuntimeFailure
 from .results import Failure, Item, ParityError, Verdict, read_results
 
 __version__ = "0.1.0"
-__all__ = ["run", "judge", "export", "report", "read_results", "Verdict", "Item", "Failure",
+__all__ = ["run", "judge", "export", "report", "cases", "read_results", "Verdict", "Item",
+           "Failure",
            "ParityError", "CommandError", "InputError", "RuntimeFailure", "CommandNotFound",
            "find_command"]
 
@@ -101,6 +103,16 @@ def export(suite, *, out, cases=None, seed=None, no_logits=False, random=None, l
     if code != 0:
         raise CommandError(code, stderr, ["cpparity"] + arguments)
     return os.fspath(out)
+
+
+def cases(suite):
+    """`cpparity list SUITE --names`: the names of the suite's cases, in the suite's order."""
+    arguments = ["list", os.fspath(suite), "--names"]
+    code, stdout, stderr = run_command(arguments)
+    raise_for_exit(code, stderr, arguments)
+    if code != 0:
+        raise CommandError(code, stderr, ["cpparity"] + arguments)
+    return [line.strip() for line in stdout.splitlines() if line.strip()]
 
 
 def report(results_files, output, *, baseline=None):

@@ -12,9 +12,21 @@ own pytest suite.
 
 The marker parametrises the test over its cases and cp sizes (ids "CASE-cpN"). Each case is
 exported once per session. When the test function returns, the plugin judges the dumps it wrote
-(`cpparity judge EXPORT DUMPS/rank_*.h5`, the cp = 1 dump DUMPS/baseline.h5 too when the test
-wrote one) and fails the test with the verdict: each failing tensor, its rank, batch row,
-position or head, its error and limit and where that limit came from. Options:
+(`cpparity judge EXPORT DUMPS/rank_*.h5`, with --baseline cpparity_case.baseline when the test
+set it to a cp = 1 dump, or DUMPS/baseline.h5 when the test wrote one) and fails the test with
+the verdict: each failing tensor, its rank, batch row, position or head, its error and limit and
+where that limit came from. A test may judge earlier itself (cpparity_case.judge(), to look at
+the Verdict); the plugin then uses that verdict.
+
+A test that plants a bug on purpose says what the judge must find:
+    cpparity_case.expect_failure(r"FAIL logits rank 1", ...)
+and then passes only when the verdict fails and its message (the ParityError's) matches every
+pattern (re.search); it fails when the planted bug passes or is reported otherwise.
+
+The session fixture cpparity_export(suite, case) is the path of a case's export (made once per
+session, as the marker's are), for tests that look at cases without judging a run.
+
+Options:
   --cpparity-dir DIR      where exports, dumps and results files go (default: pytest's tmp_path;
                           results files are named after the test ids)
   --cpparity-keep         keep the exports and dumps there (results files are always kept)
@@ -97,7 +109,9 @@ class ParityCase:
         self.export = export    # the `cpparity export` file of the case
         self.dumps = dumps      # folder for rank_<r>.h5 (and baseline.h5, a cp = 1 dump)
         self.results = results  # the results file the judge writes
+        self.baseline = None    # a cp = 1 rank dump to judge against too (--baseline)
         self.verdict = None     # set once judged
+        self.expected = None    # patterns a planted bug's verdict must match (expect_failure)
 
     def dump_path(self, rank):
         return os.path.join(self.dumps, f"rank_{rank}.h5")
@@ -105,6 +119,10 @@ class ParityCase:
     @property
     def baseline_path(self):
         return os.path.join(self.dumps, "baseline.h5")
+
+    def expect_failure(self, *patterns):
+        """The test plants a bug: the verdict must fail, its message matching every pattern."""
+        self.expected = [re.compile(pattern) for pattern in patterns]
 
     def read_export(self):
         """The export read by cpparity_dump (inputs, float64 weights, masks, reference)."""
@@ -120,7 +138,9 @@ class ParityCase:
                                  f"rank_0.h5 .. rank_{self.cp - 1}.h5 in {self.dumps})")
         if os.path.exists(self.results):
             os.remove(self.results)
-        baseline = self.baseline_path if os.path.exists(self.baseline_path) else None
+        baseline = self.baseline
+        if baseline is None and os.path.exists(self.baseline_path):
+            baseline = self.baseline_path
         self.verdict = cpparity.judge(self.export, dumps, baseline=baseline, out=self.results)
         return self.verdict
 
@@ -150,6 +170,17 @@ def pytest_generate_tests(metafunc):
     parameters = [(suite, case, cp, dtype) for case in cases for cp in sizes]
     metafunc.parametrize(FIXTURE, parameters, indirect=True,
                          ids=[f"{case}-cp{cp}" for _, case, cp, _ in parameters])
+
+
+@pytest.fixture(scope="session")
+def cpparity_export(request, tmp_path_factory):
+    """export(suite, case): the path of the case's `cpparity export` file, made once a session."""
+    session = request.config._cpparity
+    return functools.partial(_export_of, session, tmp_path_factory)
+
+
+def _export_of(session, tmp_path_factory, suite, case):
+    return session.export(suite, case, tmp_path_factory)
 
 
 @pytest.fixture
@@ -186,10 +217,28 @@ def pytest_collection_modifyitems(items):
             result = __original(*args, **kwargs)
             parity = __item.funcargs[FIXTURE]
             verdict = parity.verdict or parity.judge()
-            verdict.raise_for_failure()
+            if parity.expected is None:
+                verdict.raise_for_failure()
+            else:
+                _check_expected_failure(parity, verdict)
             return result
 
         item.obj = judged
+
+
+def _check_expected_failure(parity, verdict):
+    """A planted bug's test: the verdict fails, and its message says what was expected."""
+    __tracebackhide__ = True
+    patterns = ", ".join(repr(pattern.pattern) for pattern in parity.expected)
+    if verdict.passed:
+        raise AssertionError(f"cpparity: the planted bug was not found: {parity.case} cp "
+                             f"{parity.cp} passed ({verdict.path}), expected a failure matching "
+                             f"{patterns}")
+    message = verdict.describe()
+    missing = [pattern.pattern for pattern in parity.expected if not pattern.search(message)]
+    if missing:
+        raise AssertionError(f"cpparity: the planted bug failed, but not as expected: no match "
+                             f"for {', '.join(map(repr, missing))} in\n{message}")
 
 
 def pytest_sessionfinish(session):

@@ -90,6 +90,7 @@ class Verdict:
     counts: dict              # /summary: passed, failed, refused, not_run, errors, ...
     report_path: str = None   # the HTML report, when one was asked for
     console: str = ""         # what the command printed (run, judge), for the record
+    implementation: str = ""  # what was judged: "cpparity cpu", "torch 2.15.0", ...
 
     @property
     def passed(self):
@@ -195,6 +196,8 @@ def read_results(path, report_path=None, console=""):
             raise ValueError(f"{path}: results format version {version}, this package reads "
                              f"{FORMAT_VERSION}")
         counts = {key: int(value) for key, value in results["summary"].attrs.items()}
+        implementation = (_text(results["provenance"].attrs.get("implementation", b""))
+                          if "provenance" in results else "")
         for case_group in results["cases"].values():
             case = _text(case_group.attrs["name"])
             head_dim = int(case_group.attrs.get("head_dim", 1)) or 1
@@ -224,4 +227,4 @@ def read_results(path, report_path=None, console=""):
                         failures=_failures(metrics, head_dim)
                         if status == "FAIL" and metrics is not None else []))
     return Verdict(path=str(path), items=items, counts=counts, report_path=report_path,
-                   console=console)
+                   console=console, implementation=implementation)

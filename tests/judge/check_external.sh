@@ -14,19 +14,16 @@
 #     DeepSpeed that wanted another torch would fail to resolve rather than download one;
 #   - --torch2: the DeepSpeed of the pinned PyTorch 2 environment (scripts/torch2-env.sh, made
 #     once per machine; 0.19.8 on torch 2.15 today).
-# Then, for either:
-#   - two CI cases exported (packed documents crossing every shard boundary with left and right
-#     padding; S = 37 prime, so cp > 1 pads, with a sliding layer, packing and a position jump),
-#     with --torch2 three more (Llama4-style chunked layers; chunks counted in positions with
-#     documents starting mid-stream; fewer kv heads than cp);
-#     run.py at cp 1, 2 and 4 in f32 and at cp 2 in bf16 (first case); every run judged: exit
-#     0, the layout named contiguous, the framework deepspeed at the pinned version; those at
-#     cp > 1 in f32 also against the cp 1 run (--baseline); each results file kept for the
-#     parity matrix (keep_result deepspeed-ulysses-<version>) when $CPPARITY_MATRIX_RESULTS is set;
-#   - a planted bug (--wrong mask-from-local-positions) at cp 2: exit 1, FAIL logits rank 1.
-# Exit 0 when all of that holds, 1 at the first surprise, 77 (skip) when the venv cannot be
-# made, pip cannot install DeepSpeed (no network, say), or DeepSpeed cannot be imported or a
-# gloo process group cannot start.
+# Then, for either, the pytest file tests/python/test_deepspeed_ulysses.py on cpparity's plugin
+# (its docstring says what it runs; pytest is Debian's python3-pytest through the venv's system
+# site packages, or the PyTorch 2 environment's pinned one): two CI cases (with --torch2 five) at
+# cp 1, 2 and 4 in f32, each cp > 1 also against the cp 1 run, bf16 at cp 2, every run judged
+# PASS with the layout contiguous and DeepSpeed's pinned version named, each results file kept for
+# the parity matrix (deepspeed-ulysses-<version>) when $CPPARITY_MATRIX_RESULTS is set; a planted
+# bug (--wrong mask-from-local-positions) at cp 2 judged FAIL naming the logits of rank 1.
+# Exit 0 when every test passes (8; with --torch2 17), 1 otherwise, 77 (skip) when the venv
+# cannot be made, pip cannot install DeepSpeed (no network, say), or DeepSpeed or pytest cannot be
+# imported or a gloo process group cannot start.
 set -u
 cpparity=$1
 source_dir=$2
@@ -72,52 +69,17 @@ EOF
         echo "installed deepspeed $deepspeed_version into $venv in $((SECONDS - start)) s"
     fi
 fi
-backend=deepspeed-ulysses-$deepspeed_version
+# torch 1.13's: 2 cases at cp 1, 2, 4, bf16, the planted bug; torch 2's: 3 cases more
+expected_tests=8
+[ "$venv" = --torch2 ] && expected_tests=17
 
 # DeepSpeed importable on CPU, and a gloo process group
 if ! DS_ACCELERATOR=cpu gloo_works "import deepspeed
-from deepspeed.sequence.layer import DistributedAttention"; then
-    skip "DeepSpeed $deepspeed_version on CPU or a gloo group is unavailable to $python:" \
+from deepspeed.sequence.layer import DistributedAttention
+import pytest"; then
+    skip "DeepSpeed $deepspeed_version on CPU, pytest or a gloo group is unavailable to $python:" \
         "$work/probe.out"
 fi
 
-
-runs=0
-cases=(packed-documents-spanning-ranks-with-length-1 autopad-prime-37-packed-position-jump)
-# torch 2's DeepSpeed also on chunked layers (row and position origins) and kv heads < cp
-[ "$venv" = --torch2 ] && cases+=(llama4-style-chunked-full
-    chunked-position-origin-c7-mid-stream-starts gqa-kv-heads-fewer-than-cp)
-for case in "${cases[@]}"; do
-    export_case "$case"
-    specs=("f32 1" "f32 2" "f32 4")
-    [ "$case" = packed-documents-spanning-ranks-with-length-1 ] && specs+=("bf16 2")
-    for spec in "${specs[@]}"; do
-        read -r dtype cp <<< "$spec"
-        dir=$work/run
-        [ "$cp" = 1 ] && dir=$work/cp1_$dtype
-        run "$dir" --attention deepspeed-ulysses --cp "$cp" --dtype "$dtype"
-        judge 0 "$dir"
-        keep_result "$backend" "$case-$dtype-cp$cp"
-        grep -q "# layout: contiguous (cp $cp" "$work/judge.out" ||
-            fail "$case $dtype cp $cp: the layout is not named contiguous"
-        grep -q "framework deepspeed $deepspeed_version" "$work/judge.out" ||
-            fail "$case $dtype cp $cp: the dump does not name deepspeed $deepspeed_version"
-        [ "$cp" != 1 ] && [ -d "$work/cp1_$dtype" ] &&
-            judge 0 "$dir" --baseline "$work/cp1_$dtype/rank_0.h5"
-        runs=$((runs + 1))
-        echo "PASS $case $dtype deepspeed-ulysses cp $cp"
-    done
-    rm -rf "$work"/cp1_*
-done
-
-# A planted bug at cp 2, where documents cross the shard boundary: exit 1, tensor and rank named
-export_case packed-documents-spanning-ranks-with-length-1
-expected="FAIL logits rank 1"
-run "$work/wrong" --attention deepspeed-ulysses --cp 2 --wrong mask-from-local-positions
-judge 1 "$work/wrong"
-grep -q "$expected" "$work/judge.out" ||
-    fail "--wrong mask-from-local-positions: the output does not say '$expected'"
-echo "FAIL as expected: deepspeed-ulysses --wrong mask-from-local-positions:" \
-    "$(grep -m1 "$expected" "$work/judge.out" | cut -c1-100)"
-echo "DeepSpeed $deepspeed_version Ulysses: $runs runs judged PASS, 1 planted bug judged FAIL"
+pytest_file "$source_dir/tests/python/test_deepspeed_ulysses.py" "$expected_tests"
 exit 0

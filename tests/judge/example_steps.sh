@@ -14,6 +14,9 @@
 #   torch2_python                         set $python to the pinned PyTorch 2 environment's
 #                                         (scripts/torch2-env.sh, made on first use); skip with
 #                                         its reason when it cannot be made (its exit 77)
+#   pytest_file FILE PASSED               the pytest file FILE (tests/python/) on cpparity's
+#                                         plugin, in $python: every test passes, PASSED of them
+#                                         (none skipped), output in $work/pytest.out
 #   keep_result BACKEND LABEL             when $CPPARITY_MATRIX_RESULTS is set, keep the last
 #                                         judge's results file there as BACKEND/LABEL.h5: the
 #                                         input of docs/frameworks.md (scripts/framework_matrix.py)
@@ -47,6 +50,19 @@ judge() {
         > "$work/judge.out" 2>&1
     local code=$?
     [ $code = "$expected" ] || fail "judge of $dir $*: exit $code, expected $expected"
+}
+pytest_file() {
+    local file=$1 expected=$2
+    (cd "$work" && CPPARITY=$cpparity PYTHONPATH=$source_dir/python DS_ACCELERATOR=cpu \
+        "$python" -m pytest -p cpparity.pytest_plugin -p no:cacheprovider -q -rfEs \
+        --cpparity-dir "$work/pytest" "$file") > "$work/pytest.out" 2>&1 ||
+        { sed -n '/^=* FAILURES =*$/,$p' "$work/pytest.out" | head -80 >&2
+          fail "pytest $(basename "$file") failed"; }
+    local summary
+    summary=$(tail -1 "$work/pytest.out")
+    [[ $summary =~ ^$expected\ passed\ in ]] ||
+        fail "pytest $(basename "$file"): '$summary', expected $expected passed and nothing else"
+    echo "$(basename "$file"): $summary"
 }
 gloo_works() {
     "$python" - > "$work/probe.out" 2>&1 <<EOF
