@@ -106,7 +106,7 @@ static void replay(tensors *want, const tensors *in, const reference_mask *mask,
                     continue;
                 }
                 for (int64_t key = 0; key < S; key++) {
-                    p[key] = p[key] == -INFINITY ? 0.0f : expf(p[key] - maximum);
+                    p[key] = p[key] == -INFINITY ? 0.0f : naive_replay_exp(p[key], maximum);
                     sum += p[key];
                 }
                 for (int64_t d = 0; d < DH; d++) {
@@ -134,14 +134,14 @@ static float score_gradient(const tensors *in, const reference_mask *mask, float
     if (!reference_mask_allowed(mask, b, t, key) || lse == -INFINITY) {
         return 0.0f;
     }
-    *p = expf(scale * score(in->q, in->k, b, t, h, key) - lse);
+    *p = naive_replay_exp(scale * score(in->q, in->k, b, t, h, key), lse);
     float dp = 0.0f, delta = 0.0f;
     for (int64_t d = 0; d < DH; d++) {
         dp = naive_replay_step(dp, in->dout[query_at(b, t, h) + d],
                                in->v[key_at(b, key, h / (H / HKV)) + d]);
         delta += in->dout[query_at(b, t, h) + d] * in->out[query_at(b, t, h) + d];
     }
-    return scale * (*p * (dp - delta));
+    return *p == 0.0f ? 0.0f : scale * (*p * (dp - delta)); /* an underflow gives 0 */
 }
 
 static void replay_backward(tensors *want, const tensors *in, const reference_mask *mask,

@@ -76,6 +76,65 @@ Test(naive_products, linear_products__are_the_textbook_sums_bit_for_bit) {
     free(dweight);
 }
 
+/* want (rows × columns) = start + Σ_k left[r][k] · right[k][c] over k in [k0, k1) (left of row
+ * stride I), the
+ * documented order continued from start (0 or the values given). */
+static void replay(float *want, const float *start, const float *left, const float *right,
+                   int64_t rows, int64_t columns, int64_t k0, int64_t k1) {
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < columns; c++) {
+            float acc = start != NULL ? start[r * columns + c] : 0.0f;
+            for (int64_t k = k0; k < k1; k++) {
+                acc = naive_replay_step(acc, left[r * I + k], right[k * columns + c]);
+            }
+            want[r * columns + c] = acc;
+        }
+    }
+}
+
+/* A product within one panel (every whole micro-tile read from and written to the result
+ * directly), one resumed in two parts (the second from the first's partial sums), and products
+ * over no contraction index. */
+Test(naive_products, single_panel_resumed_and_empty_products__are_the_textbook_sums) {
+    enum { R = 67, C = 48, K = 100 }; /* C: three whole micro-tiles; K: within one panel */
+    float *left = naive_replay_filled(R * I, 8), *right = naive_replay_filled(I * C, 9);
+    float *got = naive_replay_filled(R * C, 10), *want = malloc(R * C * sizeof(float));
+    const naive_matrix l = {left, I, 1}, r = {right, C, 1};
+    cr_assert(naive_product(got, C, l, r, R, C, K, false));
+    replay(want, NULL, left, right, R, C, 0, K);
+    expect_same(got, want, R * C, "one panel");
+    /* resumed: indices [0, 137) then [137, I) (the second part crosses a panel's edge), ended
+     * with naive_product_finish: the sum over [0, I) in one go, from 0 */
+    float *start = naive_replay_filled(R * C, 11);
+    memcpy(got, start, R * C * sizeof(float));
+    cr_assert(naive_product_resume(got, C, l, r, R, C, 137));
+    replay(want, start, left, right, R, C, 0, 137);
+    expect_same(got, want, R * C, "resumed, first part");
+    memset(got, 0, R * C * sizeof(float));
+    cr_assert(naive_product_resume(got, C, l, r, R, C, 137));
+    cr_assert(naive_product_resume(got, C, (naive_matrix){left + 137, I, 1},
+                                   (naive_matrix){right + 137 * C, C, 1}, R, C, I - 137));
+    naive_product_finish(got, R * C);
+    replay(want, NULL, left, right, R, C, 0, I);
+    expect_same(got, want, R * C, "resumed in two parts");
+    /* no contraction index: a set gives zeros, an add or a resume leaves the result */
+    memcpy(got, start, R * C * sizeof(float));
+    cr_assert(naive_product(got, C, l, r, R, C, 0, true));
+    expect_same(got, start, R * C, "empty add");
+    cr_assert(naive_product_resume(got, C, l, r, R, C, 0));
+    expect_same(got, start, R * C, "empty resume");
+    cr_assert(naive_product(got, C, l, r, R, C, 0, false));
+    for (int64_t i = 0; i < R * C; i++) {
+        cr_assert(got[i] == 0.0f && !signbit(got[i]), "empty set: element %lld is %a", (long long)i,
+                  (double)got[i]);
+    }
+    free(left);
+    free(right);
+    free(got);
+    free(want);
+    free(start);
+}
+
 Test(naive_products, thread_count__same_bits) {
     float *in = naive_replay_filled(N * I, 6), *weight = naive_replay_filled(O * I, 7);
     float *one = malloc(N * O * sizeof(float)), *three = malloc(N * O * sizeof(float));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/checked_size.h"
+#include "harness/judging/naive_exponential.h"
 #include "harness/judging/naive_products.h"
 #include "reference/parallel.h"
 
@@ -274,9 +275,9 @@ static void forward_item(void *context, int64_t item, void *scratch) {
             lse[q0 + r] = -INFINITY;
             continue;
         }
+        naive_exponential(p, p, width, maximum);
         float sum = 0.0f;
         for (int64_t k = 0; k < width; k++) {
-            p[k] = expf(p[k] - maximum);
             sum += p[k];
         }
         for (int64_t k = 0; k < width; k++) {
@@ -291,19 +292,20 @@ static void forward_item(void *context, int64_t item, void *scratch) {
 }
 
 /* For count pairs of one query row (lse, δ): p = exp(score − lse) into score's place (score
- * already scaled, −∞ where masked) and scale · (p · (dp − δ)) into dp's; a masked pair or a row
- * with no allowed key gives 0 to both. */
+ * already scaled, −∞ where masked) and scale · (p · (dp − δ)) into dp's; a masked pair (whose
+ * p is exp(−∞) = 0), a pair whose p underflows to 0 and a row with no allowed key give 0 to
+ * both. */
 static void probabilities_and_score_gradients(float *scores, float *dp, int64_t count,
                                               float row_lse, float delta, float scale) {
+    if (row_lse == -INFINITY) {
+        memset(scores, 0, (size_t)count * sizeof *scores);
+        memset(dp, 0, (size_t)count * sizeof *dp);
+        return;
+    }
+    naive_exponential(scores, scores, count, row_lse);
     for (int64_t k = 0; k < count; k++) {
-        if (scores[k] == -INFINITY || row_lse == -INFINITY) {
-            scores[k] = 0.0f;
-            dp[k] = 0.0f;
-            continue;
-        }
-        const float p = expf(scores[k] - row_lse);
-        scores[k] = p;
-        dp[k] = scale * (p * (dp[k] - delta));
+        const float p = scores[k];
+        dp[k] = p == 0.0f ? 0.0f : scale * (p * (dp[k] - delta));
     }
 }
 
@@ -380,15 +382,22 @@ static void key_gradient_item(void *context, int64_t item, void *scratch) {
                 float *scores = t.first + r * width + (q0 - queries.begin);
                 float *dps = t.second + r * width + (q0 - queries.begin);
                 const uint8_t *allowed = t.allowed + r * (q1 - q0);
+                /* p = exp(score − lse) of each query's own lse, as the query side computes it
+                 * (probabilities_and_score_gradients): the exponent's argument first, then the
+                 * exponentials of the row at once */
                 for (int64_t q = q0; q < q1; q++) {
                     const bool pair = kind == REFERENCE_BLOCK_ALL ||
                                       (kind == REFERENCE_BLOCK_MIXED && allowed[q - q0]);
-                    float score = pair ? w->scale * scores[q - q0] : -INFINITY;
-                    float dp = dps[q - q0];
-                    probabilities_and_score_gradients(&score, &dp, 1, lse[q],
-                                                      t.rows[q - queries.begin], w->scale);
-                    scores[q - q0] = score;
-                    dps[q - q0] = dp;
+                    scores[q - q0] = pair && lse[q] != -INFINITY
+                                         ? w->scale * scores[q - q0] - lse[q]
+                                         : -INFINITY;
+                }
+                naive_exponential(scores, scores, q1 - q0, 0.0f);
+                for (int64_t q = q0; q < q1; q++) {
+                    const float p = scores[q - q0];
+                    dps[q - q0] = p == 0.0f
+                                      ? 0.0f
+                                      : w->scale * (p * (dps[q - q0] - t.rows[q - queries.begin]));
                 }
             }
         }

@@ -14,7 +14,9 @@
  *   Backward recomputes p = exp(scale·score − lse) and, with dp = Σ_d dout[d]·v[d] and
  *   δ = Σ_d dout[d]·out[d] (increasing d), ds' = scale·(p·(dp − δ)); dq[d] += Σ_keys ds'·k[d] in
  *   increasing key order; for each query head of a key's group in increasing order, dv[d] +=
- *   Σ_queries p·dout[d] and dk[d] += Σ_queries ds'·q[d] in increasing query order.
+ *   Σ_queries p·dout[d] and dk[d] += Σ_queries ds'·q[d] in increasing query order. exp is
+ *   naive_exponential.h's; a p that is 0 (a masked pair, or an exponential that underflows)
+ *   gives ds' = 0.
  * No tiling of the softmax, no online softmax: the reference's algorithm in float32. Where the
  * work goes (it does not change a sum): forward and dq by blocks of 64 query rows of one head,
  * dk and dv by blocks of 64 keys of one key/value head, one block per work item on the

@@ -10,6 +10,7 @@
 
 #include "common/row_blocks.h"
 #include "harness/judging/naive_attention.h"
+#include "harness/judging/naive_exponential.h"
 #include "harness/judging/naive_products.h"
 #include "harness/judging/naive_team.h"
 
@@ -415,17 +416,39 @@ static bool block_logits(naive_run *run, int64_t index, row_block *block) {
     return ok;
 }
 
-/* log Σ exp of a row of logits, shifted by its maximum. */
-static float log_sum_exp(const float *row, int64_t count) {
+/* log Σ exp of a row of logits, shifted by its maximum (the sum in index order); the row is
+ * left holding the exponentials. */
+static float log_sum_exp(float *row, int64_t count) {
     float maximum = row[0];
     for (int64_t i = 1; i < count; i++) {
         maximum = row[i] > maximum ? row[i] : maximum;
     }
+    naive_exponential(row, row, count, maximum);
     float sum = 0.0f;
     for (int64_t i = 0; i < count; i++) {
-        sum += expf(row[i] - maximum);
+        sum += row[i];
     }
     return maximum + logf(sum);
+}
+
+/* Token i's (of those held here) logits row against the reference's: Σ (x − r)² and Σ r² over the
+ * entries where both are finite, and whether some entry is not. */
+static void compare_row(naive_outputs *outputs, int64_t i, const float *row, const double *expected,
+                        int64_t count) {
+    double difference = 0.0, norm = 0.0;
+    uint8_t nonfinite = 0;
+    for (int64_t v = 0; v < count; v++) {
+        const double x = (double)row[v], r = expected[v];
+        if (!isfinite(x) || !isfinite(r)) {
+            nonfinite = 1;
+            continue;
+        }
+        difference += (x - r) * (x - r);
+        norm += r * r;
+    }
+    outputs->logits_error[i] = difference;
+    outputs->logits_norm[i] = norm;
+    outputs->logits_nonfinite[i] = nonfinite;
 }
 
 /* The loss's sum, continued over the tokens held here in token order (a chain over the ranks). */
@@ -460,29 +483,16 @@ static cpparity_status head_forward(naive_run *run, const cpparity_batch *batch,
         }
         for (int64_t t = 0; t < block.end - block.begin; t++) {
             const int64_t n = block.flat + t, i = n - run->first_row;
-            const float *row = run->logits + t * V;
-            run->logits_lse[i] = log_sum_exp(row, V);
-            if (batch->labels[n] != CPPARITY_IGNORE_INDEX) {
-                run->loss_terms[i] = run->logits_lse[i] - row[batch->labels[n]];
+            float *row = run->logits + t * V;
+            if (reference != NULL) {
+                compare_row(outputs, i, row, run->reference + t * V, V);
             }
-            if (reference == NULL) {
-                continue;
+            const int64_t label = batch->labels[n];
+            const float labelled = label != CPPARITY_IGNORE_INDEX ? row[label] : 0.0f;
+            run->logits_lse[i] = log_sum_exp(row, V); /* the row now holds exponentials */
+            if (label != CPPARITY_IGNORE_INDEX) {
+                run->loss_terms[i] = run->logits_lse[i] - labelled;
             }
-            const double *expected = run->reference + t * V;
-            double difference = 0.0, norm = 0.0;
-            uint8_t nonfinite = 0;
-            for (int64_t v = 0; v < V; v++) {
-                const double x = (double)row[v], r = expected[v];
-                if (!isfinite(x) || !isfinite(r)) {
-                    nonfinite = 1;
-                    continue;
-                }
-                difference += (x - r) * (x - r);
-                norm += r * r;
-            }
-            outputs->logits_error[i] = difference;
-            outputs->logits_norm[i] = norm;
-            outputs->logits_nonfinite[i] = nonfinite;
         }
     }
     loss_step step = {run, batch, 0.0f};
@@ -612,8 +622,9 @@ static void head_add(void *context, int64_t group) {
                 memset(row, 0, (size_t)columns * sizeof *row);
                 continue;
             }
+            naive_exponential(row, row, columns, run->logits_lse[n - run->first_row]);
             for (int64_t v = 0; v < columns; v++) {
-                row[v] = expf(row[v] - run->logits_lse[n - run->first_row]) * per_label;
+                row[v] = row[v] * per_label;
             }
             if (label >= first && label < first + columns) {
                 row[label - first] -= per_label;

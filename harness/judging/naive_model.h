@@ -11,8 +11,9 @@
  * blocks' order), attention row by row (the
  * scores of a query row over its allowed keys, a two-pass softmax: maximum, then exponentials and
  * their sum; naive_attention.h), no tiling of the softmax, no online softmax, no context
- * parallelism. Cache-friendly loops on the reference's threads, never the implementation's code
- * or BLAS.
+ * parallelism. Its exponentials are naive_exponential.h's (faithfully rounded float32, eight
+ * lanes at a time). Cache-friendly loops on the reference's threads, never the implementation's
+ * code or BLAS.
  *
  * The logits (B, S, V) are never held whole (docs/architecture.md, "Long context: row blocks"):
  * the loss and its gradient go one row block at a time, and each block is compared with the

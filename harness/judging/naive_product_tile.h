@@ -6,82 +6,138 @@
  *   NAIVE_MULTIPLY_ADD(c, x, b)  c (8 lanes) += x (a scalar) · b (8 lanes), each lane its own sum
  *   NAIVE_TILE_TARGET            the functions' target attribute (may be empty)
  * Every output element is one lane of one accumulator, the products added in increasing
- * contraction index: the arithmetic of naive_products.h, whatever the instruction set.
+ * contraction index: the arithmetic of naive_products.h, whatever the instruction set and
+ * whichever micro-tile (6, 4 or 1 rows) the element falls in.
  */
 
-/* acc rows [m, m + count) (count 4 or 1) × columns [j, j + WIDTH) of the tile (row stride
- * TILE_COLUMNS) += left rows × panel columns over depth. */
+/* out rows [0, count) (count 6, 4 or 1, row stride out_stride) × columns [j, j + WIDTH) = in's
+ * same elements (row stride in_stride; 0 when in is NULL) + the packed left rows (depth × count,
+ * k-major) × panel columns over depth. The accumulators are named one by one (MICRO_*): an array
+ * indexed by a loop would be kept in memory by the compiler. */
+#define MICRO_LOAD(i)                                                                              \
+    vector8 c##i##0 = {0}, c##i##1 = {0};                                                          \
+    if (in != NULL) {                                                                              \
+        LOAD(c##i##0, in + (i)*in_stride + j);                                                     \
+        LOAD(c##i##1, in + (i)*in_stride + j + LANES);                                             \
+    }
+#define MICRO_STEP(i, count)                                                                       \
+    NAIVE_MULTIPLY_ADD(c##i##0, left[k * (count) + (i)], b0);                                      \
+    NAIVE_MULTIPLY_ADD(c##i##1, left[k * (count) + (i)], b1)
+#define MICRO_STORE(i)                                                                             \
+    STORE(out + (i)*out_stride + j, c##i##0);                                                      \
+    STORE(out + (i)*out_stride + j + LANES, c##i##1)
+#define MICRO_PANEL                                                                                \
+    vector8 b0, b1;                                                                                \
+    LOAD(b0, panel + k * TILE_COLUMNS + j);                                                        \
+    LOAD(b1, panel + k * TILE_COLUMNS + j + LANES)
+
 NAIVE_TILE_TARGET static inline __attribute__((always_inline)) void
-NAIVE_MICRO(float *acc, const product_work *w, int64_t m, int64_t count, int64_t k0,
-            const float *panel, int64_t j, int64_t depth) {
-    vector8 c[4][2];
-    for (int64_t i = 0; i < count; i++) {
-        LOAD(c[i][0], acc + i * TILE_COLUMNS + j);
-        LOAD(c[i][1], acc + i * TILE_COLUMNS + j + LANES);
-    }
-    const naive_matrix *l = &w->left;
-    const float *a0 = l->data + m * l->row_stride + k0 * l->column_stride;
-    if (count == 4) {
-        const float *a1 = a0 + l->row_stride, *a2 = a1 + l->row_stride, *a3 = a2 + l->row_stride;
+NAIVE_MICRO(const float *in, int64_t in_stride, float *out, int64_t out_stride, int64_t count,
+            const float *left, const float *panel, int64_t j, int64_t depth) {
+    if (count == 6) {
+        MICRO_LOAD(0);
+        MICRO_LOAD(1);
+        MICRO_LOAD(2);
+        MICRO_LOAD(3);
+        MICRO_LOAD(4);
+        MICRO_LOAD(5);
         for (int64_t k = 0; k < depth; k++) {
-            vector8 b0, b1;
-            LOAD(b0, panel + k * TILE_COLUMNS + j);
-            LOAD(b1, panel + k * TILE_COLUMNS + j + LANES);
-            const int64_t at = k * l->column_stride;
-            const float x0 = a0[at], x1 = a1[at], x2 = a2[at], x3 = a3[at];
-            NAIVE_MULTIPLY_ADD(c[0][0], x0, b0);
-            NAIVE_MULTIPLY_ADD(c[0][1], x0, b1);
-            NAIVE_MULTIPLY_ADD(c[1][0], x1, b0);
-            NAIVE_MULTIPLY_ADD(c[1][1], x1, b1);
-            NAIVE_MULTIPLY_ADD(c[2][0], x2, b0);
-            NAIVE_MULTIPLY_ADD(c[2][1], x2, b1);
-            NAIVE_MULTIPLY_ADD(c[3][0], x3, b0);
-            NAIVE_MULTIPLY_ADD(c[3][1], x3, b1);
+            MICRO_PANEL;
+            MICRO_STEP(0, 6);
+            MICRO_STEP(1, 6);
+            MICRO_STEP(2, 6);
+            MICRO_STEP(3, 6);
+            MICRO_STEP(4, 6);
+            MICRO_STEP(5, 6);
         }
+        MICRO_STORE(0);
+        MICRO_STORE(1);
+        MICRO_STORE(2);
+        MICRO_STORE(3);
+        MICRO_STORE(4);
+        MICRO_STORE(5);
+    } else if (count == 4) {
+        MICRO_LOAD(0);
+        MICRO_LOAD(1);
+        MICRO_LOAD(2);
+        MICRO_LOAD(3);
+        for (int64_t k = 0; k < depth; k++) {
+            MICRO_PANEL;
+            MICRO_STEP(0, 4);
+            MICRO_STEP(1, 4);
+            MICRO_STEP(2, 4);
+            MICRO_STEP(3, 4);
+        }
+        MICRO_STORE(0);
+        MICRO_STORE(1);
+        MICRO_STORE(2);
+        MICRO_STORE(3);
     } else {
+        MICRO_LOAD(0);
         for (int64_t k = 0; k < depth; k++) {
-            vector8 b0, b1;
-            LOAD(b0, panel + k * TILE_COLUMNS + j);
-            LOAD(b1, panel + k * TILE_COLUMNS + j + LANES);
-            const float x0 = a0[k * l->column_stride];
-            NAIVE_MULTIPLY_ADD(c[0][0], x0, b0);
-            NAIVE_MULTIPLY_ADD(c[0][1], x0, b1);
+            MICRO_PANEL;
+            MICRO_STEP(0, 1);
         }
-    }
-    for (int64_t i = 0; i < count; i++) {
-        STORE(acc + i * TILE_COLUMNS + j, c[i][0]);
-        STORE(acc + i * TILE_COLUMNS + j + LANES, c[i][1]);
+        MICRO_STORE(0);
     }
 }
+#undef MICRO_LOAD
+#undef MICRO_STEP
+#undef MICRO_STORE
+#undef MICRO_PANEL
 
+/* A tile: its accumulators start at 0 (or, resumed, at the result's values) and end in the
+ * result. Micro-tiles wholly inside the tile's columns read their start from the result and write
+ * their end there directly, through the scratch only between depth blocks; the columns past the
+ * last whole micro-tile, and every column of an `add`, go through the scratch. The right
+ * operand's panel is packed once per depth block for all the tile's rows, the left operand
+ * LEFT_ROWS rows at a time. */
 NAIVE_TILE_TARGET static void NAIVE_TILE(void *context, int64_t item, void *scratch) {
     const product_work *w = context;
     const int64_t r0 = item / w->column_tiles * TILE_ROWS;
     const int64_t c0 = item % w->column_tiles * TILE_COLUMNS;
     const int64_t rows = minimum(TILE_ROWS, w->rows - r0);
     const int64_t columns = minimum(TILE_COLUMNS, w->columns - c0);
-    float *acc = scratch;                                       /* TILE_ROWS × TILE_COLUMNS */
-    float *panel = (float *)scratch + TILE_ROWS * TILE_COLUMNS; /* DEPTH_BLOCK × TILE_COLUMNS */
-    memset(acc, 0, (size_t)(TILE_ROWS * TILE_COLUMNS) * sizeof *acc);
-    for (int64_t i = 0; w->resume && i < rows; i++) { /* the sum so far */
-        memcpy(acc + i * TILE_COLUMNS, w->result + (r0 + i) * w->result_stride + c0,
-               (size_t)columns * sizeof *acc);
+    const int64_t whole = (w->add && !w->resume) || w->depth == 0 ? 0 : columns / WIDTH * WIDTH;
+    const tile_scratch t = tile_scratch_of(scratch);
+    float *result = w->result + r0 * w->result_stride + c0;
+    for (int64_t i = 0; whole < columns && i < rows; i++) { /* the scratch's columns start */
+        float *acc = t.acc + i * TILE_COLUMNS;
+        memset(acc + whole, 0, (size_t)(TILE_COLUMNS - whole) * sizeof *acc);
+        if (w->resume) {
+            memcpy(acc + whole, result + i * w->result_stride + whole,
+                   (size_t)(columns - whole) * sizeof *acc);
+        }
     }
     for (int64_t k0 = 0; k0 < w->depth; k0 += DEPTH_BLOCK) {
         const int64_t depth = minimum(DEPTH_BLOCK, w->depth - k0);
-        pack(panel, w, k0, depth, c0);
-        for (int64_t m = 0; m < rows;) {
-            const int64_t count = rows - m >= 4 ? 4 : 1;
+        const bool first = k0 == 0, last = k0 + depth == w->depth;
+        pack_right(t.panel, w, k0, depth, c0);
+        for (int64_t p0 = 0; p0 < rows; p0 += LEFT_ROWS) {
+            const int64_t packed = minimum(LEFT_ROWS, rows - p0);
+            pack_left(t.left, w, r0 + p0, packed, k0, depth);
+            /* a panel strip of WIDTH columns stays in the first-level cache while every row
+             * group of the packed rows passes over it */
             for (int64_t j = 0; j < columns; j += WIDTH) {
-                NAIVE_MICRO(acc + m * TILE_COLUMNS, w, r0 + m, count, k0, panel, j, depth);
+                const bool direct = j < whole;
+                for (int64_t m = 0; m < packed;) {
+                    const int64_t count = micro_rows(packed - m);
+                    float *acc = t.acc + (p0 + m) * TILE_COLUMNS;
+                    float *row = result + (p0 + m) * w->result_stride;
+                    const float *in = !direct || !first ? acc : w->resume ? row : NULL;
+                    const int64_t in_stride = in == row ? w->result_stride : TILE_COLUMNS;
+                    NAIVE_MICRO(in, in_stride, direct && last ? row : acc,
+                                direct && last ? w->result_stride : TILE_COLUMNS, count,
+                                t.left + m * depth, t.panel, j, depth);
+                    m += count;
+                }
             }
-            m += count;
         }
     }
-    for (int64_t i = 0; i < rows; i++) {
-        float *out = w->result + (r0 + i) * w->result_stride + c0;
-        const float *sum = acc + i * TILE_COLUMNS;
-        for (int64_t j = 0; j < columns; j++) {
+    for (int64_t i = 0; i < rows; i++) { /* the columns that went through the scratch */
+        float *out = result + i * w->result_stride;
+        const float *sum = t.acc + i * TILE_COLUMNS;
+        for (int64_t j = whole; j < columns; j++) {
             out[j] = w->add && !w->resume ? out[j] + sum[j] : sum[j];
         }
     }

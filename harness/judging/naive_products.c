@@ -5,7 +5,10 @@
  * Work items are tiles of TILE_ROWS × TILE_COLUMNS output elements, each accumulated in the
  * item's scratch over depth blocks of DEPTH_BLOCK in increasing order; the right operand's block
  * is first copied into a panel (DEPTH_BLOCK × TILE_COLUMNS, zero past the last column) so that
- * sixteen consecutive columns load as two 8-lane vectors. Each lane holds one output element's
+ * sixteen consecutive columns load as two 8-lane vectors, and the left operand's rows into
+ * groups of six (k-major), so that a micro-tile of 6 × 16 elements (twelve vector accumulators)
+ * reads both operands from contiguous memory; the tile's row groups pass over a 16-column strip
+ * of the panel while it is in the first-level cache. Each lane holds one output element's
  * accumulator, so vectors never change the order of a sum. The tile geometry is fixed, so which
  * code path an element takes does not depend on the thread count.
  */
@@ -16,11 +19,14 @@
 #include "reference/parallel.h"
 
 enum {
-    TILE_ROWS = 64,     /* output rows per item */
-    TILE_COLUMNS = 256, /* output columns per item */
-    DEPTH_BLOCK = 256,  /* contraction indices per panel */
-    LANES = 8,          /* floats per vector */
-    WIDTH = 2 * LANES,  /* columns of one micro-tile */
+    TILE_ROWS = 256,      /* output rows per item */
+    TILE_COLUMNS = 128,   /* output columns per item */
+    DEPTH_BLOCK = 256,    /* contraction indices per panel */
+    LEFT_ROWS = 64,       /* left operand rows packed at a time */
+    LANES = 8,            /* floats per vector */
+    WIDTH = 2 * LANES,    /* columns of one micro-tile */
+    MICRO_ROWS = 6,       /* rows of a micro-tile (then 4 or 1 at the packed rows' end) */
+    TRANSPOSE_BLOCK = 16, /* the square a transposed right operand is copied by */
 };
 
 typedef float vector8 __attribute__((vector_size(LANES * sizeof(float))));
@@ -39,9 +45,29 @@ static int64_t minimum(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
 
+/* A work item's scratch: the tile's accumulators (TILE_ROWS × TILE_COLUMNS), the right operand's
+ * panel (DEPTH_BLOCK × TILE_COLUMNS) and LEFT_ROWS of the left operand's rows packed by row groups
+ * (LEFT_ROWS × DEPTH_BLOCK). */
+typedef struct tile_scratch {
+    float *acc, *panel, *left;
+} tile_scratch;
+
+static tile_scratch tile_scratch_of(void *scratch) {
+    float *at = scratch;
+    return (tile_scratch){at, at + TILE_ROWS * TILE_COLUMNS,
+                          at + (TILE_ROWS + DEPTH_BLOCK) * TILE_COLUMNS};
+}
+
+/* The rows of the next micro-tile when `remaining` rows of the tile are left. */
+static int64_t micro_rows(int64_t remaining) {
+    return remaining >= MICRO_ROWS ? MICRO_ROWS : remaining >= 4 ? 4 : 1;
+}
+
 /* The right operand's rows [k0, k0 + depth) × columns [c0, c0 + TILE_COLUMNS) into panel
- * (depth × TILE_COLUMNS), zero past the last column up to the last micro-tile's edge. */
-static void pack(float *panel, const product_work *w, int64_t k0, int64_t depth, int64_t c0) {
+ * (depth × TILE_COLUMNS), zero past the last column up to the last micro-tile's edge. A
+ * transposed operand is copied by squares of TRANSPOSE_BLOCK, so that both its reads and the
+ * panel's writes stay within a few cache lines. */
+static void pack_right(float *panel, const product_work *w, int64_t k0, int64_t depth, int64_t c0) {
     const naive_matrix *r = &w->right;
     const int64_t columns = minimum(TILE_COLUMNS, w->columns - c0);
     const int64_t read = (columns + WIDTH - 1) / WIDTH * WIDTH; /* the micro-tiles read this far */
@@ -55,11 +81,36 @@ static void pack(float *panel, const product_work *w, int64_t k0, int64_t depth,
         }
         return;
     }
-    for (int64_t j = 0; j < columns; j++) {
-        const float *source = r->data + (c0 + j) * r->column_stride + k0 * r->row_stride;
-        for (int64_t k = 0; k < depth; k++) {
-            panel[k * TILE_COLUMNS + j] = source[k * r->row_stride];
+    for (int64_t j0 = 0; j0 < columns; j0 += TRANSPOSE_BLOCK) {
+        const int64_t j1 = minimum(j0 + TRANSPOSE_BLOCK, columns);
+        for (int64_t kb = 0; kb < depth; kb += TRANSPOSE_BLOCK) {
+            const int64_t kb1 = minimum(kb + TRANSPOSE_BLOCK, depth);
+            for (int64_t j = j0; j < j1; j++) {
+                const float *source = r->data + (c0 + j) * r->column_stride + k0 * r->row_stride;
+                for (int64_t k = kb; k < kb1; k++) {
+                    panel[k * TILE_COLUMNS + j] = source[k * r->row_stride];
+                }
+            }
         }
+    }
+}
+
+/* The left operand's rows [r0, r0 + rows) × contraction [k0, k0 + depth) into left, row group
+ * after row group (micro_rows), each group's depth × count values k-major: the group at tile row
+ * m starts at left + m·depth. */
+static void pack_left(float *left, const product_work *w, int64_t r0, int64_t rows, int64_t k0,
+                      int64_t depth) {
+    const naive_matrix *l = &w->left;
+    for (int64_t m = 0; m < rows;) {
+        const int64_t count = micro_rows(rows - m);
+        float *group = left + m * depth;
+        const float *source = l->data + (r0 + m) * l->row_stride + k0 * l->column_stride;
+        for (int64_t k = 0; k < depth; k++) {
+            for (int64_t i = 0; i < count; i++) {
+                group[k * count + i] = source[i * l->row_stride + k * l->column_stride];
+            }
+        }
+        m += count;
     }
 }
 
@@ -82,10 +133,14 @@ static void pack(float *panel, const product_work *w, int64_t k0, int64_t depth,
 #undef NAIVE_MULTIPLY_ADD
 
 #if defined(__x86_64__) && defined(__GNUC__)
+/* x in all eight lanes (one vbroadcastss from memory) */
+__attribute__((target("avx2,fma"))) static inline vector8 broadcast(float x) {
+    return (vector8){x, x, x, x, x, x, x, x};
+}
 #define NAIVE_TILE tile_avx2
 #define NAIVE_MICRO micro_tile_avx2
 #define NAIVE_TILE_TARGET __attribute__((target("avx2,fma")))
-#define NAIVE_MULTIPLY_ADD(c, x, b) ((c) = __builtin_ia32_vfmaddps256((vector8){0} + (x), (b), (c)))
+#define NAIVE_MULTIPLY_ADD(c, x, b) ((c) = __builtin_ia32_vfmaddps256(broadcast(x), (b), (c)))
 #include "harness/judging/naive_product_tile.h"
 #undef NAIVE_TILE
 #undef NAIVE_MICRO
@@ -141,7 +196,8 @@ void naive_product_finish(float *result, int64_t count) {
 }
 
 size_t naive_product_scratch_bytes(void) {
-    return (size_t)(TILE_ROWS + DEPTH_BLOCK) * TILE_COLUMNS * sizeof(float);
+    return ((size_t)(TILE_ROWS + DEPTH_BLOCK) * TILE_COLUMNS + (size_t)LEFT_ROWS * DEPTH_BLOCK) *
+           sizeof(float);
 }
 
 void naive_product_on_this_thread(float *result, int64_t result_stride, naive_matrix left,

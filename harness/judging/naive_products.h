@@ -7,9 +7,9 @@
  * products of the contraction are added in increasing contraction index; the result is then
  * stored (`set`) or added once to the output's value (`add`). That is the order of the textbook
  * triple loop; what makes it fast is only where the operands sit: tiles of the output computed
- * by the reference's threads (reference/parallel.h), sixteen output columns side by side in
- * vector registers (each lane its own accumulator, so no sum is reassociated), and the right
- * operand copied into panels that stay in cache. On a CPU with AVX2 and FMA each step is a fused
+ * by the reference's threads (reference/parallel.h), micro-tiles of six rows by sixteen columns
+ * in twelve vector registers (each lane its own accumulator, so no sum is reassociated), and both
+ * operands copied into panels that stay in cache. On a CPU with AVX2 and FMA each step is a fused
  * multiply-add (one rounding), elsewhere a multiply then an add: the same element always takes
  * the same path on a machine, whatever the thread count.
  *

@@ -1,7 +1,7 @@
 /*
  * naive_replay.h — what the naive baseline's bit-for-bit tests share (test_naive_products.c,
- * test_naive_attention.c): deterministic float inputs, and one step of the documented sum order
- * of harness/judging/naive_products.h.
+ * test_naive_attention.c): deterministic float inputs, one step of the documented sum order of
+ * harness/judging/naive_products.h, and the baseline's exponential of one value.
  */
 #ifndef CPPARITY_TESTS_SUPPORT_NAIVE_REPLAY_H
 #define CPPARITY_TESTS_SUPPORT_NAIVE_REPLAY_H
@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "harness/judging/naive_exponential.h"
 #include "harness/judging/naive_products.h"
 
 /* count values in [−1, 1], varied, the same for the same seed; the caller frees them. */
@@ -19,6 +20,13 @@ static inline float *naive_replay_filled(int64_t count, int seed) {
         values[i] = (float)((i * 7919 + seed * 104729) % 2001 - 1000) / 1000.0f;
     }
     return values;
+}
+
+/* exp(x − shift) as the baseline computes it (harness/judging/naive_exponential.h), alone. */
+static inline float naive_replay_exp(float x, float shift) {
+    float y;
+    naive_exponential(&y, &x, 1, shift);
+    return y;
 }
 
 /* The documented order: acc = 0; acc += a·b for k = 0, 1, ... (fused when the products are). */
