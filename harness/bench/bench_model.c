@@ -3,7 +3,10 @@
  * [--json]`: wall time and GFLOP/s of the float64 reference model's forward and backward for each
  * case of a suite, next to this machine's dgemm on as many threads (the ceiling), to size suites
  * and to see the reference's share of a run; with --ranks, spread over R local ranks (the time of
- * rank 0, from the model's allocation on). The FLOP count is docs/benchmarks.md's.
+ * rank 0, from the model's allocation on); with --baseline, also the naive float32 baseline of the
+ * case on the same threads (harness/judging/naive_model.h, its logits compared with the
+ * reference's as a run does) and its time over the reference's. The FLOP count is
+ * docs/benchmarks.md's.
  */
 #include <fnmatch.h>
 #include <getopt.h>
@@ -19,6 +22,7 @@
 #include "fixtures/parameter_fixture.h"
 #include "harness/bench/bench_model.h"
 #include "harness/bench/bench_reference.h"
+#include "harness/judging/naive_model.h"
 #include "harness/running/reference_team_comm.h"
 #include "harness/suite/case_file.h"
 #include "reference/model.h"
@@ -121,8 +125,29 @@ static int bench_spread_case(const cpparity_case *c, int ranks, FILE *out, FILE 
     return (int)status;
 }
 
-/* Times one case; prints one line. Returns an exit code. */
-static int bench_case(const cpparity_case *c, int threads, int json, FILE *out, FILE *err) {
+/* The reference's logits of a row block, for the naive baseline's comparison. */
+static void reference_logits(const void *context, int64_t block, double *out) {
+    reference_model_logits_block(context, block, out);
+}
+
+/* The naive f32 baseline of the case after the reference's forward and backward: its seconds. */
+static cpparity_status time_baseline(const cpparity_case *c, const reference_model *model,
+                                     const cpparity_batch *batch, double *seconds,
+                                     cpparity_error *error) {
+    const naive_reference_logits logits = {reference_logits, model};
+    naive_outputs outputs;
+    const double start = monotonic_seconds();
+    const cpparity_status status =
+        naive_model_run(&c->model, batch, &model->parameter_table, model->parameters,
+                        CPPARITY_DTYPE_F32, &logits, &outputs, error);
+    *seconds = monotonic_seconds() - start;
+    naive_outputs_free(&outputs);
+    return status;
+}
+
+/* Times one case (and its baseline when asked); prints one line. Returns an exit code. */
+static int bench_case(const cpparity_case *c, int threads, int json, int baseline, FILE *out,
+                      FILE *err) {
     cpparity_batch batch = {0};
     reference_model model = {0};
     cpparity_error error;
@@ -147,20 +172,32 @@ static int bench_case(const cpparity_case *c, int threads, int json, FILE *out, 
     if (status == CPPARITY_OK) {
         status = model_flops(&model, &flops, &error);
     }
+    double baseline_seconds = 0.0;
+    if (status == CPPARITY_OK && baseline) {
+        status = time_baseline(c, &model, &batch, &baseline_seconds, &error);
+    }
     if (status == CPPARITY_OK && json) {
         fprintf(out,
                 "{\"what\": \"model\", \"mask\": null, \"case\": \"%s\", \"batch\": %lld, "
                 "\"seq\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"threads\": %d, "
                 "\"seconds\": %.6f, \"gflops\": %.3f, \"cpu_seconds\": %.6f, "
-                "\"forward_seconds\": %.6f}\n",
+                "\"forward_seconds\": %.6f",
                 c->name, (long long)c->batch_size, (long long)c->seq_len,
                 (long long)c->model.num_attention_heads, (long long)c->model.head_dim, threads,
                 end - start, flops / (end - start) * 1e-9, cpu_end - cpu_start, middle - start);
+        if (baseline) {
+            fprintf(out, ", \"baseline_seconds\": %.6f", baseline_seconds);
+        }
+        fprintf(out, "}\n");
     } else if (status == CPPARITY_OK) {
-        fprintf(out, "%-48s %3lld %5lld %3lld %10lld %10.6f %10.6f %10.6f %9.2f\n", c->name,
+        fprintf(out, "%-48s %3lld %5lld %3lld %10lld %10.6f %10.6f %10.6f %9.2f", c->name,
                 (long long)c->batch_size, (long long)c->seq_len,
                 (long long)c->model.num_hidden_layers, (long long)model.parameter_table.total,
                 middle - start, end - middle, end - start, flops / (end - start) * 1e-9);
+        if (baseline) {
+            fprintf(out, " %10.6f %9.2f", baseline_seconds, baseline_seconds / (end - start));
+        }
+        fprintf(out, "\n");
     } else {
         fprintf(err, "cpparity bench model: case %s: %s\n", c->name, error.message);
     }
@@ -173,24 +210,30 @@ static int bench_case(const cpparity_case *c, int threads, int json, FILE *out, 
 static void usage(FILE *stream) {
     fprintf(stream,
             "usage: cpparity bench model [SUITE.yaml] [--case PATTERN] [--threads N] [--ranks R]\n"
-            "                            [--json]\n"
+            "                            [--baseline] [--json]\n"
             "  Times the float64 reference model forward and backward per case, and this\n"
             "  machine's dgemm on the same threads (the ceiling), in the same run.\n"
             "  --case PATTERN  only the cases whose name matches (shell pattern)\n"
             "  --threads N     threads of the reference (default 1), in each rank\n"
             "  --ranks R       the reference spread over R ranks (threads of this process,\n"
             "                  each holding its row blocks: docs/architecture.md); default 1\n"
+            "  --baseline      also time the naive float32 baseline of each case on the same\n"
+            "                  threads, and its time over the reference's (one rank)\n"
             "  --json          one JSON object per line instead of the table\n");
 }
 
 int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
     static const struct option options[] = {
-        {"case", required_argument, NULL, 'c'}, {"threads", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},       {"ranks", required_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+        {"case", required_argument, NULL, 'c'},
+        {"threads", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},
+        {"ranks", required_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},
+        {"baseline", no_argument, NULL, 'b'},
+        {NULL, 0, NULL, 0},
     };
     const char *pattern = "*";
-    int threads = 1, json = 0, ranks = 1, option;
+    int threads = 1, json = 0, ranks = 1, baseline = 0, option;
     optind = 1;
     opterr = 0;
     while ((option = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -207,6 +250,8 @@ int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
             threads = (int)parsed;
         } else if (option == 'j') {
             json = 1;
+        } else if (option == 'b') {
+            baseline = 1;
         } else if (option == 'r') {
             char *end = NULL;
             const long parsed = strtol(optarg, &end, 10);
@@ -229,8 +274,8 @@ int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
         fprintf(err, "cpparity bench model: at most one SUITE.yaml\n");
         return 2;
     }
-    if (ranks > 1 && json) {
-        fprintf(err, "cpparity bench model: --json is for one rank\n");
+    if (ranks > 1 && (json || baseline)) {
+        fprintf(err, "cpparity bench model: --%s is for one rank\n", json ? "json" : "baseline");
         return 2;
     }
     const char *path = optind < argc ? argv[optind] : cpparity_default_suite();
@@ -249,13 +294,14 @@ int bench_model_main(int argc, char **argv, FILE *out, FILE *err) {
     }
     int status = bench_dgemm_ceiling(threads, json, out, err);
     if (status == 0 && !json) {
-        fprintf(out, "%-48s %3s %5s %3s %10s %10s %10s %10s %9s\n", "case", "B", "S", "L",
-                "parameters", "fwd s", "bwd s", "total s", "GF/s");
+        fprintf(out, "%-48s %3s %5s %3s %10s %10s %10s %10s %9s%s\n", "case", "B", "S", "L",
+                "parameters", "fwd s", "bwd s", "total s", "GF/s",
+                baseline ? "  naive f32 s  / total" : "");
     }
     for (int64_t i = 0; i < suite.count && status == 0; i++) {
         if (fnmatch(pattern, suite.cases[i].name, 0) == 0) {
             status = ranks > 1 ? bench_spread_case(&suite.cases[i], ranks, out, err)
-                               : bench_case(&suite.cases[i], threads, json, out, err);
+                               : bench_case(&suite.cases[i], threads, json, baseline, out, err);
         }
     }
     cpparity_suite_free(&suite);
