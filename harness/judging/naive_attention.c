@@ -291,6 +291,12 @@ static void forward_item(void *context, int64_t item, void *scratch) {
         key_rows(w, w->v, b, keys.begin, kv), rows, s.head_dim, width, false, t.product);
 }
 
+/* ds' of a pair from its p, dp and its query's δ: 0 when p is 0 (a masked pair, whose p is
+ * exp(−∞), or an exponential that underflows). */
+static float score_gradient(float p, float dp, float delta, float scale) {
+    return p == 0.0f ? 0.0f : scale * (p * (dp - delta));
+}
+
 /* For count pairs of one query row (lse, δ): p = exp(score − lse) into score's place (score
  * already scaled, −∞ where masked) and scale · (p · (dp − δ)) into dp's; a masked pair (whose
  * p is exp(−∞) = 0), a pair whose p underflows to 0 and a row with no allowed key give 0 to
@@ -304,8 +310,7 @@ static void probabilities_and_score_gradients(float *scores, float *dp, int64_t 
     }
     naive_exponential(scores, scores, count, row_lse);
     for (int64_t k = 0; k < count; k++) {
-        const float p = scores[k];
-        dp[k] = p == 0.0f ? 0.0f : scale * (p * (dp[k] - delta));
+        dp[k] = score_gradient(scores[k], dp[k], delta, scale);
     }
 }
 
@@ -394,10 +399,8 @@ static void key_gradient_item(void *context, int64_t item, void *scratch) {
                 }
                 naive_exponential(scores, scores, q1 - q0, 0.0f);
                 for (int64_t q = q0; q < q1; q++) {
-                    const float p = scores[q - q0];
-                    dps[q - q0] = p == 0.0f
-                                      ? 0.0f
-                                      : w->scale * (p * (dps[q - q0] - t.rows[q - queries.begin]));
+                    dps[q - q0] = score_gradient(scores[q - q0], dps[q - q0],
+                                                 t.rows[q - queries.begin], w->scale);
                 }
             }
         }

@@ -21,8 +21,7 @@ from .results import Failure, Item, ParityError, Verdict, read_results
 
 __version__ = "0.1.0"
 __all__ = ["run", "judge", "export", "report", "cases", "read_results", "Verdict", "Item",
-           "Failure",
-           "ParityError", "CommandError", "InputError", "RuntimeFailure", "CommandNotFound",
+           "Failure", "ParityError", "CommandError", "InputError", "RuntimeFailure", "CommandNotFound",
            "find_command"]
 
 
@@ -48,6 +47,15 @@ def _options(**flags):
         else:
             arguments += [flag, str(value)]
     return arguments
+
+
+def _succeeded(arguments, cwd=None, launcher=None):
+    """Runs a command that must exit 0 (export, list, report); its standard output."""
+    code, stdout, stderr = run_command(arguments, cwd=cwd, launcher=launcher)
+    raise_for_exit(code, stderr, arguments)
+    if code != 0:
+        raise CommandError(code, stderr, ["cpparity"] + arguments)
+    return stdout
 
 
 def _finish(arguments, out, report_path, launcher, cwd):
@@ -98,20 +106,13 @@ def export(suite, *, out, cases=None, seed=None, no_logits=False, random=None, l
                  + _options(case=list(cases or []), seed=seed, no_logits=no_logits,
                             random=random)
                  + ["-o", os.fspath(out)])
-    code, _, stderr = run_command(arguments, cwd=cwd, launcher=launcher)
-    raise_for_exit(code, stderr, arguments)
-    if code != 0:
-        raise CommandError(code, stderr, ["cpparity"] + arguments)
+    _succeeded(arguments, cwd=cwd, launcher=launcher)
     return os.fspath(out)
 
 
 def cases(suite):
     """`cpparity list SUITE --names`: the names of the suite's cases, in the suite's order."""
-    arguments = ["list", os.fspath(suite), "--names"]
-    code, stdout, stderr = run_command(arguments)
-    raise_for_exit(code, stderr, arguments)
-    if code != 0:
-        raise CommandError(code, stderr, ["cpparity"] + arguments)
+    stdout = _succeeded(["list", os.fspath(suite), "--names"])
     return [line.strip() for line in stdout.splitlines() if line.strip()]
 
 
@@ -121,8 +122,5 @@ def report(results_files, output, *, baseline=None):
     files = [results_files] if isinstance(results_files, (str, os.PathLike)) else results_files
     arguments = (["report"] + [os.fspath(f) for f in files] + ["-o", os.fspath(output)]
                  + _options(baseline=baseline and os.fspath(baseline)))
-    code, _, stderr = run_command(arguments)
-    raise_for_exit(code, stderr, arguments)
-    if code != 0:
-        raise CommandError(code, stderr, ["cpparity"] + arguments)
+    _succeeded(arguments)
     return os.fspath(output)

@@ -31,7 +31,7 @@ venv=$3
 base_python=${4:-/usr/bin/python3}
 work=$(mktemp -d /tmp/cpparity-external-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-source "$source_dir/tests/judge/example_steps.sh" # fail, export_case, run, judge, keep_result
+source "$source_dir/tests/judge/example_steps.sh" # fail, skip, torch2_python, gloo_works, pytest_file
 
 if [ "$venv" = --torch2 ]; then
     # the pinned PyTorch 2 environment: DeepSpeed's version is whatever its pins say

@@ -1,5 +1,5 @@
 """Fixtures of the framework parity tests in this folder (the pytest files on cpparity's plugin
-that ctest runs through tests/judge/check_framework_pytest.sh):
+that ctest runs through tests/judge/example_steps.sh's pytest_file):
 
   run_example(cpparity_case, *arguments)   examples/torch-cp/run.py on the case's export at its
                                            cp size, its dumps in cpparity_case.dumps; run in
@@ -27,7 +27,6 @@ import sys
 import pytest
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SUITE = os.path.join(SOURCE, "cases", "ci.yaml")
 EXAMPLE = os.path.join(SOURCE, "examples", "torch-cp", "run.py")
 if os.path.dirname(EXAMPLE) not in sys.path:  # its modules importable, as when python runs it
     sys.path.insert(0, os.path.dirname(EXAMPLE))
