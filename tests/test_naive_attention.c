@@ -21,23 +21,24 @@
 #include "reference/threads.h"
 
 #define B 2
-#define S 150 /* two 64-row blocks and a part */
+#define S 330 /* five 64-row blocks and a part */
 #define H 4
 #define HKV 2
 #define DH 24 /* one 16-wide micro-tile and a part */
 
 static const naive_attention_shape shape = {B, S, H, HKV, DH};
 
-/* Row 0: 10 tokens of left padding, then documents of 70 and 70 tokens. Row 1: one document of
- * 120 tokens, then 30 of right padding. */
+/* Row 0: 10 tokens of left padding, then documents of 70 tokens. Row 1: one document of S − 30
+ * tokens, then 30 of right padding: its blocks reach more than the 256 tokens of the other side
+ * that the backward takes at once (naive_attention.h), so its sums are resumed. */
 static void make_mask(reference_mask *mask, cpparity_attention_layer layer) {
     int8_t attention_mask[B * S];
     int64_t position_ids[B * S];
     for (int64_t t = 0; t < S; t++) {
         attention_mask[t] = t >= 10;
         position_ids[t] = t < 10 ? 0 : (t - 10) % 70;
-        attention_mask[S + t] = t < 120;
-        position_ids[S + t] = t < 120 ? t : 0;
+        attention_mask[S + t] = t < S - 30;
+        position_ids[S + t] = t < S - 30 ? t : 0;
     }
     cpparity_error error;
     cr_assert_eq(reference_mask_init(mask, B, S, attention_mask, position_ids, layer, 64, &error),

@@ -12,6 +12,7 @@
 
 #include "common/monotonic_clock.h"
 #include "fixtures/random.h"
+#include "harness/judging/naive_attention.h"
 #include "reference/attention.h"
 #include "reference/mask.h"
 #include "reference/threads.h"
@@ -36,6 +37,7 @@ typedef struct bench_options {
     int64_t documents;     /* documents of the packed mask */
     int threads;           /* reference_set_threads */
     int json;              /* 1: one JSON object per line */
+    int baseline;          /* 1: also time the naive float32 baseline's attention */
     int masks[MASK_KINDS]; /* 1: run this mask */
 } bench_options;
 
@@ -51,6 +53,8 @@ typedef struct bench_result {
     double seconds;          /* wall, forward + backward */
     double cpu_seconds;      /* CPU time of the process over the same interval */
     double flops;            /* counted as in docs/benchmarks.md */
+    double baseline_seconds; /* wall of the naive float32 attention, forward + backward; 0: not
+                                timed */
 } bench_result;
 
 static double cpu_seconds(void) {
@@ -64,6 +68,7 @@ static void usage(FILE *stream) {
             "usage: cpparity bench reference [--seq-len N]... [--heads H] [--head-dim D]\n"
             "                                [--threads N] [--json] [--mask NAME]...\n"
             "                                [--window W] [--chunk C] [--documents N]\n"
+            "                                [--baseline]\n"
             "  Times the float64 reference attention forward+backward, B = 1, and this\n"
             "  machine's dgemm on the same threads (the ceiling), in the same run.\n"
             "  --seq-len N    sequence length (repeatable; default 1024 and 4096)\n"
@@ -75,6 +80,8 @@ static void usage(FILE *stream) {
             "  --window W     sliding window (default 256)\n"
             "  --chunk C      attention chunk size (default 512)\n"
             "  --documents N  equal documents packed in the row (default 8)\n"
+            "  --baseline     also time the naive float32 baseline's attention on the same\n"
+            "                 inputs and threads, and print its time over the reference's\n"
             "  GFLOP/s count allowed pairs only: 4*Dh per pair forward, 10*Dh backward\n"
             "  (docs/benchmarks.md).\n");
 }
@@ -118,9 +125,14 @@ static void print_result(const bench_result *r, int threads, int json, FILE *out
         fprintf(out,
                 "{\"what\": \"%s\", \"mask\": %s, \"batch\": 1, \"seq\": %lld, \"heads\": %lld, "
                 "\"head_dim\": %lld, \"threads\": %d, \"seconds\": %.6f, \"gflops\": %.3f, "
-                "\"cpu_seconds\": %.6f, \"allowed_pairs\": %.0f}\n",
+                "\"cpu_seconds\": %.6f, \"allowed_pairs\": %.0f",
                 r->what, mask, (long long)r->seq_len, (long long)r->heads, (long long)r->head_dim,
                 threads, r->seconds, gflops, r->cpu_seconds, r->pairs);
+        if (r->baseline_seconds > 0.0) {
+            fprintf(out, ", \"baseline_seconds\": %.6f, \"baseline_ratio\": %.4f",
+                    r->baseline_seconds, r->baseline_seconds / r->seconds);
+        }
+        fprintf(out, "}\n");
     } else if (r->mask == NULL) {
         fprintf(out, "# dgemm %lldx%lldx%lld on %d thread(s): %.2f GFLOP/s (%.2f s, CPU %.2f s)\n",
                 (long long)r->seq_len, (long long)r->seq_len, (long long)r->seq_len, threads,
@@ -129,10 +141,14 @@ static void print_result(const bench_result *r, int threads, int json, FILE *out
         const double backward = r->seconds - r->forward_seconds;
         const double forward_flops = r->flops * 4.0 / 14.0,
                      backward_flops = r->flops - forward_flops;
-        fprintf(out, "%-20s %6lld %14.0f %9.3f %9.3f %9.3f %9.3f %9.2f %9.2f %9.2f\n", r->label,
+        fprintf(out, "%-20s %6lld %14.0f %9.3f %9.3f %9.3f %9.3f %9.2f %9.2f %9.2f", r->label,
                 (long long)r->seq_len, r->pairs, r->forward_seconds, backward, r->seconds,
                 r->cpu_seconds, forward_flops / r->forward_seconds * 1e-9,
                 backward_flops / backward * 1e-9, gflops);
+        if (r->baseline_seconds > 0.0) {
+            fprintf(out, " %9.3f %9.2f", r->baseline_seconds, r->baseline_seconds / r->seconds);
+        }
+        fprintf(out, "\n");
     }
     fflush(out);
 }
@@ -214,6 +230,44 @@ int bench_dgemm_ceiling(int thread_count, int json, FILE *out, FILE *err) {
     return 0;
 }
 
+/* The naive float32 baseline's attention (naive_attention.h), forward then backward, on q, k, v
+ * and dout rounded to float32, on the reference's threads: its wall seconds, or −1 when out of
+ * memory. */
+static double time_baseline(const double *q, const double *k, const double *v, const double *dout,
+                            const reference_mask *mask, naive_attention_shape shape, double scale) {
+    const size_t elements = (size_t)(shape.seq_len * shape.heads * shape.head_dim);
+    enum { Q, K, V, DOUT, OUT, DQ, DK, DV, TENSORS };
+    float *tensors[TENSORS];
+    int allocated = 1;
+    for (int i = 0; i < TENSORS; i++) {
+        tensors[i] = calloc(elements, sizeof(float));
+        allocated = allocated && tensors[i] != NULL;
+    }
+    float *lse = malloc((size_t)(shape.heads * shape.seq_len) * sizeof(float));
+    double seconds = -1.0;
+    if (allocated && lse != NULL) {
+        for (size_t i = 0; i < elements; i++) {
+            tensors[Q][i] = (float)q[i];
+            tensors[K][i] = (float)k[i];
+            tensors[V][i] = (float)v[i];
+            tensors[DOUT][i] = (float)dout[i];
+        }
+        const double start = monotonic_seconds();
+        if (naive_float_attention_forward(tensors[OUT], lse, tensors[Q], tensors[K], tensors[V],
+                                          mask, shape, (float)scale) &&
+            naive_float_attention_backward(tensors[DQ], tensors[DK], tensors[DV], tensors[DOUT],
+                                           tensors[Q], tensors[K], tensors[V], tensors[OUT], lse,
+                                           mask, shape, (float)scale)) {
+            seconds = monotonic_seconds() - start;
+        }
+    }
+    for (int i = 0; i < TENSORS; i++) {
+        free(tensors[i]);
+    }
+    free(lse);
+    return seconds;
+}
+
 /* Times one mask at one length; prints one line. Returns 0 or an exit code. */
 static int bench_one(mask_kind kind, int64_t seq_len, const bench_options *options, FILE *out,
                      FILE *err) {
@@ -280,6 +334,20 @@ static int bench_one(mask_kind kind, int64_t seq_len, const bench_options *optio
         goto done;
     }
     const double end = monotonic_seconds();
+    const double cpu_end = cpu_seconds();
+    double baseline_seconds = 0.0;
+    if (options->baseline) {
+        baseline_seconds =
+            time_baseline(tensors[Q], tensors[K], tensors[V], tensors[DOUT], &mask,
+                          (naive_attention_shape){1, seq_len, heads, heads, head_dim}, scale);
+        if (baseline_seconds < 0.0) {
+            fprintf(err,
+                    "cpparity bench reference: out of memory for the naive baseline at "
+                    "S=%lld\n",
+                    (long long)seq_len);
+            goto done;
+        }
+    }
     char label[64];
     mask_label(label, sizeof label, kind, options);
     const double pairs = (double)counts.pairs_allowed * (double)heads;
@@ -293,8 +361,9 @@ static int bench_one(mask_kind kind, int64_t seq_len, const bench_options *optio
         .pairs = pairs,
         .forward_seconds = middle - start,
         .seconds = end - start,
-        .cpu_seconds = cpu_seconds() - cpu_start,
+        .cpu_seconds = cpu_end - cpu_start,
         .flops = 14.0 * (double)head_dim * pairs,
+        .baseline_seconds = baseline_seconds,
     };
     print_result(&result, options->threads, options->json, out);
     status = 0;
@@ -321,6 +390,7 @@ static int parse_options(int argc, char **argv, bench_options *options, FILE *ou
         {"window", required_argument, NULL, 'w'},
         {"chunk", required_argument, NULL, 'c'},
         {"documents", required_argument, NULL, 'n'},
+        {"baseline", no_argument, NULL, 'b'},
         {"help", no_argument, NULL, '?' + 256},
         {NULL, 0, NULL, 0},
     };
@@ -366,6 +436,9 @@ static int parse_options(int argc, char **argv, bench_options *options, FILE *ou
             break;
         case 'j':
             options->json = 1;
+            break;
+        case 'b':
+            options->baseline = 1;
             break;
         case 'm': {
             int found = 0;
@@ -440,8 +513,9 @@ int bench_reference_main(int argc, char **argv, FILE *out, FILE *err) {
     }
     int status = bench_dgemm_ceiling(options.threads, options.json, out, err);
     if (status == 0 && !options.json) {
-        fprintf(out, "%-20s %6s %14s %9s %9s %9s %9s %9s %9s %9s\n", "mask", "S", "allowed pairs",
-                "fwd s", "bwd s", "total s", "CPU s", "fwd GF/s", "bwd GF/s", "GF/s");
+        fprintf(out, "%-20s %6s %14s %9s %9s %9s %9s %9s %9s %9s%s\n", "mask", "S", "allowed pairs",
+                "fwd s", "bwd s", "total s", "CPU s", "fwd GF/s", "bwd GF/s", "GF/s",
+                options.baseline ? "  naive s / total" : "");
     }
     for (int l = 0; l < options.length_count && status == 0; l++) {
         for (int m = 0; m < MASK_KINDS && status == 0; m++) {

@@ -10,7 +10,43 @@
 #include "harness/judging/naive_products.h"
 #include "reference/parallel.h"
 
-enum { BLOCK = 64 }; /* query rows (forward, dq) or keys (dk, dv) per work item; mask block edge */
+enum {
+    BLOCK = 64,  /* query rows (forward, dq) or keys (dk, dv) per work item; mask block edge */
+    CHUNK = 256, /* tokens of the other side a step takes at once, while its tables are in cache */
+};
+
+/* Eight float32 lanes; every operation on them below is a plain IEEE operation per lane (this
+ * file is built with -ffp-contract=off), so a lane computes what the scalar formula computes. */
+enum { LANES = 8 };
+/* The functions with lane loops, compiled for AVX2 too and chosen by the CPU at load time (the
+ * same bits: no operation above is fused). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LANE_FUNCTION __attribute__((target_clones("avx2", "default")))
+#else
+#define LANE_FUNCTION
+#endif
+typedef float vector8 __attribute__((vector_size(LANES * sizeof(float))));
+typedef int32_t int32x8 __attribute__((vector_size(LANES * sizeof(int32_t))));
+typedef uint8_t uint8x8 __attribute__((vector_size(LANES)));
+
+/* mask ? a : b, lane by lane (mask lanes all ones or all zeros) */
+#define SELECT(mask, a, b) ((vector8)(((mask) & (int32x8)(a)) | (~(mask) & (int32x8)(b))))
+#define LOAD(vector, from) memcpy(&(vector), (from), sizeof(vector))
+#define STORE(to, vector) memcpy((to), &(vector), sizeof(vector))
+/* lanes [v, v + LANES) of a table row: those below count, of a block of this kind (for a mixed
+ * block, where allowed[lane] is set) */
+#define ALLOWED_LANES(lanes, kind, allowed, count, v)                                              \
+    do {                                                                                           \
+        const int32x8 index_ = (int32x8){0, 1, 2, 3, 4, 5, 6, 7} + (int32_t)(v);                   \
+        (lanes) = index_ < (int32_t)(count);                                                       \
+        if ((kind) == REFERENCE_BLOCK_NONE) {                                                      \
+            (lanes) = (int32x8){0};                                                                \
+        } else if ((kind) == REFERENCE_BLOCK_MIXED) {                                              \
+            uint8x8 bytes_;                                                                        \
+            LOAD(bytes_, (allowed) + (v));                                                         \
+            (lanes) = (lanes) & (__builtin_convertvector(bytes_, int32x8) != 0);                   \
+        }                                                                                          \
+    } while (0)
 
 /* The span of the other side that a block can touch: [begin, end), empty when begin == end. */
 typedef struct span {
@@ -105,7 +141,7 @@ typedef struct attention_work {
     int64_t key_first, key_rows;     /* the tokens k, v, dk, dv hold */
     int64_t first_block, end_block;  /* the blocks whose outputs are computed (of queries for the
                                         forward and dq, of keys for dk and dv) */
-    int64_t table_width;             /* the widest span: the scratch tables' row */
+    int64_t table_width;             /* the forward's widest span: its score table's rows */
     int64_t batch_first, batches;    /* the batch rows computed: [batch_first, + batches) (0, 0:
                                         every one) */
     float *delta_out;                /* a window's dq pass: δ of its queries (B,H,S), or NULL */
@@ -118,53 +154,71 @@ typedef struct attention_work {
     float *dq, *dk, *dv;                /* backward */
 } attention_work;
 
-/* Per thread: two BLOCK × S float tables, S row values, a BLOCK × BLOCK mask and a product's
- * scratch, each 64-byte aligned. */
+/* Per thread, each 64-byte aligned: the forward's score table (table_width × BLOCK), two chunk
+ * tables (CHUNK × BLOCK), two blocks of BLOCK tokens transposed (head_dim × BLOCK), two blocks of
+ * sums (BLOCK × head_dim), per-lane values, a BLOCK × BLOCK mask and a product's scratch. Every
+ * table holds one token of the other side per row and the block's BLOCK tokens across it, so
+ * the block's rows are lanes of a vector. */
 typedef struct scratch_tables {
-    float *first, *second, *rows;
+    float *table, *first, *second, *transposed, *transposed_second, *sums, *sums_second;
+    float *lanes; /* LANE_VALUES × BLOCK, then CHUNK */
     uint8_t *allowed;
     void *product;
 } scratch_tables;
+
+enum { LANE_VALUES = 4 }; /* per-lane values of a block: maximum, shift, sum, δ */
 
 static size_t aligned(size_t bytes) {
     return (bytes + 63) / 64 * 64;
 }
 
-static size_t scratch_bytes(int64_t seq_len) {
-    return 2 * aligned((size_t)(BLOCK * seq_len) * sizeof(float)) +
-           aligned((size_t)seq_len * sizeof(float)) + aligned(BLOCK * BLOCK) +
+static size_t scratch_bytes(int64_t table_width, int64_t head_dim) {
+    return aligned((size_t)(BLOCK * table_width) * sizeof(float)) +
+           2 * aligned((size_t)(CHUNK * BLOCK) * sizeof(float)) +
+           4 * aligned((size_t)(BLOCK * head_dim) * sizeof(float)) +
+           aligned((size_t)(LANE_VALUES * BLOCK + CHUNK) * sizeof(float)) + aligned(BLOCK * BLOCK) +
            naive_product_scratch_bytes();
 }
 
-int64_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads) {
+int64_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t head_dim, int64_t threads) {
     /* each thread's scratch as reference_parallel_run allocates it (64 bytes of alignment) */
-    int64_t table = 0, every_thread = 0, spans_bytes = 0, total = 0;
+    int64_t table = 0, block = 0, every_thread = 0, spans_bytes = 0, total = 0;
     const bool fits =
-        seq_len >= 0 &&
+        seq_len >= 0 && head_dim >= 0 &&
         cpparity_multiply_checked(BLOCK * (int64_t)sizeof(float), seq_len, &table) &&
         table <= INT64_MAX / 4 &&
+        cpparity_multiply_checked(BLOCK * (int64_t)sizeof(float), head_dim, &block) &&
+        block <= INT64_MAX / 16 && table + 4 * block <= INT64_MAX / 2 &&
         cpparity_multiply_checked((int64_t)sizeof(span), 2 * ((seq_len + BLOCK - 1) / BLOCK),
                                   &spans_bytes) &&
         cpparity_multiply_checked(spans_bytes, batch, &spans_bytes);
     if (!fits) {
         return -1;
     }
-    const int64_t per_thread = (int64_t)scratch_bytes(seq_len) + 64;
+    const int64_t per_thread = (int64_t)scratch_bytes(seq_len, head_dim) + 64;
     return cpparity_multiply_checked(per_thread, threads, &every_thread) &&
                    cpparity_add_checked(every_thread, spans_bytes, &total)
                ? total
                : -1;
 }
 
-static scratch_tables tables_of(void *scratch, int64_t seq_len) {
+static scratch_tables tables_of(void *scratch, int64_t table_width, int64_t head_dim) {
     char *at = scratch;
     scratch_tables t;
-    t.first = (float *)at;
-    at += aligned((size_t)(BLOCK * seq_len) * sizeof(float));
-    t.second = (float *)at;
-    at += aligned((size_t)(BLOCK * seq_len) * sizeof(float));
-    t.rows = (float *)at;
-    at += aligned((size_t)seq_len * sizeof(float));
+    float **floats[] = {&t.table, &t.first,       &t.second, &t.transposed, &t.transposed_second,
+                        &t.sums,  &t.sums_second, &t.lanes};
+    const size_t sizes[] = {(size_t)(BLOCK * table_width),
+                            CHUNK * BLOCK,
+                            CHUNK * BLOCK,
+                            (size_t)(BLOCK * head_dim),
+                            (size_t)(BLOCK * head_dim),
+                            (size_t)(BLOCK * head_dim),
+                            (size_t)(BLOCK * head_dim),
+                            LANE_VALUES * BLOCK + CHUNK};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        *floats[i] = (float *)at;
+        at += aligned(sizes[i] * sizeof(float));
+    }
     t.allowed = (uint8_t *)at;
     at += aligned(BLOCK * BLOCK);
     t.product = at;
@@ -192,31 +246,57 @@ static naive_matrix key_rows(const attention_work *w, const float *x, int64_t b,
     return (naive_matrix){x + key_at(w, b, t, kv), w->s.kv_heads * w->s.head_dim, 1};
 }
 
-/* The same rows read as columns (the transposed operand of a product). */
-static naive_matrix transposed(naive_matrix rows) {
-    return (naive_matrix){rows.data, rows.column_stride, rows.row_stride};
+/* A table's rows read as a product's left operand: element (lane, token) of rows × BLOCK. */
+static naive_matrix lanes_of(const float *table) {
+    return (naive_matrix){table, 1, BLOCK};
 }
 
-/* scores (rows × keys, row stride keys) ← scale · Σ_d q·k where allowed, −∞ elsewhere, for
- * query rows [q0, q1) of head h and keys [k0, k1) of its key/value head. */
-static void masked_scores(const attention_work *w, const scratch_tables *t, int64_t b, int64_t h,
-                          int64_t q0, int64_t q1, span keys) {
-    const naive_attention_shape s = w->s;
-    const int64_t rows = q1 - q0, width = keys.end - keys.begin, kv = h / (s.heads / s.kv_heads);
-    naive_product_on_this_thread(t->first, width, query_rows(w, w->q, b, q0, h),
-                                 transposed(key_rows(w, w->k, b, keys.begin, kv)), rows, width,
-                                 s.head_dim, false, t->product);
-    for (int64_t k0 = keys.begin; k0 < keys.end; k0 += BLOCK) {
-        const int64_t k1 = minimum(k0 + BLOCK, keys.end);
+/* transposed (head_dim × BLOCK) ← rows [0, count) of x (row stride `stride`), zero in the lanes
+ * past count. */
+static void transpose_block(float *transposed, const float *x, int64_t stride, int64_t count,
+                            int64_t head_dim) {
+    for (int64_t d = 0; d < head_dim; d++) {
+        float *lane = transposed + d * BLOCK;
+        for (int64_t r = 0; r < count; r++) {
+            lane[r] = x[r * stride + d];
+        }
+        for (int64_t r = count; r < BLOCK; r++) {
+            lane[r] = 0.0f;
+        }
+    }
+}
+
+/* scores (count × BLOCK) ← Σ_d other·block in increasing d: for `count` rows of the other side
+ * (rows of q or k, row stride as given) against the block's tokens transposed. */
+static void lane_scores(float *scores, naive_matrix other, const float *transposed, int64_t count,
+                        int64_t head_dim, void *product) {
+    naive_product_left_in_place(scores, BLOCK, other, (naive_matrix){transposed, BLOCK, 1}, count,
+                                BLOCK, head_dim, false, product);
+}
+
+/* For a query block [q0, q1) and the keys [k0, k1) of scores (keys × BLOCK lanes, one query per
+ * lane): scale · score where the pair is allowed, −∞ elsewhere and in the lanes past the block;
+ * maximum[lane] takes the larger of itself and each allowed score, in increasing key order. */
+LANE_FUNCTION static void mask_query_lanes(const attention_work *w, const scratch_tables *t,
+                                           float *scores, int64_t b, int64_t q0, int64_t q1,
+                                           int64_t k0, int64_t k1, float *maximum) {
+    for (int64_t m0 = k0; m0 < k1; m0 += BLOCK) {
+        const int64_t m1 = minimum(m0 + BLOCK, k1);
         const reference_block_class kind =
-            block_mask(w->mask, b, q0, q1, k0, k1, k1 - k0, 1, t->allowed);
-        for (int64_t r = 0; r < rows; r++) {
-            float *score = t->first + r * width + (k0 - keys.begin);
-            const uint8_t *allowed = t->allowed + r * (k1 - k0);
-            for (int64_t k = 0; k < k1 - k0; k++) {
-                const bool pair =
-                    kind == REFERENCE_BLOCK_ALL || (kind == REFERENCE_BLOCK_MIXED && allowed[k]);
-                score[k] = pair ? w->scale * score[k] : -INFINITY;
+            block_mask(w->mask, b, q0, q1, m0, m1, 1, BLOCK, t->allowed);
+        for (int64_t k = m0; k < m1; k++) {
+            float *row = scores + (k - k0) * BLOCK;
+            const uint8_t *allowed = t->allowed + (k - m0) * BLOCK;
+            for (int64_t v = 0; v < BLOCK; v += LANES) {
+                int32x8 lanes;
+                ALLOWED_LANES(lanes, kind, allowed, q1 - q0, v);
+                vector8 values, most;
+                LOAD(values, row + v);
+                LOAD(most, maximum + v);
+                values = SELECT(lanes, w->scale * values, (vector8){0} - INFINITY);
+                most = SELECT(values > most, values, most);
+                STORE(row + v, values);
+                STORE(maximum + v, most);
             }
         }
     }
@@ -245,14 +325,13 @@ static query_block query_block_of(const attention_work *w, int64_t item) {
 }
 
 /* item: batch row, query head, block of BLOCK query rows */
-static void forward_item(void *context, int64_t item, void *scratch) {
+LANE_FUNCTION static void forward_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
     const query_block x = query_block_of(w, item);
     const int64_t b = x.b, h = x.h, kv = x.kv, q0 = x.q0, q1 = x.q1, rows = x.rows;
     const span keys = x.keys;
     const int64_t width = x.width;
-    const scratch_tables t = tables_of(scratch, w->table_width);
     float *lse = w->lse + (b * s.heads + h) * s.seq_len;
     if (width == 0) {
         for (int64_t r = 0; r < rows; r++) {
@@ -261,96 +340,136 @@ static void forward_item(void *context, int64_t item, void *scratch) {
         }
         return;
     }
-    masked_scores(w, &t, b, h, q0, q1, keys);
-    /* the plain softmax of each row: its maximum, exp(score − maximum) and their sum in increasing
-     * key order, then p = exp / sum (0 for a row with no allowed key) */
+    const scratch_tables t = tables_of(scratch, w->table_width, s.head_dim);
+    float *maximum = t.lanes, *shift = t.lanes + BLOCK, *sum = t.lanes + 2 * BLOCK;
+    transpose_block(t.transposed, w->q + query_at(w, b, q0, h), s.heads * s.head_dim, rows,
+                    s.head_dim);
+    for (int64_t r = 0; r < BLOCK; r++) {
+        maximum[r] = -INFINITY;
+    }
+    /* scores by chunks of keys, each masked and scaled while in cache; the maximum over the
+     * allowed keys in increasing key order */
+    for (int64_t c0 = keys.begin; c0 < keys.end; c0 += CHUNK) {
+        const int64_t c1 = minimum(c0 + CHUNK, keys.end);
+        float *scores = t.table + (c0 - keys.begin) * BLOCK;
+        lane_scores(scores, key_rows(w, w->k, b, c0, kv), t.transposed, c1 - c0, s.head_dim,
+                    t.product);
+        mask_query_lanes(w, &t, scores, b, q0, q1, c0, c1, maximum);
+    }
+    /* the plain softmax of each row: exp(score − maximum) and their sum in increasing key
+     * order, then p = exp / sum (0 for a row with no allowed key) */
+    for (int64_t r = 0; r < BLOCK; r++) {
+        shift[r] = maximum[r] == -INFINITY ? 0.0f : maximum[r];
+        sum[r] = 0.0f;
+    }
+    for (int64_t k = 0; k < width; k++) {
+        float *p = t.table + k * BLOCK;
+        naive_exponential_shifts(p, p, shift, BLOCK);
+        for (int64_t v = 0; v < BLOCK; v += LANES) {
+            vector8 values, total;
+            LOAD(values, p + v);
+            LOAD(total, sum + v);
+            total = total + values;
+            STORE(sum + v, total);
+        }
+    }
+    for (int64_t k = 0; k < width; k++) {
+        float *p = t.table + k * BLOCK;
+        for (int64_t v = 0; v < BLOCK; v += LANES) {
+            vector8 values, total, most;
+            LOAD(values, p + v);
+            LOAD(total, sum + v);
+            LOAD(most, maximum + v);
+            values = SELECT(most == -INFINITY, (vector8){0}, values / total);
+            STORE(p + v, values);
+        }
+    }
     for (int64_t r = 0; r < rows; r++) {
-        float *p = t.first + r * width;
-        float maximum = -INFINITY;
-        for (int64_t k = 0; k < width; k++) {
-            maximum = p[k] > maximum ? p[k] : maximum;
-        }
-        if (maximum == -INFINITY) {
-            memset(p, 0, (size_t)width * sizeof *p);
-            lse[q0 + r] = -INFINITY;
-            continue;
-        }
-        naive_exponential(p, p, width, maximum);
-        float sum = 0.0f;
-        for (int64_t k = 0; k < width; k++) {
-            sum += p[k];
-        }
-        for (int64_t k = 0; k < width; k++) {
-            p[k] = p[k] / sum;
-        }
-        lse[q0 + r] = maximum + logf(sum);
+        lse[q0 + r] = maximum[r] == -INFINITY ? -INFINITY : maximum[r] + logf(sum[r]);
     }
     /* out = Σ_keys p·v in increasing key order (a masked key adds p = 0) */
-    naive_product_on_this_thread(
-        w->out + query_at(w, b, q0, h), s.heads * s.head_dim, (naive_matrix){t.first, width, 1},
-        key_rows(w, w->v, b, keys.begin, kv), rows, s.head_dim, width, false, t.product);
+    naive_product_left_in_place(w->out + query_at(w, b, q0, h), s.heads * s.head_dim,
+                                lanes_of(t.table), key_rows(w, w->v, b, keys.begin, kv), rows,
+                                s.head_dim, width, false, t.product);
 }
 
-/* ds' of a pair from its p, dp and its query's δ: 0 when p is 0 (a masked pair, whose p is
- * exp(−∞), or an exponential that underflows). */
-static float score_gradient(float p, float dp, float delta, float scale) {
-    return p == 0.0f ? 0.0f : scale * (p * (dp - delta));
-}
+/* ds' of a pair from its p, dp and its query's δ is scale·(p·(dp − δ)), and 0 when p is 0 (a
+ * masked pair, whose p is exp(−∞), or an exponential that underflows). */
 
-/* For count pairs of one query row (lse, δ): p = exp(score − lse) into score's place (score
- * already scaled, −∞ where masked) and scale · (p · (dp − δ)) into dp's; a masked pair (whose
- * p is exp(−∞) = 0), a pair whose p underflows to 0 and a row with no allowed key give 0 to
- * both. */
-static void probabilities_and_score_gradients(float *scores, float *dp, int64_t count,
-                                              float row_lse, float delta, float scale) {
-    if (row_lse == -INFINITY) {
-        memset(scores, 0, (size_t)count * sizeof *scores);
-        memset(dp, 0, (size_t)count * sizeof *dp);
-        return;
-    }
-    naive_exponential(scores, scores, count, row_lse);
-    for (int64_t k = 0; k < count; k++) {
-        dp[k] = score_gradient(scores[k], dp[k], delta, scale);
+/* x (rows × head_dim, row stride `stride`) += sums (rows × head_dim): each sum added once. */
+static void add_sums(float *x, int64_t stride, const float *sums, int64_t rows, int64_t head_dim) {
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t d = 0; d < head_dim; d++) {
+            x[r * stride + d] = x[r * stride + d] + sums[r * head_dim + d];
+        }
     }
 }
 
 /* item: batch row, query head, block of BLOCK query rows: their dq */
-static void query_gradient_item(void *context, int64_t item, void *scratch) {
+LANE_FUNCTION static void query_gradient_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
     const query_block x = query_block_of(w, item);
     const int64_t b = x.b, h = x.h, kv = x.kv, q0 = x.q0, q1 = x.q1, rows = x.rows;
     const span keys = x.keys;
     const int64_t width = x.width;
-    for (int64_t r = 0; w->delta_out != NULL && r < rows; r++) {
+    const scratch_tables t = tables_of(scratch, w->table_width, s.head_dim);
+    float *shift = t.lanes, *delta = t.lanes + BLOCK, *dead = t.lanes + 2 * BLOCK;
+    for (int64_t r = 0; r < BLOCK; r++) {
         const int64_t at = query_at(w, b, q0 + r, h);
-        w->delta_out[(b * s.heads + h) * s.seq_len + q0 + r] =
-            row_delta(w->dout + at, w->saved_out + at, s.head_dim);
+        const float row_lse =
+            r < rows ? w->saved_lse[(b * s.heads + h) * s.seq_len + q0 + r] : -INFINITY;
+        delta[r] = r < rows ? row_delta(w->dout + at, w->saved_out + at, s.head_dim) : 0.0f;
+        if (w->delta_out != NULL && r < rows) {
+            w->delta_out[(b * s.heads + h) * s.seq_len + q0 + r] = delta[r];
+        }
+        /* a row with no allowed key (lse −∞) gets p = 0 and ds' = 0 */
+        dead[r] = row_lse == -INFINITY ? 1.0f : 0.0f;
+        shift[r] = row_lse == -INFINITY ? 0.0f : row_lse;
     }
     if (width == 0) {
         return;
     }
-    const scratch_tables t = tables_of(scratch, w->table_width);
-    masked_scores(w, &t, b, h, q0, q1, keys);
-    naive_product_on_this_thread(t.second, width, query_rows(w, w->dout, b, q0, h),
-                                 transposed(key_rows(w, w->v, b, keys.begin, kv)), rows, width,
-                                 s.head_dim, false, t.product);
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t at = query_at(w, b, q0 + r, h);
-        probabilities_and_score_gradients(t.first + r * width, t.second + r * width, width,
-                                          w->saved_lse[(b * s.heads + h) * s.seq_len + q0 + r],
-                                          row_delta(w->dout + at, w->saved_out + at, s.head_dim),
-                                          w->scale);
+    transpose_block(t.transposed, w->q + query_at(w, b, q0, h), s.heads * s.head_dim, rows,
+                    s.head_dim);
+    transpose_block(t.transposed_second, w->dout + query_at(w, b, q0, h), s.heads * s.head_dim,
+                    rows, s.head_dim);
+    memset(t.sums, 0, (size_t)(rows * s.head_dim) * sizeof *t.sums);
+    float *unused_maximum = t.lanes + 3 * BLOCK;
+    for (int64_t c0 = keys.begin; c0 < keys.end; c0 += CHUNK) {
+        const int64_t c1 = minimum(c0 + CHUNK, keys.end), count = c1 - c0;
+        lane_scores(t.first, key_rows(w, w->k, b, c0, kv), t.transposed, count, s.head_dim,
+                    t.product);
+        mask_query_lanes(w, &t, t.first, b, q0, q1, c0, c1, unused_maximum);
+        /* dp = Σ_d dout·v in increasing d */
+        lane_scores(t.second, key_rows(w, w->v, b, c0, kv), t.transposed_second, count, s.head_dim,
+                    t.product);
+        /* p = exp(scale·score − lse), then ds' = scale·(p·(dp − δ)) */
+        for (int64_t k = 0; k < count; k++) {
+            float *p = t.first + k * BLOCK, *dp = t.second + k * BLOCK;
+            naive_exponential_shifts(p, p, shift, BLOCK);
+            for (int64_t v = 0; v < BLOCK; v += LANES) {
+                vector8 values, gradient, d, off;
+                LOAD(values, p + v);
+                LOAD(gradient, dp + v);
+                LOAD(d, delta + v);
+                LOAD(off, dead + v);
+                gradient = w->scale * (values * (gradient - d));
+                gradient = SELECT((values == 0.0f) | (off != 0.0f), (vector8){0}, gradient);
+                STORE(dp + v, gradient);
+            }
+        }
+        /* dq's sum Σ_keys ds'·k in increasing key order, resumed chunk after chunk */
+        naive_product_left_in_place(t.sums, s.head_dim, lanes_of(t.second),
+                                    key_rows(w, w->k, b, c0, kv), rows, s.head_dim, count, true,
+                                    t.product);
     }
-    /* dq += Σ_keys (scale·ds)·k in increasing key order */
-    naive_product_on_this_thread(
-        w->dq + query_at(w, b, q0, h), s.heads * s.head_dim, (naive_matrix){t.second, width, 1},
-        key_rows(w, w->k, b, keys.begin, kv), rows, s.head_dim, width, true, t.product);
+    add_sums(w->dq + query_at(w, b, q0, h), s.heads * s.head_dim, t.sums, rows, s.head_dim);
 }
 
 /* item: batch row, key/value head, block of BLOCK keys: their dk and dv, the query heads of the
  * group one after the other */
-static void key_gradient_item(void *context, int64_t item, void *scratch) {
+LANE_FUNCTION static void key_gradient_item(void *context, int64_t item, void *scratch) {
     const attention_work *w = context;
     const naive_attention_shape s = w->s;
     const int64_t blocks = w->end_block - w->first_block, group = s.heads / s.kv_heads;
@@ -359,61 +478,75 @@ static void key_gradient_item(void *context, int64_t item, void *scratch) {
     const int64_t j = w->first_block + item % blocks;
     const int64_t k0 = j * BLOCK, k1 = minimum(k0 + BLOCK, s.seq_len), keys = k1 - k0;
     const span queries = w->spans->queries[b * w->spans->blocks + j];
-    const int64_t width = queries.end - queries.begin;
-    if (width == 0) {
+    if (queries.end == queries.begin) {
         return;
     }
-    const scratch_tables t = tables_of(scratch, w->table_width);
+    const scratch_tables t = tables_of(scratch, w->table_width, s.head_dim);
+    float *delta = t.lanes + LANE_VALUES * BLOCK;
+    transpose_block(t.transposed, w->k + key_at(w, b, k0, kv), s.kv_heads * s.head_dim, keys,
+                    s.head_dim);
+    transpose_block(t.transposed_second, w->v + key_at(w, b, k0, kv), s.kv_heads * s.head_dim, keys,
+                    s.head_dim);
     for (int64_t h = kv * group; h < (kv + 1) * group; h++) {
-        /* scores (keys × queries): Σ_d k·q in increasing d, the same sums as the forward's */
-        naive_product_on_this_thread(t.first, width, key_rows(w, w->k, b, k0, kv),
-                                     transposed(query_rows(w, w->q, b, queries.begin, h)), keys,
-                                     width, s.head_dim, false, t.product);
-        naive_product_on_this_thread(t.second, width, key_rows(w, w->v, b, k0, kv),
-                                     transposed(query_rows(w, w->dout, b, queries.begin, h)), keys,
-                                     width, s.head_dim, false, t.product);
         const float *lse = w->saved_lse + (b * s.heads + h) * s.seq_len;
-        for (int64_t q = queries.begin; q < queries.end; q++) {
-            const int64_t at = query_at(w, b, q, h);
-            t.rows[q - queries.begin] =
-                w->delta_in != NULL ? w->delta_in[(b * s.heads + h) * s.seq_len + q]
+        memset(t.sums, 0, (size_t)(keys * s.head_dim) * sizeof *t.sums);
+        memset(t.sums_second, 0, (size_t)(keys * s.head_dim) * sizeof *t.sums_second);
+        for (int64_t c0 = queries.begin; c0 < queries.end; c0 += CHUNK) {
+            const int64_t c1 = minimum(c0 + CHUNK, queries.end), count = c1 - c0;
+            /* scores (queries × BLOCK keys): Σ_d q·k in increasing d, the forward's sums; dp */
+            lane_scores(t.first, query_rows(w, w->q, b, c0, h), t.transposed, count, s.head_dim,
+                        t.product);
+            lane_scores(t.second, query_rows(w, w->dout, b, c0, h), t.transposed_second, count,
+                        s.head_dim, t.product);
+            for (int64_t q = c0; q < c1; q++) {
+                const int64_t at = query_at(w, b, q, h);
+                delta[q - c0] = w->delta_in != NULL
+                                    ? w->delta_in[(b * s.heads + h) * s.seq_len + q]
                                     : row_delta(w->dout + at, w->saved_out + at, s.head_dim);
-        }
-        for (int64_t q0 = queries.begin; q0 < queries.end; q0 += BLOCK) {
-            const int64_t q1 = minimum(q0 + BLOCK, queries.end);
-            const reference_block_class kind =
-                block_mask(w->mask, b, q0, q1, k0, k1, 1, q1 - q0, t.allowed);
-            for (int64_t r = 0; r < keys; r++) {
-                float *scores = t.first + r * width + (q0 - queries.begin);
-                float *dps = t.second + r * width + (q0 - queries.begin);
-                const uint8_t *allowed = t.allowed + r * (q1 - q0);
-                /* p = exp(score − lse) of each query's own lse, as the query side computes it
-                 * (probabilities_and_score_gradients): the exponent's argument first, then the
-                 * exponentials of the row at once */
-                for (int64_t q = q0; q < q1; q++) {
-                    const bool pair = kind == REFERENCE_BLOCK_ALL ||
-                                      (kind == REFERENCE_BLOCK_MIXED && allowed[q - q0]);
-                    scores[q - q0] = pair && lse[q] != -INFINITY
-                                         ? w->scale * scores[q - q0] - lse[q]
-                                         : -INFINITY;
-                }
-                naive_exponential(scores, scores, q1 - q0, 0.0f);
-                for (int64_t q = q0; q < q1; q++) {
-                    dps[q - q0] = score_gradient(scores[q - q0], dps[q - q0],
-                                                 t.rows[q - queries.begin], w->scale);
+            }
+            for (int64_t m0 = c0; m0 < c1; m0 += BLOCK) {
+                const int64_t m1 = minimum(m0 + BLOCK, c1);
+                const reference_block_class kind =
+                    block_mask(w->mask, b, m0, m1, k0, k1, BLOCK, 1, t.allowed);
+                for (int64_t q = m0; q < m1; q++) {
+                    float *p = t.first + (q - c0) * BLOCK, *dp = t.second + (q - c0) * BLOCK;
+                    const uint8_t *allowed = t.allowed + (q - m0) * BLOCK;
+                    /* p = exp(score − lse) of the query's own lse, as the query side computes
+                     * it: the exponent's argument first, then the exponentials at once */
+                    const reference_block_class row_kind =
+                        lse[q] == -INFINITY ? REFERENCE_BLOCK_NONE : kind;
+                    for (int64_t v = 0; v < BLOCK; v += LANES) {
+                        int32x8 lanes;
+                        ALLOWED_LANES(lanes, row_kind, allowed, keys, v);
+                        vector8 values;
+                        LOAD(values, p + v);
+                        values = SELECT(lanes, w->scale * values - lse[q], (vector8){0} - INFINITY);
+                        STORE(p + v, values);
+                    }
+                    naive_exponential(p, p, BLOCK, 0.0f);
+                    for (int64_t v = 0; v < BLOCK; v += LANES) {
+                        vector8 values, gradient;
+                        LOAD(values, p + v);
+                        LOAD(gradient, dp + v);
+                        gradient = w->scale * (values * (gradient - delta[q - c0]));
+                        gradient = SELECT(values == 0.0f, (vector8){0}, gradient);
+                        STORE(dp + v, gradient);
+                    }
                 }
             }
+            /* dv's Σ_queries p·dout and dk's Σ_queries (scale·ds)·q in increasing query order,
+             * resumed chunk after chunk */
+            naive_product_left_in_place(t.sums, s.head_dim, lanes_of(t.first),
+                                        query_rows(w, w->dout, b, c0, h), keys, s.head_dim, count,
+                                        true, t.product);
+            naive_product_left_in_place(t.sums_second, s.head_dim, lanes_of(t.second),
+                                        query_rows(w, w->q, b, c0, h), keys, s.head_dim, count,
+                                        true, t.product);
         }
-        /* dv += Σ_queries p·dout and dk += Σ_queries (scale·ds)·q, in increasing query order,
-         * each head's sum added once */
-        naive_product_on_this_thread(w->dv + key_at(w, b, k0, kv), s.kv_heads * s.head_dim,
-                                     (naive_matrix){t.first, width, 1},
-                                     query_rows(w, w->dout, b, queries.begin, h), keys, s.head_dim,
-                                     width, true, t.product);
-        naive_product_on_this_thread(w->dk + key_at(w, b, k0, kv), s.kv_heads * s.head_dim,
-                                     (naive_matrix){t.second, width, 1},
-                                     query_rows(w, w->q, b, queries.begin, h), keys, s.head_dim,
-                                     width, true, t.product);
+        /* each head's sums added once */
+        add_sums(w->dv + key_at(w, b, k0, kv), s.kv_heads * s.head_dim, t.sums, keys, s.head_dim);
+        add_sums(w->dk + key_at(w, b, k0, kv), s.kv_heads * s.head_dim, t.sums_second, keys,
+                 s.head_dim);
     }
 }
 
@@ -499,8 +632,11 @@ static cpparity_status naive_run(attention_work *work, naive_attention_window wi
         }
     }
     work->spans = &x;
+    if (passes != NAIVE_FORWARD) { /* only the forward keeps a whole row's scores */
+        work->table_width = 0;
+    }
     const int64_t computed = work->end_block - work->first_block, batches = work->batches;
-    const size_t table = scratch_bytes(work->table_width);
+    const size_t table = scratch_bytes(work->table_width, s.head_dim);
     const reference_parallel_work forward = {
         passes == NAIVE_FORWARD ? batches * s.heads * computed : 0, table, forward_item, work};
     const reference_parallel_work queries = {

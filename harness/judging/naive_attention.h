@@ -20,8 +20,13 @@
  * No tiling of the softmax, no online softmax: the reference's algorithm in float32. Where the
  * work goes (it does not change a sum): forward and dq by blocks of 64 query rows of one head,
  * dk and dv by blocks of 64 keys of one key/value head, one block per work item on the
- * reference's threads; a block's scores over the keys (or queries) its mask blocks can reach are
- * one product of naive_products.h, so memory per thread is two 64 × S float tables.
+ * reference's threads. A block's scores are a table with one token of the other side per row and
+ * the block's 64 tokens across it, products of naive_products.h against the block transposed
+ * once; so each row of the softmax is one vector lane, and the products that follow read the
+ * table where it lies. The forward keeps a block's whole table (64 × the keys its mask blocks
+ * reach); the backward takes the other side 256 tokens at a time, each sum over them resumed
+ * (naive_product_left_in_place), so memory per thread is one 64 × S float table and a few
+ * small ones (naive_attention_memory).
  */
 #ifndef CPPARITY_HARNESS_JUDGING_NAIVE_ATTENTION_H
 #define CPPARITY_HARNESS_JUDGING_NAIVE_ATTENTION_H
@@ -38,7 +43,7 @@ typedef struct naive_attention_shape {
 } naive_attention_shape;
 
 /* out and lse from q, k, v; a query with no allowed key gets out = 0, lse = −∞. false when out
- * of memory (per thread two 64 × S tables: naive_attention_memory). */
+ * of memory (per thread a 64 × S table: naive_attention_memory). */
 bool naive_float_attention_forward(float *out, float *lse, const float *q, const float *k,
                                    const float *v, const reference_mask *mask,
                                    naive_attention_shape s, float scale);
@@ -105,6 +110,6 @@ naive_float_attention_backward_rows(float *dq, float *dk, float *dv, const float
 
 /* What either call allocates for a batch of seq_len on `threads` threads (the memory estimate's
  * term): the spans and each thread's scratch; −1 when that does not fit int64. */
-int64_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t threads);
+int64_t naive_attention_memory(int64_t batch, int64_t seq_len, int64_t head_dim, int64_t threads);
 
 #endif

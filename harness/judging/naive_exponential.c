@@ -2,6 +2,7 @@
  * naive_exponential.h). */
 #include "harness/judging/naive_exponential.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 enum { LANES = 8 };
@@ -32,41 +33,57 @@ typedef int32_t int32x8 __attribute__((vector_size(LANES * sizeof(int32_t))));
 
 #define NAIVE_EXP_EIGHT exp_eight_generic
 #define NAIVE_EXP_ARRAY exp_array_generic
+#define NAIVE_EXP_SHIFTS exp_shifts_generic
 #define NAIVE_EXP_TARGET
 #include "harness/judging/naive_exponential_lanes.h"
 #undef NAIVE_EXP_EIGHT
 #undef NAIVE_EXP_ARRAY
+#undef NAIVE_EXP_SHIFTS
 #undef NAIVE_EXP_TARGET
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define NAIVE_EXP_EIGHT exp_eight_avx2
 #define NAIVE_EXP_ARRAY exp_array_avx2
+#define NAIVE_EXP_SHIFTS exp_shifts_avx2
 #define NAIVE_EXP_TARGET __attribute__((target("avx2")))
 #include "harness/judging/naive_exponential_lanes.h"
 #undef NAIVE_EXP_EIGHT
 #undef NAIVE_EXP_ARRAY
+#undef NAIVE_EXP_SHIFTS
 #undef NAIVE_EXP_TARGET
 #endif
 
-typedef void (*exp_array_function)(float *, const float *, int64_t, float);
-
-/* The array function for this CPU, chosen once (the same bits either way). */
-static exp_array_function array_function(void) {
+/* Whether this CPU takes the AVX2 copies (the same bits either way), decided once. */
+static bool use_avx2(void) {
+    static int decided = -1; /* -1 not yet, then 0 or 1 */
+    int avx2 = __atomic_load_n(&decided, __ATOMIC_ACQUIRE);
+    if (avx2 < 0) {
+        avx2 = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2")) {
-        return exp_array_avx2;
-    }
+        __builtin_cpu_init();
+        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
 #endif
-    return exp_array_generic;
+        __atomic_store_n(&decided, avx2, __ATOMIC_RELEASE);
+    }
+    return avx2 == 1;
 }
 
 void naive_exponential(float *out, const float *in, int64_t count, float shift) {
-    static exp_array_function chosen = NULL;
-    exp_array_function function = __atomic_load_n(&chosen, __ATOMIC_ACQUIRE);
-    if (function == NULL) {
-        function = array_function();
-        __atomic_store_n(&chosen, function, __ATOMIC_RELEASE);
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (use_avx2()) {
+        exp_array_avx2(out, in, count, shift);
+        return;
     }
-    function(out, in, count, shift);
+#endif
+    exp_array_generic(out, in, count, shift);
+}
+
+void naive_exponential_shifts(float *out, const float *in, const float *shifts, int64_t count) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (use_avx2()) {
+        exp_shifts_avx2(out, in, shifts, count);
+        return;
+    }
+#endif
+    exp_shifts_generic(out, in, shifts, count);
 }

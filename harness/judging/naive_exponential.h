@@ -24,4 +24,8 @@
 /* out[i] = exp(in[i] − shift) for i in [0, count); out may be in. */
 void naive_exponential(float *out, const float *in, int64_t count, float shift);
 
+/* out[i] = exp(in[i] − shifts[i]) for i in [0, count), each element the bits naive_exponential
+ * gives it with that shift; out may be in. */
+void naive_exponential_shifts(float *out, const float *in, const float *shifts, int64_t count);
+
 #endif

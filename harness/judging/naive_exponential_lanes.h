@@ -3,17 +3,19 @@
  * lanes at a time, included once per instruction set with
  *   NAIVE_EXP_EIGHT    the name of the eight-value function
  *   NAIVE_EXP_ARRAY    the name of the array function
+ *   NAIVE_EXP_SHIFTS   the name of the array function with a shift per element
  *   NAIVE_EXP_TARGET   the functions' target attribute (may be empty)
  * Only +, −, × and comparisons of float32 lanes (never fused: the file is built with
  * -ffp-contract=off), so every instruction set gives the same bits.
  */
 
-/* out[0..8) = exp(in[0..8) − shift) */
+/* out[0..8) = exp(in[0..8) − shift[0..8)) */
 NAIVE_EXP_TARGET static inline __attribute__((always_inline)) void
-NAIVE_EXP_EIGHT(float *out, const float *in, float shift) {
-    vector8 x, y;
+NAIVE_EXP_EIGHT(float *out, const float *in, const float *shift) {
+    vector8 x, y, by;
     memcpy(&x, in, sizeof x);
-    x = x - shift;
+    memcpy(&by, shift, sizeof by);
+    x = x - by;
     const int32x8 not_a_number = x != x;
     const int32x8 over = x > OVERFLOW_BOUND, under = x < UNDERFLOW_BOUND;
     /* the arithmetic below on a bounded, never-NaN argument; the edges are set at the end */
@@ -45,13 +47,29 @@ NAIVE_EXP_EIGHT(float *out, const float *in, float shift) {
 
 NAIVE_EXP_TARGET static void NAIVE_EXP_ARRAY(float *out, const float *in, int64_t count,
                                              float shift) {
+    const float shifts[LANES] = {shift, shift, shift, shift, shift, shift, shift, shift};
     int64_t i = 0;
     for (; i + LANES <= count; i += LANES) {
-        NAIVE_EXP_EIGHT(out + i, in + i, shift);
+        NAIVE_EXP_EIGHT(out + i, in + i, shifts);
     }
     if (i < count) { /* the last lanes, padded with zeros */
         float padded[LANES] = {0};
         memcpy(padded, in + i, (size_t)(count - i) * sizeof *padded);
+        NAIVE_EXP_EIGHT(padded, padded, shifts);
+        memcpy(out + i, padded, (size_t)(count - i) * sizeof *padded);
+    }
+}
+
+NAIVE_EXP_TARGET static void NAIVE_EXP_SHIFTS(float *out, const float *in, const float *shifts,
+                                              int64_t count) {
+    int64_t i = 0;
+    for (; i + LANES <= count; i += LANES) {
+        NAIVE_EXP_EIGHT(out + i, in + i, shifts + i);
+    }
+    if (i < count) { /* the last lanes, padded with zeros */
+        float padded[LANES] = {0}, shift[LANES] = {0};
+        memcpy(padded, in + i, (size_t)(count - i) * sizeof *padded);
+        memcpy(shift, shifts + i, (size_t)(count - i) * sizeof *shift);
         NAIVE_EXP_EIGHT(padded, padded, shift);
         memcpy(out + i, padded, (size_t)(count - i) * sizeof *padded);
     }

@@ -1098,10 +1098,11 @@ cpparity_status naive_model_memory_spread(const cpparity_model_config *config, i
         &s, CPPARITY_PRODUCT(&s, "a row block's logits", 12, row_blocks_widest(&blocks), V),
         CPPARITY_PRODUCT(&s, "a group of a row block's logits", 4, row_blocks_widest(&blocks),
                          V < HEAD_CHUNK ? V : HEAD_CHUNK));
-    /* naive_attention.c: its spans and per thread two 64 × S tables (with a product's scratch);
+    /* naive_attention.c: its spans and per thread a 64 × S table (with a product's scratch);
      * naive_products.c: per thread a tile and a panel (320 KiB). Never both at once: the larger */
     const int64_t threads = reference_threads();
-    const int64_t attention_bytes = naive_attention_memory(batch, seq_len, threads);
+    const int64_t attention_bytes =
+        naive_attention_memory(batch, seq_len, config->head_dim, threads);
     if (attention_bytes < 0) {
         cpparity_sizer_fail(&s, "the baseline's attention");
     }

@@ -11,18 +11,19 @@
  */
 
 /* out rows [0, count) (count 6, 4 or 1, row stride out_stride) × columns [j, j + WIDTH) = in's
- * same elements (row stride in_stride; 0 when in is NULL) + the packed left rows (depth × count,
- * k-major) × panel columns over depth. The accumulators are named one by one (MICRO_*): an array
- * indexed by a loop would be kept in memory by the compiler. */
+ * same elements (row stride in_stride; 0 when in is NULL) + the left rows × panel columns over
+ * depth, left row i's contraction index k at left[k·left_depth_stride + i·left_row_stride]
+ * (packed: depth × count, k-major, so strides count and 1). The accumulators are named one by one
+ * (MICRO_*): an array indexed by a loop would be kept in memory by the compiler. */
 #define MICRO_LOAD(i)                                                                              \
     vector8 c##i##0 = {0}, c##i##1 = {0};                                                          \
     if (in != NULL) {                                                                              \
         LOAD(c##i##0, in + (i)*in_stride + j);                                                     \
         LOAD(c##i##1, in + (i)*in_stride + j + LANES);                                             \
     }
-#define MICRO_STEP(i, count)                                                                       \
-    NAIVE_MULTIPLY_ADD(c##i##0, left[k * (count) + (i)], b0);                                      \
-    NAIVE_MULTIPLY_ADD(c##i##1, left[k * (count) + (i)], b1)
+#define MICRO_STEP(i)                                                                              \
+    NAIVE_MULTIPLY_ADD(c##i##0, left[k * left_depth_stride + (i)*left_row_stride], b0);            \
+    NAIVE_MULTIPLY_ADD(c##i##1, left[k * left_depth_stride + (i)*left_row_stride], b1)
 #define MICRO_STORE(i)                                                                             \
     STORE(out + (i)*out_stride + j, c##i##0);                                                      \
     STORE(out + (i)*out_stride + j + LANES, c##i##1)
@@ -33,7 +34,8 @@
 
 NAIVE_TILE_TARGET static inline __attribute__((always_inline)) void
 NAIVE_MICRO(const float *in, int64_t in_stride, float *out, int64_t out_stride, int64_t count,
-            const float *left, const float *panel, int64_t j, int64_t depth) {
+            const float *left, int64_t left_row_stride, int64_t left_depth_stride,
+            const float *panel, int64_t j, int64_t depth) {
     if (count == 6) {
         MICRO_LOAD(0);
         MICRO_LOAD(1);
@@ -43,12 +45,12 @@ NAIVE_MICRO(const float *in, int64_t in_stride, float *out, int64_t out_stride, 
         MICRO_LOAD(5);
         for (int64_t k = 0; k < depth; k++) {
             MICRO_PANEL;
-            MICRO_STEP(0, 6);
-            MICRO_STEP(1, 6);
-            MICRO_STEP(2, 6);
-            MICRO_STEP(3, 6);
-            MICRO_STEP(4, 6);
-            MICRO_STEP(5, 6);
+            MICRO_STEP(0);
+            MICRO_STEP(1);
+            MICRO_STEP(2);
+            MICRO_STEP(3);
+            MICRO_STEP(4);
+            MICRO_STEP(5);
         }
         MICRO_STORE(0);
         MICRO_STORE(1);
@@ -63,10 +65,10 @@ NAIVE_MICRO(const float *in, int64_t in_stride, float *out, int64_t out_stride, 
         MICRO_LOAD(3);
         for (int64_t k = 0; k < depth; k++) {
             MICRO_PANEL;
-            MICRO_STEP(0, 4);
-            MICRO_STEP(1, 4);
-            MICRO_STEP(2, 4);
-            MICRO_STEP(3, 4);
+            MICRO_STEP(0);
+            MICRO_STEP(1);
+            MICRO_STEP(2);
+            MICRO_STEP(3);
         }
         MICRO_STORE(0);
         MICRO_STORE(1);
@@ -76,7 +78,7 @@ NAIVE_MICRO(const float *in, int64_t in_stride, float *out, int64_t out_stride, 
         MICRO_LOAD(0);
         for (int64_t k = 0; k < depth; k++) {
             MICRO_PANEL;
-            MICRO_STEP(0, 1);
+            MICRO_STEP(0);
         }
         MICRO_STORE(0);
     }
@@ -91,7 +93,7 @@ NAIVE_MICRO(const float *in, int64_t in_stride, float *out, int64_t out_stride, 
  * their end there directly, through the scratch only between depth blocks; the columns past the
  * last whole micro-tile, and every column of an `add`, go through the scratch. The right
  * operand's panel is packed once per depth block for all the tile's rows, the left operand
- * LEFT_ROWS rows at a time. */
+ * LEFT_ROWS rows at a time (or read where it lies: left_in_place). */
 NAIVE_TILE_TARGET static void NAIVE_TILE(void *context, int64_t item, void *scratch) {
     const product_work *w = context;
     const int64_t r0 = item / w->column_tiles * TILE_ROWS;
@@ -115,7 +117,9 @@ NAIVE_TILE_TARGET static void NAIVE_TILE(void *context, int64_t item, void *scra
         pack_right(t.panel, w, k0, depth, c0);
         for (int64_t p0 = 0; p0 < rows; p0 += LEFT_ROWS) {
             const int64_t packed = minimum(LEFT_ROWS, rows - p0);
-            pack_left(t.left, w, r0 + p0, packed, k0, depth);
+            if (!w->left_in_place) {
+                pack_left(t.left, w, r0 + p0, packed, k0, depth);
+            }
             /* a panel strip of WIDTH columns stays in the first-level cache while every row
              * group of the packed rows passes over it */
             for (int64_t j = 0; j < columns; j += WIDTH) {
@@ -126,9 +130,17 @@ NAIVE_TILE_TARGET static void NAIVE_TILE(void *context, int64_t item, void *scra
                     float *row = result + (p0 + m) * w->result_stride;
                     const float *in = !direct || !first ? acc : w->resume ? row : NULL;
                     const int64_t in_stride = in == row ? w->result_stride : TILE_COLUMNS;
-                    NAIVE_MICRO(in, in_stride, direct && last ? row : acc,
-                                direct && last ? w->result_stride : TILE_COLUMNS, count,
-                                t.left + m * depth, t.panel, j, depth);
+                    float *out = direct && last ? row : acc;
+                    const int64_t out_stride = direct && last ? w->result_stride : TILE_COLUMNS;
+                    if (w->left_in_place) {
+                        const naive_matrix *l = &w->left;
+                        NAIVE_MICRO(in, in_stride, out, out_stride, count,
+                                    l->data + (r0 + p0 + m) * l->row_stride + k0 * l->column_stride,
+                                    l->row_stride, l->column_stride, t.panel, j, depth);
+                    } else { /* the packed rows: constant strides once inlined */
+                        NAIVE_MICRO(in, in_stride, out, out_stride, count, t.left + m * depth, 1,
+                                    count, t.panel, j, depth);
+                    }
                     m += count;
                 }
             }

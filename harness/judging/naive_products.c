@@ -39,6 +39,7 @@ typedef struct product_work {
     bool add;
     bool resume; /* each accumulator starts from the result's value, stored back (no add) */
     int64_t column_tiles;
+    bool left_in_place; /* the left operand read where it lies, not packed */
 } product_work;
 
 static int64_t minimum(int64_t a, int64_t b) {
@@ -171,7 +172,8 @@ static bool product_run(float *result, int64_t result_stride, naive_matrix left,
     }
     product_work work = {
         result,  result_stride, left, right,  rows,
-        columns, depth,         add,  resume, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS};
+        columns, depth,         add,  resume, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS,
+        false};
     const reference_parallel_work parallel = {
         (rows + TILE_ROWS - 1) / TILE_ROWS * work.column_tiles, naive_product_scratch_bytes(),
         tile_function(), &work};
@@ -200,20 +202,36 @@ size_t naive_product_scratch_bytes(void) {
            sizeof(float);
 }
 
+/* The product's tiles one after the other on the calling thread. */
+static void product_on_this_thread(const product_work *work, void *scratch) {
+    if (work->rows <= 0 || work->columns <= 0) {
+        return;
+    }
+    const reference_item_function tile = tile_function();
+    const int64_t items = (work->rows + TILE_ROWS - 1) / TILE_ROWS * work->column_tiles;
+    for (int64_t item = 0; item < items; item++) {
+        tile((void *)work, item, scratch);
+    }
+}
+
 void naive_product_on_this_thread(float *result, int64_t result_stride, naive_matrix left,
                                   naive_matrix right, int64_t rows, int64_t columns, int64_t depth,
                                   bool add, void *scratch) {
-    if (rows <= 0 || columns <= 0) {
-        return;
-    }
     const product_work work = {
         result,  result_stride, left, right, rows,
-        columns, depth,         add,  false, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS};
-    const reference_item_function tile = tile_function();
-    const int64_t items = (rows + TILE_ROWS - 1) / TILE_ROWS * work.column_tiles;
-    for (int64_t item = 0; item < items; item++) {
-        tile((void *)&work, item, scratch);
-    }
+        columns, depth,         add,  false, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS,
+        false};
+    product_on_this_thread(&work, scratch);
+}
+
+void naive_product_left_in_place(float *result, int64_t result_stride, naive_matrix left,
+                                 naive_matrix right, int64_t rows, int64_t columns, int64_t depth,
+                                 bool resume, void *scratch) {
+    const product_work work = {
+        result,  result_stride, left,  right,  rows,
+        columns, depth,         false, resume, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS,
+        true};
+    product_on_this_thread(&work, scratch);
 }
 
 bool naive_linear_forward(float *out, const float *in, const float *weight, int64_t rows,

@@ -58,6 +58,14 @@ void naive_product_on_this_thread(float *result, int64_t result_stride, naive_ma
                                   bool add, void *scratch);
 size_t naive_product_scratch_bytes(void);
 
+/* For attention's tables (naive_attention.c), whose left operand already lies so that a
+ * micro-tile's rows are close together: naive_product_on_this_thread without an add (resume
+ * false) or naive_product_resume on the calling thread (resume true), reading the left operand
+ * where it lies instead of packing it. The same bits as those calls; the same scratch. */
+void naive_product_left_in_place(float *result, int64_t result_stride, naive_matrix left,
+                                 naive_matrix right, int64_t rows, int64_t columns, int64_t depth,
+                                 bool resume, void *scratch);
+
 /* Whether the products take fused multiply-adds on this CPU (AVX2 and FMA): tests replay them. */
 bool naive_products_fused(void);
 
