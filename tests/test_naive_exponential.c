@@ -2,8 +2,8 @@
  * test_naive_exponential.c — the naive baseline's exponential
  * (harness/judging/naive_exponential.h): faithful (within one unit in the last place of the exact
  * value) wherever the result is a normal float, the edges (±∞, NaN, 0, the overflow and underflow
- * bounds) as said, and an element's bits the same wherever it sits in the array and whether the
- * array is computed in place.
+ * bounds) as said, and an element's bits the same wherever it sits in the array, whether the
+ * array is computed in place, and whether its shift is one for the array or its own.
  */
 #include <criterion/criterion.h>
 #include <float.h>
@@ -94,6 +94,31 @@ Test(naive_exponential, an_element_s_bits__the_same_at_any_offset_length_and_in_
             naive_exponential(out, in + offset, length, 0.25f);
             memcpy(copy, in + offset, (size_t)length * sizeof *copy);
             naive_exponential(copy, copy, length, 0.25f);
+            for (int i = 0; i < length; i++) {
+                cr_assert(memcmp(&out[i], &alone[offset + i], sizeof out[i]) == 0 &&
+                              memcmp(&copy[i], &alone[offset + i], sizeof copy[i]) == 0,
+                          "element %d of %d at offset %d: %a, in place %a, alone %a", i, length,
+                          offset, (double)out[i], (double)copy[i], (double)alone[offset + i]);
+            }
+        }
+    }
+}
+
+Test(naive_exponential, with_a_shift_per_element__each_element_s_bits_as_with_its_shift_alone) {
+    enum { COUNT = 41 };
+    float in[COUNT], shifts[COUNT], alone[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+        in[i] = (float)((i * 7919) % 2001 - 1000) / 37.0f;
+        /* finite shifts, and the −∞ and +∞ whose differences overflow, underflow or are NaN */
+        shifts[i] = i % 13 == 5 ? -INFINITY : i % 17 == 3 ? INFINITY : (float)(i % 11) - 5.5f;
+        naive_exponential(&alone[i], &in[i], 1, shifts[i]);
+    }
+    for (int offset = 0; offset < 9; offset++) {
+        for (int length = 1; offset + length <= COUNT; length++) {
+            float out[COUNT], copy[COUNT];
+            naive_exponential_shifts(out, in + offset, shifts + offset, length);
+            memcpy(copy, in + offset, (size_t)length * sizeof *copy);
+            naive_exponential_shifts(copy, copy, shifts + offset, length);
             for (int i = 0; i < length; i++) {
                 cr_assert(memcmp(&out[i], &alone[offset + i], sizeof out[i]) == 0 &&
                               memcmp(&copy[i], &alone[offset + i], sizeof copy[i]) == 0,
