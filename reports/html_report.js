@@ -171,7 +171,9 @@
   // one per rank; zigzag: two), at its global positions; a rank's runs share one line.
   function profileDatasets(spec, item) {
     var values = [];
-    item.ranks.forEach(function (run) { values = values.concat(run.error, [run.limit]); });
+    item.ranks.forEach(function (run) {
+      values = values.concat(run.error, [run.limit], run.limits || []);
+    });
     var range = logRange(values);
     var byRank = {}, order = [];
     item.ranks.forEach(function (run) {
@@ -198,6 +200,21 @@
     datasets.push({ label: "limit of the rank's slice", data: limitData, decoration: true,
                     borderColor: limitColour, borderDash: [6, 4], pointRadius: 0, borderWidth: 1.5,
                     spanGaps: false });
+    // Each position's own limit (the per-position rule), at the position each point shows.
+    var ownLimits = [];
+    item.ranks.forEach(function (run) {
+      if (!run.limits) { return; }
+      var bin = run.bin || item.bin;
+      if (ownLimits.length) { ownLimits.push({ x: run.offset, y: null }); }
+      run.limits.forEach(function (v, j) {
+        ownLimits.push({ x: run.offset + j * bin, y: typeof v === 'number' ? place(v, range) : null });
+      });
+    });
+    if (ownLimits.length) {
+      datasets.push({ label: "each position's own limit", data: ownLimits, decoration: true,
+                      borderColor: limitColour, borderDash: [1, 3], pointRadius: 0,
+                      borderWidth: 1, spanGaps: false });
+    }
     var boundaries = [];
     item.ranks.forEach(function (run) {
       if (run.offset > 0 && run.length < item.padded && boundaries.indexOf(run.offset) < 0) {

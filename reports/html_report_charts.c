@@ -232,6 +232,32 @@ static double largest_error(const double *error, int64_t from, int64_t to) {
     return largest;
 }
 
+/* The limit of the entry with the largest non-NaN error of [from, to) (the per-position rule
+ * holds that entry to it), NaN when there is none. */
+static double limit_of_largest(const double *error, const double *limit, int64_t from, int64_t to) {
+    int64_t at = -1;
+    for (int64_t k = from; k < to; k++) {
+        at = !isnan(error[k]) && (at < 0 || error[k] > error[at]) ? k : at;
+    }
+    return at >= 0 ? limit[at] : NAN;
+}
+
+/* A run's "limits" (after its "error"): per bin, the own limit of the position whose error the
+ * bin shows; nothing when the profile has no per-position limits (older files). */
+static void put_profile_limits(FILE *out, const read_profile *profile, int64_t start, int64_t end,
+                               int64_t bin) {
+    if (profile->limit == NULL) {
+        return;
+    }
+    fputs(",\"limits\":[", out);
+    for (int64_t from = start; from < end; from += bin) {
+        fputs(from > start ? "," : "", out);
+        put_profile_number(out, limit_of_largest(profile->error, profile->limit, from,
+                                                 from + bin < end ? from + bin : end));
+    }
+    fputs("]", out);
+}
+
 /* One entry of "ranks": a run of positions [offset, offset + length) of one rank, its error in
  * bins of bin positions. */
 static void put_profile_run(FILE *out, bool first, int rank, int64_t offset, int64_t length,
@@ -275,12 +301,13 @@ static void put_profile_item(FILE *out, const read_item *item) {
                                      ? (padded * count + PROFILE_POINTS - 1) / PROFILE_POINTS
                                      : 1;
             const int64_t bins = (padded + wide - 1) / wide;
-            double *binned = malloc((size_t)(bins > 0 ? bins : 1) * sizeof *binned);
+            double *binned = malloc((size_t)(bins > 0 ? bins : 1) * 2 * sizeof *binned);
             if (binned == NULL) {
                 continue; /* the rank is left out of the plot rather than the report */
             }
+            double *binned_limit = binned + (bins > 0 ? bins : 1); /* each bin's error's own */
             for (int64_t b = 0; b < bins; b++) {
-                binned[b] = NAN;
+                binned[b] = binned_limit[b] = NAN;
             }
             for (int64_t k = 0; k < profile->length; k++) {
                 const int64_t b = profile->positions[k] / wide;
@@ -288,6 +315,7 @@ static void put_profile_item(FILE *out, const read_item *item) {
                 if (b >= 0 && b < bins && !isnan(value) &&
                     (isnan(binned[b]) || value > binned[b])) {
                     binned[b] = value;
+                    binned_limit[b] = profile->limit != NULL ? profile->limit[k] : NAN;
                 }
             }
             put_profile_run(out, first, profile->rank, 0, padded, wide, limit);
@@ -295,7 +323,16 @@ static void put_profile_item(FILE *out, const read_item *item) {
                 fputs(b > 0 ? "," : "", out);
                 put_profile_number(out, binned[b]);
             }
-            fputs("]}", out);
+            fputs("]", out);
+            if (profile->limit != NULL) {
+                fputs(",\"limits\":[", out);
+                for (int64_t b = 0; b < bins; b++) {
+                    fputs(b > 0 ? "," : "", out);
+                    put_profile_number(out, binned_limit[b]);
+                }
+                fputs("]", out);
+            }
+            fputs("}", out);
             free(binned);
             first = false;
             rows_before += profile->length;
@@ -314,7 +351,9 @@ static void put_profile_item(FILE *out, const read_item *item) {
                 put_profile_number(
                     out, largest_error(profile->error, from, from + bin < end ? from + bin : end));
             }
-            fputs("]}", out);
+            fputs("]", out);
+            put_profile_limits(out, profile, start, end, bin);
+            fputs("}", out);
             first = false;
             start = end;
         }

@@ -29,6 +29,7 @@ void run_item_free_tensors(run_item *item) {
         free(item->tensors[t].values);
         free(item->tensors[t].reference);
         free(item->tensors[t].position_error);
+        free(item->tensors[t].position_limit);
         free(item->tensors[t].positions);
     }
     free(item->tensors);

@@ -102,6 +102,11 @@ typedef struct tensor_record {
                                      position ‖x − r‖₂ / ‖r‖₂ over batch rows and vocabulary of
                                      the compared elements (NaN where none is); NULL otherwise;
                                      owned. Kept for every logits record, passing or not */
+    double *position_limit;       /* logits with position_error: (shape[1]) each position's own
+                                     limit, ratio × the naive baseline's error on the same
+                                     elements + floor (NaN where nothing is compared or the
+                                     baseline is not finite: no per-position rule there); NULL
+                                     when no per-position rule applies (no baseline); owned */
     bool position_checked;        /* logits: the per-position rule applies (docs/tolerances.md)
                                      and the next four say where it is tightest */
     int64_t position_worst;       /* the global position whose error is furthest over (or

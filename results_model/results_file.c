@@ -326,7 +326,8 @@ fail:
 }
 
 /* profiles/logits@rank<r>: the logits error along each rank's slice (tensor_record's
- * position_error), for every item that compared logits. */
+ * position_error), for every item that compared logits; limits@rank<r> beside it, each
+ * position's own limit (position_limit), where the per-position rule applies. */
 static cpparity_status write_profiles(hid_t item_group, const run_item *item,
                                       cpparity_error *error) {
     hid_t group = create_group(item_group, "profiles", error);
@@ -351,6 +352,19 @@ static cpparity_status write_profiles(hid_t item_group, const run_item *item,
                                     record->position_error, description, error);
         if (status == CPPARITY_OK) {
             status = label_tensor(group, name, record, false, error);
+        }
+        if (status == CPPARITY_OK && record->position_limit != NULL) {
+            snprintf(name, sizeof name, "limits@rank%d", record->rank);
+            snprintf(description, sizeof description,
+                     "each position's own limit beside logits@rank%d: ratio x the naive "
+                     "baseline's error on the same elements + floor (NaN where nothing is "
+                     "compared or the baseline is not finite)",
+                     record->rank);
+            status = hdf5_write_dataset(group, name, H5T_NATIVE_DOUBLE, 1, &record->shape[1],
+                                        record->position_limit, description, error);
+            if (status == CPPARITY_OK) {
+                status = label_tensor(group, name, record, false, error);
+            }
         }
         if (status != CPPARITY_OK || record->positions == NULL) {
             continue;

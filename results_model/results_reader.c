@@ -2,6 +2,7 @@
 #include "results_model/results_reader.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -256,6 +257,48 @@ static cpparity_status read_profile_positions(const reader *r, hid_t group, cons
     return status;
 }
 
+/* limits@rank<r> beside a profile: one limit per entry, each NaN or positive. Files written before
+ * it existed lack it: the profile then keeps limit NULL. */
+static cpparity_status read_profile_limits(const reader *r, hid_t group, const char *where,
+                                           read_profile *profile) {
+    char name[48];
+    snprintf(name, sizeof name, "limits@rank%d", profile->rank);
+    if (H5Lexists(group, name, H5P_DEFAULT) <= 0) {
+        return CPPARITY_OK;
+    }
+    hid_t dataset = H5Dopen2(group, name, H5P_DEFAULT), space = H5I_INVALID_HID;
+    cpparity_status status = dataset < 0 ? bad(r, "%s: cannot open %s", where, name) : CPPARITY_OK;
+    hsize_t length = 0;
+    if (status == CPPARITY_OK) {
+        space = H5Dget_space(dataset);
+        if (space < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
+            H5Sget_simple_extent_dims(space, &length, NULL) < 0 ||
+            (int64_t)length != profile->length) {
+            status = bad(r, "%s: %s is not one limit per entry of the profile (%lld)", where, name,
+                         (long long)profile->length);
+        }
+    }
+    if (status == CPPARITY_OK) {
+        profile->limit = malloc((size_t)length * sizeof *profile->limit + 1);
+        status = profile->limit == NULL
+                     ? cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                     : CPPARITY_OK;
+    }
+    if (status == CPPARITY_OK && length > 0 &&
+        H5Dread(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, profile->limit) < 0) {
+        status = bad(r, "%s: %s cannot be read (damaged or truncated)", where, name);
+    }
+    for (hsize_t k = 0; status == CPPARITY_OK && k < length; k++) {
+        if (!isnan(profile->limit[k]) && !(profile->limit[k] > 0.0)) {
+            status = bad(r, "%s: %s[%lld] = %g is not a limit", where, name, (long long)k,
+                         profile->limit[k]);
+        }
+    }
+    hdf5_close(space);
+    hdf5_close(dataset);
+    return status;
+}
+
 /* One dataset of an item's profiles group. */
 static herr_t read_profile_dataset(hid_t group, const char *name, const H5L_info_t *info,
                                    void *data) {
@@ -321,6 +364,13 @@ static herr_t read_profile_dataset(hid_t group, const char *name, const H5L_info
         snprintf(profiles_at, sizeof profiles_at, "%s/profiles", item_at);
         snprintf(r->at, sizeof r->at, "%.*s", (int)sizeof r->at - 1, profiles_at);
         status = read_profile_positions(r, group, where, item, profile);
+        snprintf(r->at, sizeof r->at, "%s", item_at);
+    }
+    if (status == CPPARITY_OK) {
+        char profiles_at[CPPARITY_PATH + 16];
+        snprintf(profiles_at, sizeof profiles_at, "%s/profiles", item_at);
+        snprintf(r->at, sizeof r->at, "%.*s", (int)sizeof r->at - 1, profiles_at);
+        status = read_profile_limits(r, group, where, profile);
         snprintf(r->at, sizeof r->at, "%s", item_at);
     }
     hdf5_close(space);
@@ -671,6 +721,7 @@ void read_results_free(read_results *results) {
         for (int64_t p = 0; p < results->items[i].profile_count; p++) {
             free(results->items[i].profiles[p].error);
             free(results->items[i].profiles[p].positions);
+            free(results->items[i].profiles[p].limit);
         }
         free(results->items[i].profiles);
     }

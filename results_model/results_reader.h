@@ -26,6 +26,9 @@ typedef struct read_profile {
                                 not consecutive positions */
     int64_t length;          /* positions in the slice */
     double *error;           /* (length) owned */
+    double *limit;           /* (length) each entry's own limit (limits@rank<r>: NaN where the
+                                per-position rule does not apply), NULL in files written before
+                                it was recorded; owned */
     int64_t *positions;      /* position_offset −1: (length) the global position of each entry,
                                 NULL in files written before they were recorded; NULL when
                                 position_offset >= 0 (entry k is at position_offset + k); owned */

@@ -3,7 +3,7 @@
 suite agree: the threshold of each (case, feature) is a function of the case alone, so runs at
 different rank counts (which leave different cp sizes NOT RUN) must report the same thresholds,
 changes and verdicts. So must the naive baseline's error (and so the limit) of every tensor of
-every item all the files ran: the baseline is spread over the ranks of an MPI run
+every item all the files ran, and each logits position's own limit (profiles/limits@rank<r>): the baseline is spread over the ranks of an MPI run
 (naive_model_run_spread) and computed alone by one process, the same bits either way.
 
 usage: compare_discrimination.py RESULTS.h5 RESULTS.h5 [...]
@@ -30,6 +30,11 @@ def baseline_errors(path):
                 for row in item[()]:
                     key = (name, row["tensor"].decode(), row["kind"], int(row["rank"]))
                     found[key] = (row["baseline_error"].tobytes(), row["limit"].tobytes())
+            # each position's own limit (the per-position rule), from the same baseline errors
+            base = name.rsplit("/", 1)
+            if isinstance(item, h5py.Dataset) and "/profiles/limits@rank" in name:
+                key = (base[0].rsplit("/profiles", 1)[0] + "/metrics", base[1], -1, -1)
+                found[key] = (item[()].tobytes(), b"")
         results["cases"].visititems(visit)
     return found
 
@@ -57,8 +62,11 @@ def main(paths):
             f"{path}: tensors {sorted(other.keys() ^ shared.keys())[:5]} differ"
         for key, value in shared.items():
             assert other[key] == value, f"{key}: baseline error and limit differ in {path}"
+    limits = sum(1 for key in shared if key[2] == -1)
+    assert limits > 0, "no item every file ran has per-position limits (profiles/limits@rank<r>)"
     print(f"compare_discrimination: {len(first)} records and the baseline errors of "
-          f"{len(shared)} tensors of {len(tables)} items identical in {len(paths)} files")
+          f"{len(shared) - limits} tensors and {limits} per-position limit profiles of "
+          f"{len(tables)} items identical in {len(paths)} files")
     return 0
 
 

@@ -519,6 +519,51 @@ static void write_file(const char *path, const char *text) {
     fclose(stream);
 }
 
+/* Each position's own limit (limits@rank<r>) is drawn beside the error: per bin, the limit of
+ * the position whose error the bin shows, so a spike is held to its own limit, not to a
+ * neighbour's. A profile from an older file, without limits, draws none. */
+Test(html_report, per_position_limits__each_bin_the_limit_of_the_error_it_shows) {
+    fixture f;
+    make_run(&f, true);
+    enum { LENGTH = 9000 }; /* bins of 3 positions, as above */
+    static double errors[LENGTH], limits[LENGTH];
+    for (int k = 0; k < LENGTH; k++) {
+        errors[k] = k < 3 ? NAN : 1e-6;
+        limits[k] = k < 3 ? NAN : 2e-6;
+    }
+    errors[4321] = 0.5;
+    limits[4321] = 3e-6; /* the spike's own limit */
+    limits[4320] = 7e-6; /* its bin's neighbour's, larger: not the one drawn */
+    read_profile profile = {
+        .rank = 0, .position_offset = 0, .length = LENGTH, .error = errors, .limit = limits};
+    f.items[1].profiles = &profile;
+    f.items[1].profile_count = 1;
+    f.items[1].padded_seq_len = LENGTH;
+    const read_results *runs[] = {&f.run};
+    char *page = write_report(runs, 1, NULL, NULL);
+    char *json = json_block(page);
+    const char *values = strstr(json, "\"limits\":[null,2e-6,");
+    cr_assert_not_null(values, "the first bin has no limit (nothing compared), then 2e-6");
+    const char *end = strchr(values, ']');
+    int points = 1;
+    for (const char *c = values; c < end; c++) {
+        points += *c == ',';
+    }
+    cr_expect_eq(points, LENGTH / 3, "one limit per bin");
+    const char *spike = strstr(values, ",3e-6,");
+    cr_expect(spike != NULL && spike < end, "the spike's bin shows the spike's own limit");
+    cr_expect(strstr(values, "7e-6") == NULL || strstr(values, "7e-6") > end,
+              "not its neighbour's");
+    free(json);
+    free(page);
+    profile.limit = NULL;
+    page = write_report(runs, 1, NULL, NULL);
+    json = json_block(page);
+    cr_expect(strstr(json, "\"limits\":[") == NULL, "no limits drawn for an older file's profile");
+    free(json);
+    free(page);
+}
+
 Test(html_chart_library, library_read__refused_when_missing_or_not_inlinable) {
     char folder[256], path[320];
     test_make_folder(folder, sizeof folder);

@@ -714,6 +714,17 @@ Test(judge_item, one_element_of_a_long_sequence__fails_by_the_per_position_rule)
     cr_assert_eq(j.item.outcome, RUN_FAIL, "%s", j.item.message);
     cr_assert(!record->decision.passed);
     cr_assert(strstr(j.item.message, "per position: 2047 errs") != NULL, "%s", j.item.message);
+    /* each position's own limit is kept (the results file's limits@rank<r>): the planted one's
+     * is the limit the failure names, and only that position is over its own */
+    cr_assert_not_null(record->position_limit);
+    const cpparity_tolerance *t = &record->tolerance;
+    cr_assert_eq(record->position_limit[S - 1],
+                 t->ratio * record->position_worst_baseline + t->floor);
+    for (int64_t p = 0; p < S; p++) {
+        cr_assert_eq(record->position_error[p] > record->position_limit[p], p == S - 1,
+                     "position %lld: error %.3g, its limit %.3g", (long long)p,
+                     record->position_error[p], record->position_limit[p]);
+    }
     cr_assert(record->worst[0] == 0 && record->worst[1] == S - 1 &&
                   record->worst[2] == PLANTED_VOCAB,
               "worst at batch row %lld, position %lld, vocab %lld", (long long)record->worst[0],
@@ -727,6 +738,14 @@ Test(judge_item, long_sequence_of_the_reference__passes_the_per_position_rule) {
     prepare_long(&j, 2048, 2100);
     judge_long(&j);
     cr_assert_eq(j.item.outcome, RUN_PASS, "%s", j.item.message);
-    cr_assert(logits_record(&j, 0)->position_checked);
+    const tensor_record *record = logits_record(&j, 0);
+    cr_assert(record->position_checked);
+    cr_assert_not_null(record->position_limit);
+    for (int64_t p = 0; p < 2048; p++) { /* every position compared, each within its own limit */
+        cr_assert(record->position_limit[p] >= record->tolerance.floor &&
+                      record->position_error[p] <= record->position_limit[p],
+                  "position %lld: error %.3g, its limit %.3g", (long long)p,
+                  record->position_error[p], record->position_limit[p]);
+    }
     release(&j);
 }

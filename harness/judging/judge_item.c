@@ -379,6 +379,7 @@ static void finish_rank(rank_logits *rank, run_item *item) {
     record->worst[1] = L > 0 ? row_position(&rank->rows, worst[1]) : 0;
     record->worst[2] = worst[2];
     record->position_error = malloc((size_t)(L > 0 ? L : 1) * sizeof *record->position_error);
+    record->position_limit = malloc((size_t)(L > 0 ? L : 1) * sizeof *record->position_limit);
     /* each position's error (the profile) and the per-position rule: the position furthest over
      * (or nearest to) its own limit, the baseline's error taken on the same elements */
     const cpparity_tolerance *tolerance = &record->tolerance;
@@ -390,12 +391,19 @@ static void finish_rank(rank_logits *rank, run_item *item) {
         if (record->position_error != NULL) {
             record->position_error[t] = rank->profile_count[t] == 0 ? NAN : error;
         }
+        if (record->position_limit != NULL) {
+            record->position_limit[t] = NAN;
+        }
         if (rank->profile_count[t] == 0 || rank->naive_nonfinite) {
             continue;
         }
         const double naive = norm > 0.0 ? sqrt(rank->naive_profile_error[t]) / sqrt(norm)
                                         : sqrt(rank->naive_profile_error[t]);
-        const double over = error / (tolerance->ratio * naive + tolerance->floor);
+        const double limit = tolerance->ratio * naive + tolerance->floor;
+        if (record->position_limit != NULL) {
+            record->position_limit[t] = limit;
+        }
+        const double over = error / limit;
         if (over > furthest || isnan(over)) {
             furthest = isnan(over) ? INFINITY : over;
             record->position_checked = true;

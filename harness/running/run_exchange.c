@@ -66,6 +66,15 @@ cpparity_status run_exchange_pack(byte_buffer *buffer, int64_t plan_index, const
             status = run_exchange_append(buffer, record->position_error,
                                          positions * (int64_t)sizeof(double), error);
         }
+        /* each position's limit, where the per-position rule applies */
+        const int64_t limits = positions > 0 && record->position_limit != NULL ? positions : 0;
+        if (status == CPPARITY_OK) {
+            status = run_exchange_append(buffer, &limits, sizeof limits, error);
+        }
+        if (status == CPPARITY_OK && limits > 0) {
+            status = run_exchange_append(buffer, record->position_limit,
+                                         limits * (int64_t)sizeof(double), error);
+        }
         /* rows that are not consecutive positions (zigzag, round-robin): each row's position */
         const int64_t rows = record->positions != NULL ? record->shape[1] : 0;
         if (status == CPPARITY_OK) {
@@ -124,6 +133,7 @@ cpparity_status run_exchange_unpack(const uint8_t *bytes, int64_t size, const ru
             record->values = NULL;
             record->reference = NULL;
             record->position_error = NULL;
+            record->position_limit = NULL;
             record->positions = NULL;
             if (status == CPPARITY_OK) {
                 status = take(bytes, size, &offset, &count, sizeof count, error);
@@ -152,6 +162,17 @@ cpparity_status run_exchange_unpack(const uint8_t *bytes, int64_t size, const ru
                              ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
                              : take(bytes, size, &offset, record->position_error,
                                     positions * (int64_t)sizeof(double), error);
+            }
+            int64_t limits = 0;
+            if (status == CPPARITY_OK) {
+                status = take(bytes, size, &offset, &limits, sizeof limits, error);
+            }
+            if (status == CPPARITY_OK && limits > 0) {
+                record->position_limit = malloc((size_t)limits * sizeof(double));
+                status = record->position_limit == NULL
+                             ? cpparity_error_set(error, CPPARITY_ERROR_RUNTIME, "out of memory")
+                             : take(bytes, size, &offset, record->position_limit,
+                                    limits * (int64_t)sizeof(double), error);
             }
             int64_t rows = 0;
             if (status == CPPARITY_OK) {

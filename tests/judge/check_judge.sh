@@ -41,7 +41,8 @@ for case in full-left-and-right-padding-in-one-batch packed-documents-spanning-r
             grep -q "# discrimination: [1-9]" "$work/judge.out" ||
                 fail "$case $dtype $spec: no discrimination check"
             judge 0 "$work"/run/rank_*.h5 --baseline "$work/cp1/rank_0.h5"
-            # the results file names the layout and keeps each non-consecutive rank's positions
+            # the results file names the layout and keeps each non-consecutive rank's positions and
+            # each position's own limit
             "$python" - "$work/judged.h5" "$work/run" "$layout" "$cp" "$dtype" > "$work/layout.out" 2>&1 <<'EOF_PY' ||
 import sys, h5py, numpy as np
 path, dumps, layout, cp, dtype = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
@@ -61,6 +62,14 @@ with h5py.File(path, "r") as results:
         else:
             assert profile.attrs["position_offset"] == -1, f"rank {rank}: position_offset"
             assert np.array_equal(item["profiles"][name][()], held), f"rank {rank}: {name}"
+        # each position's own limit beside its error: none where nothing is compared, and a
+        # passing run's every position within it
+        errors, limits = profile[()], item["profiles"][f"limits@rank{rank}"][()]
+        assert limits.shape == errors.shape, f"rank {rank}: limits {limits.shape}"
+        assert np.array_equal(np.isnan(limits), np.isnan(errors)), f"rank {rank}: limits' NaNs"
+        compared = ~np.isnan(errors)
+        assert np.all(limits[compared] > 0), f"rank {rank}: a limit not positive"
+        assert np.all(errors[compared] <= limits[compared]), f"rank {rank}: over its own limit"
 EOF_PY
                 fail "$case $dtype $spec: $(tail -1 "$work/layout.out")"
         done
