@@ -467,6 +467,26 @@ Test(html_report, several_runs__trend_and_changes_since_the_baseline) {
     results_diff_free(&diff);
 }
 
+/* The report of f's run with profile as the one profile of its item 1 (a padded sequence of the
+ * profile's length). */
+static char *one_profile_report(fixture *f, read_profile *profile) {
+    f->items[1].profiles = profile;
+    f->items[1].profile_count = 1;
+    f->items[1].padded_seq_len = profile->length;
+    const read_results *runs[] = {&f->run};
+    return write_report(runs, 1, NULL, NULL);
+}
+
+/* The number of values of the JSON array that starts in text (its values hold no comma). */
+static int array_length(const char *text) {
+    const char *end = strchr(text, ']');
+    int values = 1;
+    for (const char *c = text; end != NULL && c < end; c++) {
+        values += *c == ',';
+    }
+    return values;
+}
+
 Test(html_report, long_profiles__binned_keeping_their_spikes) {
     fixture f;
     make_run(&f, true);
@@ -478,21 +498,13 @@ Test(html_report, long_profiles__binned_keeping_their_spikes) {
     }
     errors[4321] = 0.5; /* one position far off: its bin must show it */
     read_profile profile = {.rank = 0, .position_offset = 0, .length = LENGTH, .error = errors};
-    f.items[1].profiles = &profile;
-    f.items[1].profile_count = 1;
-    f.items[1].padded_seq_len = LENGTH;
-    const read_results *runs[] = {&f.run};
-    char *page = write_report(runs, 1, NULL, NULL);
+    char *page = one_profile_report(&f, &profile);
     char *json = json_block(page);
     cr_expect(strstr(json, "\"padded\":9000,\"bin\":3,") != NULL);
     const char *values = strstr(json, "\"error\":[null,1e-6,");
     cr_assert_not_null(values, "the first bin is all NaN, a gap; the next ones 1e-6");
     const char *end = strchr(values, ']');
-    int points = 1;
-    for (const char *c = values; c < end; c++) {
-        points += *c == ',';
-    }
-    cr_expect_eq(points, LENGTH / 3);
+    cr_expect_eq(array_length(values), LENGTH / 3);
     cr_expect(strstr(values, ",0.5,") != NULL && strstr(values, ",0.5,") < end,
               "the spike survives binning");
     free(json);
@@ -536,20 +548,12 @@ Test(html_report, per_position_limits__each_bin_the_limit_of_the_error_it_shows)
     limits[4320] = 7e-6; /* its bin's neighbour's, larger: not the one drawn */
     read_profile profile = {
         .rank = 0, .position_offset = 0, .length = LENGTH, .error = errors, .limit = limits};
-    f.items[1].profiles = &profile;
-    f.items[1].profile_count = 1;
-    f.items[1].padded_seq_len = LENGTH;
-    const read_results *runs[] = {&f.run};
-    char *page = write_report(runs, 1, NULL, NULL);
+    char *page = one_profile_report(&f, &profile);
     char *json = json_block(page);
     const char *values = strstr(json, "\"limits\":[null,2e-6,");
     cr_assert_not_null(values, "the first bin has no limit (nothing compared), then 2e-6");
     const char *end = strchr(values, ']');
-    int points = 1;
-    for (const char *c = values; c < end; c++) {
-        points += *c == ',';
-    }
-    cr_expect_eq(points, LENGTH / 3, "one limit per bin");
+    cr_expect_eq(array_length(values), LENGTH / 3, "one limit per bin");
     const char *spike = strstr(values, ",3e-6,");
     cr_expect(spike != NULL && spike < end, "the spike's bin shows the spike's own limit");
     cr_expect(strstr(values, "7e-6") == NULL || strstr(values, "7e-6") > end,
@@ -557,7 +561,7 @@ Test(html_report, per_position_limits__each_bin_the_limit_of_the_error_it_shows)
     free(json);
     free(page);
     profile.limit = NULL;
-    page = write_report(runs, 1, NULL, NULL);
+    page = one_profile_report(&f, &profile);
     json = json_block(page);
     cr_expect(strstr(json, "\"limits\":[") == NULL, "no limits drawn for an older file's profile");
     free(json);

@@ -203,35 +203,35 @@ size_t naive_product_scratch_bytes(void) {
 }
 
 /* The product's tiles one after the other on the calling thread. */
-static void product_on_this_thread(const product_work *work, void *scratch) {
-    if (work->rows <= 0 || work->columns <= 0) {
+static void product_on_this_thread(float *result, int64_t result_stride, naive_matrix left,
+                                   naive_matrix right, int64_t rows, int64_t columns, int64_t depth,
+                                   bool add, bool resume, bool left_in_place, void *scratch) {
+    if (rows <= 0 || columns <= 0) {
         return;
     }
+    const product_work work = {
+        result,       result_stride, left, right,  rows,
+        columns,      depth,         add,  resume, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS,
+        left_in_place};
     const reference_item_function tile = tile_function();
-    const int64_t items = (work->rows + TILE_ROWS - 1) / TILE_ROWS * work->column_tiles;
+    const int64_t items = (rows + TILE_ROWS - 1) / TILE_ROWS * work.column_tiles;
     for (int64_t item = 0; item < items; item++) {
-        tile((void *)work, item, scratch);
+        tile((void *)&work, item, scratch);
     }
 }
 
 void naive_product_on_this_thread(float *result, int64_t result_stride, naive_matrix left,
                                   naive_matrix right, int64_t rows, int64_t columns, int64_t depth,
                                   bool add, void *scratch) {
-    const product_work work = {
-        result,  result_stride, left, right, rows,
-        columns, depth,         add,  false, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS,
-        false};
-    product_on_this_thread(&work, scratch);
+    product_on_this_thread(result, result_stride, left, right, rows, columns, depth, add, false,
+                           false, scratch);
 }
 
 void naive_product_left_in_place(float *result, int64_t result_stride, naive_matrix left,
                                  naive_matrix right, int64_t rows, int64_t columns, int64_t depth,
                                  bool resume, void *scratch) {
-    const product_work work = {
-        result,  result_stride, left,  right,  rows,
-        columns, depth,         false, resume, (columns + TILE_COLUMNS - 1) / TILE_COLUMNS,
-        true};
-    product_on_this_thread(&work, scratch);
+    product_on_this_thread(result, result_stride, left, right, rows, columns, depth, false, resume,
+                           true, scratch);
 }
 
 bool naive_linear_forward(float *out, const float *in, const float *weight, int64_t rows,
