@@ -18,8 +18,9 @@ enum {
 /* Eight float32 lanes; every operation on them below is a plain IEEE operation per lane (this
  * file is built with -ffp-contract=off), so a lane computes what the scalar formula computes. */
 enum { LANES = 8 };
-/* The functions with lane loops, compiled for AVX2 too and chosen by the CPU at load time (the
- * same bits: no operation above is fused). */
+/* The functions with lane loops, compiled for AVX2 too and chosen by the CPU at load time: the
+ * same bits either way, since this file fuses no multiply and add and AVX2 alone has no FMA (the
+ * products' fused steps are naive_products.c's, chosen there). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define LANE_FUNCTION __attribute__((target_clones("avx2", "default")))
 #else
