@@ -223,22 +223,26 @@ static int64_t profile_runs(const read_profile *profile) {
     return runs;
 }
 
+/* The entry of error[from, to) with the largest non-NaN value (the first of equals), −1 when
+ * there is none. */
+static int64_t largest_entry(const double *error, int64_t from, int64_t to) {
+    int64_t at = -1;
+    for (int64_t k = from; k < to; k++) {
+        at = !isnan(error[k]) && (at < 0 || error[k] > error[at]) ? k : at;
+    }
+    return at;
+}
+
 /* The largest non-NaN value of error[from, to), NaN when there is none. */
 static double largest_error(const double *error, int64_t from, int64_t to) {
-    double largest = NAN;
-    for (int64_t k = from; k < to; k++) {
-        largest = !isnan(error[k]) && (isnan(largest) || error[k] > largest) ? error[k] : largest;
-    }
-    return largest;
+    const int64_t at = largest_entry(error, from, to);
+    return at >= 0 ? error[at] : NAN;
 }
 
 /* The limit of the entry with the largest non-NaN error of [from, to) (the per-position rule
  * holds that entry to it), NaN when there is none. */
 static double limit_of_largest(const double *error, const double *limit, int64_t from, int64_t to) {
-    int64_t at = -1;
-    for (int64_t k = from; k < to; k++) {
-        at = !isnan(error[k]) && (at < 0 || error[k] > error[at]) ? k : at;
-    }
+    const int64_t at = largest_entry(error, from, to);
     return at >= 0 ? limit[at] : NAN;
 }
 

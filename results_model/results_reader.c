@@ -188,11 +188,11 @@ static cpparity_status read_discrimination(const reader *r, hid_t file) {
     return status;
 }
 
-/* A whole int64 dataset of at most max_elements (1-D or 2-D), into *values (owned by the
- * caller); *count elements. */
-static cpparity_status read_int64_dataset(const reader *r, hid_t group, const char *where,
-                                          const char *name, int64_t max_elements, int64_t **values,
-                                          int64_t *count) {
+/* A whole dataset of at most max_elements (1-D or 2-D) read as `type` (elements of `size`
+ * bytes), into *values (owned by the caller); *count elements. */
+static cpparity_status read_whole_dataset(const reader *r, hid_t group, const char *where,
+                                          const char *name, hid_t type, size_t size,
+                                          int64_t max_elements, void **values, int64_t *count) {
     *values = NULL;
     *count = 0;
     hid_t dataset = H5I_INVALID_HID, space = H5I_INVALID_HID;
@@ -212,13 +212,12 @@ static cpparity_status read_int64_dataset(const reader *r, hid_t group, const ch
                      (long long)elements, (long long)max_elements);
         goto done;
     }
-    *values = malloc((size_t)elements * sizeof **values + 1);
+    *values = malloc((size_t)elements * size + 1);
     if (*values == NULL) {
         status = cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory");
         goto done;
     }
-    if (elements > 0 &&
-        H5Dread(dataset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, *values) < 0) {
+    if (elements > 0 && H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, *values) < 0) {
         status = bad(r, "%s/%s cannot be read (damaged or truncated)", where, name);
         goto done;
     }
@@ -227,6 +226,26 @@ static cpparity_status read_int64_dataset(const reader *r, hid_t group, const ch
 done:
     hdf5_close(space);
     hdf5_close(dataset);
+    return status;
+}
+
+static cpparity_status read_int64_dataset(const reader *r, hid_t group, const char *where,
+                                          const char *name, int64_t max_elements, int64_t **values,
+                                          int64_t *count) {
+    void *read = NULL;
+    const cpparity_status status = read_whole_dataset(r, group, where, name, H5T_NATIVE_INT64,
+                                                      sizeof **values, max_elements, &read, count);
+    *values = read;
+    return status;
+}
+
+static cpparity_status read_double_dataset(const reader *r, hid_t group, const char *where,
+                                           const char *name, int64_t max_elements, double **values,
+                                           int64_t *count) {
+    void *read = NULL;
+    const cpparity_status status = read_whole_dataset(r, group, where, name, H5T_NATIVE_DOUBLE,
+                                                      sizeof **values, max_elements, &read, count);
+    *values = read;
     return status;
 }
 
@@ -266,36 +285,19 @@ static cpparity_status read_profile_limits(const reader *r, hid_t group, const c
     if (H5Lexists(group, name, H5P_DEFAULT) <= 0) {
         return CPPARITY_OK;
     }
-    hid_t dataset = H5Dopen2(group, name, H5P_DEFAULT), space = H5I_INVALID_HID;
-    cpparity_status status = dataset < 0 ? bad(r, "%s: cannot open %s", where, name) : CPPARITY_OK;
-    hsize_t length = 0;
-    if (status == CPPARITY_OK) {
-        space = H5Dget_space(dataset);
-        if (space < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
-            H5Sget_simple_extent_dims(space, &length, NULL) < 0 ||
-            (int64_t)length != profile->length) {
-            status = bad(r, "%s: %s is not one limit per entry of the profile (%lld)", where, name,
-                         (long long)profile->length);
-        }
+    int64_t count = 0;
+    cpparity_status status =
+        read_double_dataset(r, group, where, name, profile->length, &profile->limit, &count);
+    if (status == CPPARITY_OK && count != profile->length) {
+        status = bad(r, "%s: %s holds %lld limits for %lld entries", where, name, (long long)count,
+                     (long long)profile->length);
     }
-    if (status == CPPARITY_OK) {
-        profile->limit = malloc((size_t)length * sizeof *profile->limit + 1);
-        status = profile->limit == NULL
-                     ? cpparity_error_set(r->error, CPPARITY_ERROR_RUNTIME, "out of memory")
-                     : CPPARITY_OK;
-    }
-    if (status == CPPARITY_OK && length > 0 &&
-        H5Dread(dataset, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, profile->limit) < 0) {
-        status = bad(r, "%s: %s cannot be read (damaged or truncated)", where, name);
-    }
-    for (hsize_t k = 0; status == CPPARITY_OK && k < length; k++) {
+    for (int64_t k = 0; status == CPPARITY_OK && k < count; k++) {
         if (!isnan(profile->limit[k]) && !(profile->limit[k] > 0.0)) {
             status = bad(r, "%s: %s[%lld] = %g is not a limit", where, name, (long long)k,
                          profile->limit[k]);
         }
     }
-    hdf5_close(space);
-    hdf5_close(dataset);
     return status;
 }
 

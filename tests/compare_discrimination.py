@@ -30,7 +30,9 @@ def baseline_errors(path):
                 for row in item[()]:
                     key = (name, row["tensor"].decode(), row["kind"], int(row["rank"]))
                     found[key] = (row["baseline_error"].tobytes(), row["limit"].tobytes())
-            # each position's own limit (the per-position rule), from the same baseline errors
+            # each position's own limit (the per-position rule), from the same baseline errors:
+            # keyed by its item's metrics table, as the tensors are, so that the same items of
+            # every file are compared
             base = name.rsplit("/", 1)
             if isinstance(item, h5py.Dataset) and "/profiles/limits@rank" in name:
                 key = (base[0].rsplit("/profiles", 1)[0] + "/metrics", base[1], -1, -1)

@@ -34,6 +34,11 @@ typedef uint8_t uint8x8 __attribute__((vector_size(LANES)));
 #define SELECT(mask, a, b) ((vector8)(((mask) & (int32x8)(a)) | (~(mask) & (int32x8)(b))))
 #define LOAD(vector, from) memcpy(&(vector), (from), sizeof(vector))
 #define STORE(to, vector) memcpy((to), &(vector), sizeof(vector))
+/* ds' of pairs from their p, dp and their query's δ: scale·(p·(dp − δ)), and 0 where p is 0 (a
+ * masked pair, whose p is exp(−∞), or an exponential that underflows); the query side and the
+ * key side both take it from here */
+#define SCORE_GRADIENT(p, dp, delta, scale)                                                        \
+    SELECT((p) == 0.0f, (vector8){0}, (scale) * ((p) * ((dp) - (delta))))
 /* lanes [v, v + LANES) of a table row: those below count, of a block of this kind (for a mixed
  * block, where allowed[lane] is set) */
 #define ALLOWED_LANES(lanes, kind, allowed, count, v)                                              \
@@ -167,7 +172,10 @@ typedef struct scratch_tables {
     void *product;
 } scratch_tables;
 
-enum { LANE_VALUES = 4 }; /* per-lane values of a block: maximum, shift, sum, δ */
+enum {
+    LANE_VALUES = 3
+}; /* per-lane values of a block: the forward's maximum, shift and sum;
+      dq's shift, δ and whether the row has no allowed key */
 
 static size_t aligned(size_t bytes) {
     return (bytes + 63) / 64 * 64;
@@ -277,7 +285,8 @@ static void lane_scores(float *scores, naive_matrix other, const float *transpos
 
 /* For a query block [q0, q1) and the keys [k0, k1) of scores (keys × BLOCK lanes, one query per
  * lane): scale · score where the pair is allowed, −∞ elsewhere and in the lanes past the block;
- * maximum[lane] takes the larger of itself and each allowed score, in increasing key order. */
+ * maximum[lane] (unless NULL) takes the larger of itself and each allowed score, in increasing
+ * key order. */
 LANE_FUNCTION static void mask_query_lanes(const attention_work *w, const scratch_tables *t,
                                            float *scores, int64_t b, int64_t q0, int64_t q1,
                                            int64_t k0, int64_t k1, float *maximum) {
@@ -293,11 +302,13 @@ LANE_FUNCTION static void mask_query_lanes(const attention_work *w, const scratc
                 ALLOWED_LANES(lanes, kind, allowed, q1 - q0, v);
                 vector8 values, most;
                 LOAD(values, row + v);
-                LOAD(most, maximum + v);
                 values = SELECT(lanes, w->scale * values, (vector8){0} - INFINITY);
-                most = SELECT(values > most, values, most);
                 STORE(row + v, values);
-                STORE(maximum + v, most);
+                if (maximum != NULL) {
+                    LOAD(most, maximum + v);
+                    most = SELECT(values > most, values, most);
+                    STORE(maximum + v, most);
+                }
             }
         }
     }
@@ -394,9 +405,6 @@ LANE_FUNCTION static void forward_item(void *context, int64_t item, void *scratc
                                 s.head_dim, width, false, t.product);
 }
 
-/* ds' of a pair from its p, dp and its query's δ is scale·(p·(dp − δ)), and 0 when p is 0 (a
- * masked pair, whose p is exp(−∞), or an exponential that underflows). */
-
 /* x (rows × head_dim, row stride `stride`) += sums (rows × head_dim): each sum added once. */
 static void add_sums(float *x, int64_t stride, const float *sums, int64_t rows, int64_t head_dim) {
     for (int64_t r = 0; r < rows; r++) {
@@ -436,12 +444,11 @@ LANE_FUNCTION static void query_gradient_item(void *context, int64_t item, void 
     transpose_block(t.transposed_second, w->dout + query_at(w, b, q0, h), s.heads * s.head_dim,
                     rows, s.head_dim);
     memset(t.sums, 0, (size_t)(rows * s.head_dim) * sizeof *t.sums);
-    float *unused_maximum = t.lanes + 3 * BLOCK;
     for (int64_t c0 = keys.begin; c0 < keys.end; c0 += CHUNK) {
         const int64_t c1 = minimum(c0 + CHUNK, keys.end), count = c1 - c0;
         lane_scores(t.first, key_rows(w, w->k, b, c0, kv), t.transposed, count, s.head_dim,
                     t.product);
-        mask_query_lanes(w, &t, t.first, b, q0, q1, c0, c1, unused_maximum);
+        mask_query_lanes(w, &t, t.first, b, q0, q1, c0, c1, NULL);
         /* dp = Σ_d dout·v in increasing d */
         lane_scores(t.second, key_rows(w, w->v, b, c0, kv), t.transposed_second, count, s.head_dim,
                     t.product);
@@ -455,8 +462,8 @@ LANE_FUNCTION static void query_gradient_item(void *context, int64_t item, void 
                 LOAD(gradient, dp + v);
                 LOAD(d, delta + v);
                 LOAD(off, dead + v);
-                gradient = w->scale * (values * (gradient - d));
-                gradient = SELECT((values == 0.0f) | (off != 0.0f), (vector8){0}, gradient);
+                gradient = SELECT(off != 0.0f, (vector8){0},
+                                  SCORE_GRADIENT(values, gradient, d, w->scale));
                 STORE(dp + v, gradient);
             }
         }
@@ -529,8 +536,7 @@ LANE_FUNCTION static void key_gradient_item(void *context, int64_t item, void *s
                         vector8 values, gradient;
                         LOAD(values, p + v);
                         LOAD(gradient, dp + v);
-                        gradient = w->scale * (values * (gradient - delta[q - c0]));
-                        gradient = SELECT(values == 0.0f, (vector8){0}, gradient);
+                        gradient = SCORE_GRADIENT(values, gradient, delta[q - c0], w->scale);
                         STORE(dp + v, gradient);
                     }
                 }
