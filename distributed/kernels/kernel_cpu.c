@@ -6,6 +6,15 @@
  * mask_classify_tile (empty tiles skipped, the predicate evaluated only in partial tiles), and
  * each query row merges tile after tile into an online softmax (online_softmax.h). Arithmetic is
  * float32, as in the implementation under test; results are deterministic.
+ *
+ * A (query tile, key tile, head) is a few small products over tiles copied side by side into
+ * cache (a head's rows lie a multiple of 4 KiB apart in the tensors, so read in place they would
+ * evict each other): scores and dp two query rows at a time against the transposed key or value
+ * tile, one vector lane per key; then out, dq, dk and dv as weighted sums of rows, 32 elements
+ * at a time in vector registers, two outputs sharing each row's load (kernel_cpu_lanes.h).
+ * Masked pairs are skipped, never multiplied by 0, so a masked Inf or NaN reaches no output
+ * (tests/support/masked_values_contract.h). Every output element still adds its terms one by one
+ * in the order of the per-pair loop, so a row's results do not depend on the rows beside it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +27,10 @@
 #include "distributed/kernels/mask_predicate.h"
 #include "distributed/kernels/online_softmax.h"
 
-enum { MAX_TILE = 32 }; /* the largest tile (scores of one key tile live on the stack) */
+enum {
+    MAX_TILE = 32, /* the largest tile (scores of one key tile live on the stack) */
+    LANES = 8,     /* float32 lanes of a vector (MAX_TILE is four of them) */
+};
 
 /* The rows of one call: a block call's (kernel.h, ABI 3), or a whole-sequence call's (the
  * identity: every index NULL). */
@@ -40,24 +52,6 @@ static int64_t at(const cpparity_attention_dims *d, int64_t rows, int64_t heads,
     return ((b * rows + t) * heads + h) * d->head_dim;
 }
 
-/* Σ a[i]·b[i]: eight partial sums (i mod 8, each in increasing i) added pairwise, then the
- * remainder past the last multiple of eight in increasing i. Independent sums let the compiler
- * keep them in vector lanes; the order is fixed, so results stay deterministic. */
-static float dot(const float *restrict a, const float *restrict b, int64_t n) {
-    float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int j = 0; j < 8; j++) {
-            s[j] += a[i + j] * b[i + j];
-        }
-    }
-    float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (; i < n; i++) {
-        sum += a[i] * b[i];
-    }
-    return sum;
-}
-
 /* y[i] = y[i] · keep + x[i] · factor for i < n, element by element (in runs of eight, a trip
  * count the compiler vectorizes at -O2). */
 static void scale_add(float *restrict y, float keep, const float *restrict x, float factor,
@@ -73,17 +67,111 @@ static void scale_add(float *restrict y, float keep, const float *restrict x, fl
     }
 }
 
-/* y[i] += a · x[i] for i < n, element by element (as scale_add). */
-static void add_scaled(float *restrict y, float a, const float *restrict x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int j = 0; j < 8; j++) {
-            y[i + j] += a * x[i + j];
+/* Eight float32 lanes. Every operation on them is the scalar operation in each lane, so a lane
+ * computes what the scalar formula computes and no sum is reassociated. */
+typedef float vector8 __attribute__((vector_size(LANES * sizeof(float))));
+/* The functions with lane loops, compiled for AVX2 too and chosen by the CPU at load time (eight
+ * lanes are one register there, two elsewhere). AVX2 alone has no FMA, so both copies give the
+ * same bits. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LANE_FUNCTION __attribute__((target_clones("avx2", "default")))
+#else
+#define LANE_FUNCTION
+#endif
+#define LOAD(vector, from) memcpy(&(vector), (from), sizeof(vector))
+#define STORE(to, vector) memcpy((to), &(vector), sizeof(vector))
+
+/* transposed[i·MAX_TILE + j] = rows[j·row_stride + i] for the tile's count rows j and each of
+ * their n elements i; the columns j from count to MAX_TILE are 0. Each row is read once, in
+ * order; the columns written lie in cache. */
+LANE_FUNCTION static void transpose_tile(float *restrict transposed, const float *restrict rows,
+                                         int64_t row_stride, int64_t count, int64_t n) {
+    for (int64_t j = 0; j < count; j++) {
+        const float *row = rows + j * row_stride;
+        for (int64_t i = 0; i < n; i++) {
+            transposed[i * MAX_TILE + j] = row[i];
         }
     }
-    for (; i < n; i++) {
-        y[i] += a * x[i];
+    for (int64_t i = 0; count < MAX_TILE && i < n; i++) {
+        memset(transposed + i * MAX_TILE + count, 0, (size_t)(MAX_TILE - count) * sizeof(float));
     }
+}
+
+/* packed[j·n + i] = rows[j·row_stride + i] for count rows of n elements: a tile's rows side by
+ * side, since rows a head apart in the tensor (a multiple of 4 KiB at common sizes) would share
+ * the first-level cache's sets while the tile is read again and again. */
+static void pack_rows(float *restrict packed, const float *restrict rows, int64_t row_stride,
+                      int64_t count, int64_t n) {
+    for (int64_t j = 0; j < count; j++) {
+        memcpy(packed + j * n, rows + j * row_stride, (size_t)n * sizeof(float));
+    }
+}
+
+/* The use flags of a second output that takes no row (add_weighted_rows_twice's y1 NULL). */
+static const unsigned char no_rows[MAX_TILE * MAX_TILE];
+
+/* The tile loops, once per instruction set (kernel_cpu_lanes.h): plain C vectors with a multiply
+ * then an add (ISO C: never fused behind one's back), also compiled for AVX2 alone, which has no
+ * FMA (the same bits); and AVX2 with explicit fused multiply-adds (one rounding per step), chosen
+ * where the CPU has FMA. On one CPU every call takes the same path: results are deterministic. */
+#define KERNEL_ROWS_TIMES_TILE two_rows_times_tile_generic
+#define KERNEL_ADD_WEIGHTED_ROWS add_weighted_rows_twice_generic
+#define KERNEL_ROW_DOT row_dot_generic
+#define KERNEL_MULTIPLY_ADD(c, x, b) ((c) += (x) * (b))
+#define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) ((s) + (x) * (b))
+#define KERNEL_LANE_TARGET LANE_FUNCTION
+#include "distributed/kernels/kernel_cpu_lanes.h"
+#undef KERNEL_ROWS_TIMES_TILE
+#undef KERNEL_ADD_WEIGHTED_ROWS
+#undef KERNEL_ROW_DOT
+#undef KERNEL_MULTIPLY_ADD
+#undef KERNEL_SCALAR_MULTIPLY_ADD
+#undef KERNEL_LANE_TARGET
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* x in all eight lanes */
+__attribute__((target("avx2,fma"))) static inline vector8 broadcast(float x) {
+    return (vector8){x, x, x, x, x, x, x, x};
+}
+#define KERNEL_ROWS_TIMES_TILE two_rows_times_tile_fused
+#define KERNEL_ADD_WEIGHTED_ROWS add_weighted_rows_twice_fused
+#define KERNEL_ROW_DOT row_dot_fused
+#define KERNEL_MULTIPLY_ADD(c, x, b) ((c) = __builtin_ia32_vfmaddps256(broadcast(x), (b), (c)))
+#define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) fmaf((x), (b), (s))
+#define KERNEL_LANE_TARGET __attribute__((target("avx2,fma")))
+#include "distributed/kernels/kernel_cpu_lanes.h"
+#undef KERNEL_ROWS_TIMES_TILE
+#undef KERNEL_ADD_WEIGHTED_ROWS
+#undef KERNEL_ROW_DOT
+#undef KERNEL_MULTIPLY_ADD
+#undef KERNEL_SCALAR_MULTIPLY_ADD
+#undef KERNEL_LANE_TARGET
+#endif
+
+/* The tile loops for this CPU (the plain ones when the options ask), chosen once per call. */
+typedef struct tile_loops {
+    void (*rows_times_tile)(float *restrict, float *restrict, const float *, const float *,
+                            const float *restrict, int64_t);
+    void (*add_weighted_rows)(float *restrict, float *restrict, int64_t, const float *,
+                              const unsigned char *, const float *, const unsigned char *, int64_t,
+                              int64_t, const float *, int64_t);
+    float (*row_dot)(const float *, const float *, int64_t);
+} tile_loops;
+
+static tile_loops tile_loops_for_this_cpu(const void *context) {
+    const kernel_cpu_options *options = context;
+    const bool plain = options != NULL && options->plain_loops;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (!plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        return (tile_loops){two_rows_times_tile_fused, add_weighted_rows_twice_fused,
+                            row_dot_fused};
+    }
+#else
+    (void)plain;
+#endif
+    return (tile_loops){two_rows_times_tile_generic, add_weighted_rows_twice_generic,
+                        row_dot_generic};
 }
 
 /* The tile size of this copy (kernel_cpu.h): the options' tile, MAX_TILE without options. */
@@ -234,19 +322,50 @@ static int check_call(const cpparity_attention_dims *d, const cpparity_mask_desc
     return check_dims(d, mask, error, capacity) || check_rows(rows, d, error, capacity);
 }
 
+/* One query row of a forward tile: its scores (q · k, unscaled, from two_rows_times_tile) become
+ * its probabilities relative to the tile's maximum, in place, with use[j] set for the keys it
+ * takes (allowed, score above −∞); returns the row's tile state (maximum −∞: no key taken, every
+ * use 0). */
+static online_softmax tile_row(const cpparity_mask_description *mask, const void *context,
+                               const call_rows *rows, int64_t b, int64_t t, int64_t k0, int64_t k1,
+                               int tile_class, float scale, float *scores, unsigned char *use) {
+    const int64_t query_token = token_of(rows->query_index, t);
+    online_softmax state = {-INFINITY, 0.0f};
+    for (int64_t j = 0; j < k1 - k0; j++) {
+        const bool pair_allowed =
+            tile_class == MASK_TILE_FULL ||
+            allowed(mask, context, b, query_token, token_of(rows->key_index, k0 + j));
+        scores[j] = pair_allowed ? scale * scores[j] : -INFINITY;
+        if (scores[j] > state.maximum) {
+            state.maximum = scores[j];
+        }
+    }
+    for (int64_t j = 0; j < k1 - k0; j++) {
+        use[j] = state.maximum != -INFINITY && scores[j] != -INFINITY;
+        scores[j] = use[j] ? expf(scores[j] - state.maximum) : 0.0f;
+        state.sum += scores[j];
+    }
+    return state;
+}
+
 /* Forward over the call's rows (a whole-sequence call, or a block call). For each query tile the
  * key tiles come outermost, so a key tile is classified once and read from cache by every head
- * and row of the query tile; each (row, head) still merges its key tiles in increasing order. */
+ * and row of the query tile; each (row, head) still merges its key tiles in increasing order. A
+ * head's key tile is transposed once, so that a query row's scores over the tile are one pass
+ * over it (row_times_tile), and its values are added by add_weighted_rows. */
 static int forward_rows(void *context, float *out, float *lse, const float *q, const float *k,
                         const float *v, const cpparity_mask_description *mask,
                         const cpparity_attention_dims *d, const call_rows *rows, float scale,
                         char *error, size_t capacity) {
     const cpparity_fault fault = fault_of(context);
     const int64_t tile = tile_of(context);
+    const tile_loops loops = tile_loops_for_this_cpu(context);
     const int64_t Sq = rows->query_len, Sk = rows->key_len;
     const int64_t Dh = d->head_dim, group = d->heads / d->kv_heads, H = d->heads;
-    /* per (head, row of the tile): its accumulator and online-softmax state; one tile's sums */
-    float *accumulators = malloc((size_t)((H * tile + 1) * Dh) * sizeof(float));
+    const int64_t key_stride = d->kv_heads * Dh;
+    /* per (head, row of the tile): its accumulator and online-softmax state; one tile's sums; the
+     * transposed key tile and the value tile */
+    float *accumulators = malloc((size_t)((H * tile + 2 + 2 * MAX_TILE) * Dh) * sizeof(float));
     online_softmax *states = malloc((size_t)(H * tile) * sizeof *states);
     if (accumulators == NULL || states == NULL) {
         free(accumulators);
@@ -255,6 +374,8 @@ static int forward_rows(void *context, float *out, float *lse, const float *q, c
         return 1;
     }
     float *tile_accumulator = accumulators + H * tile * Dh;
+    float *transposed_keys = tile_accumulator + 2 * Dh; /* two rows' tile sums */
+    float *packed_values = transposed_keys + MAX_TILE * Dh;
     for (int64_t b = 0; b < d->batch; b++) {
         for (int64_t q0 = 0; q0 < Sq; q0 += tile) {
             const int64_t q1 = q0 + tile < Sq ? q0 + tile : Sq;
@@ -269,45 +390,52 @@ static int forward_rows(void *context, float *out, float *lse, const float *q, c
                 if (tile_class == MASK_TILE_EMPTY) {
                     continue;
                 }
+                int64_t transposed_head = -1;
                 for (int64_t h = 0; h < H; h++) {
                     const int64_t g = kv_head(h, group, d->kv_heads, fault);
-                    for (int64_t t = q0; t < q1; t++) {
-                        const int64_t query_token = token_of(rows->query_index, t);
+                    if (g != transposed_head) {
+                        const int64_t kv = at(d, Sk, d->kv_heads, b, k0, g);
+                        transpose_tile(transposed_keys, k + kv, key_stride, k1 - k0, Dh);
+                        pack_rows(packed_values, v + kv, key_stride, k1 - k0, Dh);
+                        transposed_head = g;
+                    }
+                    for (int64_t t = q0; t < q1; t += 2) { /* two rows at a time */
+                        const int64_t pair = t + 1 < q1 ? 2 : 1;
+                        float scores[2][MAX_TILE];
+                        unsigned char use[2][MAX_TILE];
+                        online_softmax tile_states[2];
                         const float *query = q + at(d, Sq, H, b, t, h);
-                        float scores[MAX_TILE];
-                        online_softmax tile_state = {-INFINITY, 0.0f};
-                        for (int64_t key = k0; key < k1; key++) {
-                            const bool pair_allowed = tile_class == MASK_TILE_FULL ||
-                                                      allowed(mask, context, b, query_token,
-                                                              token_of(rows->key_index, key));
-                            scores[key - k0] =
-                                pair_allowed
-                                    ? scale * dot(query, k + at(d, Sk, d->kv_heads, b, key, g), Dh)
-                                    : -INFINITY;
-                            if (scores[key - k0] > tile_state.maximum) {
-                                tile_state.maximum = scores[key - k0];
+                        loops.rows_times_tile(scores[0], scores[1], query,
+                                              pair == 2 ? query + H * Dh : query, transposed_keys,
+                                              Dh);
+                        bool any = false;
+                        for (int64_t r = 0; r < pair; r++) {
+                            tile_states[r] = tile_row(mask, context, rows, b, t + r, k0, k1,
+                                                      tile_class, scale, scores[r], use[r]);
+                            any = any || tile_states[r].maximum != -INFINITY;
+                        }
+                        if (!any) {
+                            continue; /* no allowed key for these rows in this tile */
+                        }
+                        float *row_accumulators[2] = {tile_accumulator, tile_accumulator + Dh};
+                        memset(tile_accumulator, 0, (size_t)(2 * Dh) * sizeof(float));
+                        loops.add_weighted_rows(
+                            row_accumulators[0], pair == 2 ? row_accumulators[1] : NULL, Dh,
+                            scores[0], use[0], scores[1], use[1], 1, k1 - k0, packed_values, Dh);
+                        for (int64_t r = 0; r < pair; r++) {
+                            if (tile_states[r].maximum == -INFINITY) {
+                                continue; /* no allowed key for this row in this tile */
                             }
+                            online_softmax *state = &states[h * tile + (t + r - q0)];
+                            float tile_factor;
+                            const float factor =
+                                online_softmax_merge(state, tile_states[r], &tile_factor);
+                            /* softmax-merge: what was accumulated keeps its old scale */
+                            const float kept =
+                                fault == CPPARITY_FAULT_SOFTMAX_MERGE ? 1.0f : factor;
+                            scale_add(accumulators + (h * tile + (t + r - q0)) * Dh, kept,
+                                      row_accumulators[r], tile_factor, Dh);
                         }
-                        if (tile_state.maximum == -INFINITY) {
-                            continue; /* no allowed key for this row in this tile */
-                        }
-                        memset(tile_accumulator, 0, (size_t)Dh * sizeof(float));
-                        for (int64_t key = k0; key < k1; key++) {
-                            if (scores[key - k0] == -INFINITY) {
-                                continue;
-                            }
-                            const float p = expf(scores[key - k0] - tile_state.maximum);
-                            tile_state.sum += p;
-                            add_scaled(tile_accumulator, p, v + at(d, Sk, d->kv_heads, b, key, g),
-                                       Dh);
-                        }
-                        online_softmax *state = &states[h * tile + (t - q0)];
-                        float tile_factor;
-                        const float factor = online_softmax_merge(state, tile_state, &tile_factor);
-                        /* softmax-merge: what was accumulated keeps its old scale */
-                        const float kept = fault == CPPARITY_FAULT_SOFTMAX_MERGE ? 1.0f : factor;
-                        scale_add(accumulators + (h * tile + (t - q0)) * Dh, kept, tile_accumulator,
-                                  tile_factor, Dh);
                     }
                 }
             }
@@ -335,18 +463,75 @@ static int forward_rows(void *context, float *out, float *lse, const float *q, c
     return 0;
 }
 
+/* One (query tile, key tile, head) of the backward: its pairs' p and ds' weights, in tables of
+ * MAX_TILE × MAX_TILE (row: query, column: key), and which pairs count. */
+typedef struct pair_tables {
+    float probabilities[MAX_TILE][MAX_TILE]; /* p, the weights of dv */
+    float query_weights[MAX_TILE][MAX_TILE]; /* scale · ds, the weights of dq */
+    float key_weights[MAX_TILE][MAX_TILE];   /* dk's scale · ds */
+    unsigned char use[MAX_TILE][MAX_TILE];   /* the pair is allowed and its row not fully masked */
+} pair_tables;
+
+/* One query row of a backward tile, row `row` of the tables: from its scores (q · k, unscaled) and
+ * dp (dout · v) over the key tile, each pair's p = exp(scale · score − lse), ds = p · (dp − δ) and
+ * the weights of dq, dk and dv, with use set for the allowed pairs (none in a fully masked row:
+ * no gradient in or out). */
+static void gradient_row(const cpparity_mask_description *mask, const void *context,
+                         const call_rows *rows, int64_t b, int64_t t, int64_t k0, int64_t k1,
+                         int tile_class, float row_lse, float delta, float scale, float dk_scale,
+                         const float *scores, const float *dp, pair_tables *tables, int64_t row) {
+    unsigned char *use = tables->use[row];
+    if (row_lse == -INFINITY) {
+        memset(use, 0, MAX_TILE);
+        return;
+    }
+    const int64_t query_token = token_of(rows->query_index, t);
+    for (int64_t j = 0; j < k1 - k0; j++) {
+        use[j] = tile_class == MASK_TILE_FULL ||
+                 allowed(mask, context, b, query_token, token_of(rows->key_index, k0 + j));
+        const float p = use[j] ? expf(scale * scores[j] - row_lse) : 0.0f;
+        const float ds = p * (dp[j] - delta);
+        tables->probabilities[row][j] = p;
+        tables->query_weights[row][j] = scale * ds;
+        tables->key_weights[row][j] = dk_scale * ds;
+    }
+}
+
+/* What backward_rows allocates: the pair tables; the transposed key and value tiles, the key
+ * tile, and one head's query and dout tiles (five tiles of MAX_TILE rows); the δ (dout · out) of
+ * every (head, row) of a query tile. */
+static int64_t backward_scratch_floats(int64_t heads, int64_t tile, int64_t head_dim) {
+    return (int64_t)(sizeof(pair_tables) / sizeof(float)) + 5 * MAX_TILE * head_dim + heads * tile;
+}
+
 /* Backward over the call's rows: dq, dk and dv overwritten. Key tiles outermost in each query tile
  * (as the forward); every dq row still adds its keys in increasing order, and every dk, dv row its
- * (head, query) pairs in the same order as a loop over heads, then queries, would. */
-static void backward_rows(void *context, float *dq, float *dk, float *dv, const float *dout,
-                          const float *q, const float *k, const float *v, const float *out,
-                          const float *lse, const cpparity_mask_description *mask,
-                          const cpparity_attention_dims *d, const call_rows *rows, float scale) {
+ * (head, query) pairs in the same order as a loop over heads, then queries, would. A head's key
+ * and value tiles are transposed once for the rows' scores and dp (row_times_tile); the three
+ * gradients then take the tile's pairs row by row (add_weighted_rows). */
+static int backward_rows(void *context, float *dq, float *dk, float *dv, const float *dout,
+                         const float *q, const float *k, const float *v, const float *out,
+                         const float *lse, const cpparity_mask_description *mask,
+                         const cpparity_attention_dims *d, const call_rows *rows, float scale,
+                         char *error, size_t capacity) {
     const cpparity_fault fault = fault_of(context);
     const int64_t tile = tile_of(context);
+    const tile_loops loops = tile_loops_for_this_cpu(context);
     const int64_t Sq = rows->query_len, Sk = rows->key_len;
-    const int64_t Dh = d->head_dim, group = d->heads / d->kv_heads;
-    memset(dq, 0, (size_t)(d->batch * Sq * d->heads * Dh) * sizeof(float));
+    const int64_t Dh = d->head_dim, group = d->heads / d->kv_heads, H = d->heads;
+    const int64_t query_stride = H * Dh, key_stride = d->kv_heads * Dh;
+    pair_tables *tables = malloc((size_t)backward_scratch_floats(H, tile, Dh) * sizeof(float));
+    if (tables == NULL) {
+        snprintf(error, capacity, "cpu-f32 kernel: out of memory");
+        return 1;
+    }
+    float *transposed_keys = (float *)(tables + 1);
+    float *transposed_values = transposed_keys + MAX_TILE * Dh;
+    float *packed_keys = transposed_values + MAX_TILE * Dh;
+    float *packed_queries = packed_keys + MAX_TILE * Dh;
+    float *packed_gradients = packed_queries + MAX_TILE * Dh; /* dout */
+    float *deltas = packed_gradients + MAX_TILE * Dh;
+    memset(dq, 0, (size_t)(d->batch * Sq * H * Dh) * sizeof(float));
     memset(dk, 0, (size_t)(d->batch * Sk * d->kv_heads * Dh) * sizeof(float));
     memset(dv, 0, (size_t)(d->batch * Sk * d->kv_heads * Dh) * sizeof(float));
     /* backward-only: dk without the softmax scale */
@@ -355,41 +540,72 @@ static void backward_rows(void *context, float *dq, float *dk, float *dv, const 
         for (int64_t q0 = 0; q0 < Sq; q0 += tile) {
             const int64_t q1 = q0 + tile < Sq ? q0 + tile : Sq;
             const int64_t key_end = key_rows_scanned(rows, q1);
+            for (int64_t h = 0; h < H; h++) {
+                for (int64_t t = q0; t < q1; t++) {
+                    const int64_t offset = at(d, Sq, H, b, t, h);
+                    deltas[h * tile + (t - q0)] = loops.row_dot(dout + offset, out + offset, Dh);
+                }
+            }
             for (int64_t k0 = 0; k0 < key_end; k0 += tile) {
                 const int64_t k1 = key_tile_end(k0, Sk, tile, fault);
                 const int tile_class = classify_rows(mask, context, rows, b, q0, q1, k0, k1);
                 if (tile_class == MASK_TILE_EMPTY) {
                     continue;
                 }
-                for (int64_t h = 0; h < d->heads; h++) {
+                int64_t transposed_head = -1;
+                for (int64_t h = 0; h < H; h++) {
                     const int64_t g = kv_head(h, group, d->kv_heads, fault);
-                    for (int64_t t = q0; t < q1; t++) {
-                        const float row_lse = lse[(b * d->heads + h) * Sq + t];
-                        if (row_lse == -INFINITY) {
-                            continue; /* fully masked row: no gradient in or out */
+                    const int64_t kv = at(d, Sk, d->kv_heads, b, k0, g);
+                    if (g != transposed_head) {
+                        transpose_tile(transposed_keys, k + kv, key_stride, k1 - k0, Dh);
+                        transpose_tile(transposed_values, v + kv, key_stride, k1 - k0, Dh);
+                        pack_rows(packed_keys, k + kv, key_stride, k1 - k0, Dh);
+                        transposed_head = g;
+                    }
+                    const int64_t first_query = at(d, Sq, H, b, q0, h);
+                    pack_rows(packed_queries, q + first_query, query_stride, q1 - q0, Dh);
+                    pack_rows(packed_gradients, dout + first_query, query_stride, q1 - q0, Dh);
+                    for (int64_t t = q0; t < q1; t += 2) { /* two rows at a time */
+                        const int64_t pair = t + 1 < q1 ? 2 : 1;
+                        const int64_t row = t - q0, second = pair == 2 ? row + 1 : row;
+                        float scores[2][MAX_TILE], dp[2][MAX_TILE];
+                        loops.rows_times_tile(scores[0], scores[1], packed_queries + row * Dh,
+                                              packed_queries + second * Dh, transposed_keys, Dh);
+                        loops.rows_times_tile(dp[0], dp[1], packed_gradients + row * Dh,
+                                              packed_gradients + second * Dh, transposed_values,
+                                              Dh);
+                        for (int64_t r = 0; r < pair; r++) {
+                            gradient_row(mask, context, rows, b, t + r, k0, k1, tile_class,
+                                         lse[(b * H + h) * Sq + t + r], deltas[h * tile + row + r],
+                                         scale, dk_scale, scores[r], dp[r], tables, row + r);
                         }
-                        const int64_t query_token = token_of(rows->query_index, t);
-                        const int64_t offset = at(d, Sq, d->heads, b, t, h);
-                        const float *query = q + offset, *grad_out = dout + offset;
-                        const float delta = dot(grad_out, out + offset, Dh);
-                        for (int64_t key = k0; key < k1; key++) {
-                            if (tile_class != MASK_TILE_FULL &&
-                                !allowed(mask, context, b, query_token,
-                                         token_of(rows->key_index, key))) {
-                                continue;
-                            }
-                            const int64_t kv = at(d, Sk, d->kv_heads, b, key, g);
-                            const float p = expf(scale * dot(query, k + kv, Dh) - row_lse);
-                            const float ds = p * (dot(grad_out, v + kv, Dh) - delta);
-                            add_scaled(dq + offset, scale * ds, k + kv, Dh);
-                            add_scaled(dk + kv, dk_scale * ds, query, Dh);
-                            add_scaled(dv + kv, p, grad_out, Dh);
-                        }
+                        float *dq_row = dq + at(d, Sq, H, b, t, h);
+                        loops.add_weighted_rows(dq_row, pair == 2 ? dq_row + H * Dh : NULL, Dh,
+                                                tables->query_weights[row], tables->use[row],
+                                                tables->query_weights[second], tables->use[second],
+                                                1, k1 - k0, packed_keys, Dh);
+                    }
+                    for (int64_t j = 0; j < k1 - k0; j += 2) { /* two keys at a time */
+                        const int64_t other = j + 1 < k1 - k0 ? j + 1 : j;
+                        float *dk_row = dk + kv + j * key_stride,
+                              *dv_row = dv + kv + j * key_stride;
+                        loops.add_weighted_rows(dk_row, other != j ? dk_row + key_stride : NULL, Dh,
+                                                &tables->key_weights[0][j], &tables->use[0][j],
+                                                &tables->key_weights[0][other],
+                                                &tables->use[0][other], MAX_TILE, q1 - q0,
+                                                packed_queries, Dh);
+                        loops.add_weighted_rows(dv_row, other != j ? dv_row + key_stride : NULL, Dh,
+                                                &tables->probabilities[0][j], &tables->use[0][j],
+                                                &tables->probabilities[0][other],
+                                                &tables->use[0][other], MAX_TILE, q1 - q0,
+                                                packed_gradients, Dh);
                     }
                 }
             }
         }
     }
+    free(tables);
+    return 0;
 }
 
 static int cpu_forward(void *context, void *out, float *lse, const void *q, const void *k,
@@ -412,8 +628,8 @@ static int cpu_backward(void *context, void *dq, void *dk, void *dv, const void 
     if (check_call(d, mask, &rows, stream, error, capacity)) {
         return 1;
     }
-    backward_rows(context, dq, dk, dv, dout, q, k, v, out, lse, mask, d, &rows, scale);
-    return 0;
+    return backward_rows(context, dq, dk, dv, dout, q, k, v, out, lse, mask, d, &rows, scale, error,
+                         capacity);
 }
 
 static int cpu_forward_block(void *context, void *out, float *lse, const void *q, const void *k,
@@ -438,24 +654,33 @@ static int cpu_backward_block(void *context, void *dq, void *dk, void *dv, const
     if (check_call(d, mask, &rows, stream, error, capacity)) {
         return 1;
     }
-    backward_rows(context, dq, dk, dv, dout, q, k, v, out, lse, mask, d, &rows, scale);
-    return 0;
+    return backward_rows(context, dq, dk, dv, dout, q, k, v, out, lse, mask, d, &rows, scale, error,
+                         capacity);
 }
 
-/* What a call allocates: forward's accumulator and online-softmax state of every (head, row) of a
- * query tile, and one tile's sums (Dh floats). */
+/* What a call allocates, the larger of the two passes: the forward's accumulator and
+ * online-softmax state of every (head, row) of a query tile, two rows' tile sums (Dh floats each),
+ * the transposed key tile and the value tile; the backward's scratch (backward_scratch_floats). */
 static int64_t cpu_workspace_bytes(void *context, const cpparity_attention_dims *d) {
     const int64_t tile = tile_of(context);
-    int64_t per_row = 0, rows = 0, bytes = 0;
+    int64_t per_row = 0, rows = 0, bytes = 0, backward = 0;
     const bool fits =
+        d->head_dim <= INT64_MAX / 4 / (2 * MAX_TILE + 2) &&
         cpparity_multiply_checked(d->head_dim, (int64_t)sizeof(float), &per_row) &&
         cpparity_multiply_checked(d->heads, tile, &rows) &&
-        cpparity_multiply_checked(per_row + (int64_t)sizeof(online_softmax), rows, &bytes);
-    return fits && bytes <= INT64_MAX - per_row ? bytes + per_row : -1;
+        cpparity_multiply_checked(per_row + (int64_t)sizeof(online_softmax), rows, &bytes) &&
+        bytes <= INT64_MAX - (2 * MAX_TILE + 2) * per_row &&
+        cpparity_multiply_checked(backward_scratch_floats(d->heads, tile, d->head_dim),
+                                  (int64_t)sizeof(float), &backward);
+    if (!fits) {
+        return -1;
+    }
+    const int64_t forward = bytes + (2 * MAX_TILE + 2) * per_row;
+    return forward > backward ? forward : backward;
 }
 
 /* The small-tile copy: short sequences span many tiles (merges, classification, partial tiles). */
-static const kernel_cpu_options small_tile_options = {CPPARITY_FAULT_NONE, 0, 8};
+static const kernel_cpu_options small_tile_options = {CPPARITY_FAULT_NONE, 0, 8, false};
 
 static const cpparity_attention_kernel cpu_f32_kernel = {
     .abi_version = CPPARITY_KERNEL_ABI_VERSION,

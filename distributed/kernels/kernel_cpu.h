@@ -2,7 +2,9 @@
  * kernel_cpu.h — the built-in CPU float32 attention kernel ("cpu-f32"): tiled over keys with an
  * online softmax (distributed/kernels/online_softmax.h), tiles classified all / none / mixed by the
  * shared predicate (distributed/kernels/mask_predicate.h) so empty tiles are skipped; backward
- * recomputes probabilities from lse. Deterministic: every sum in a fixed order.
+ * recomputes probabilities from lse. A tile's products run as small vector loops over tiles packed
+ * in cache, with fused multiply-adds on CPUs with AVX2 and FMA, a multiply then an add elsewhere.
+ * Deterministic: every sum in a fixed order, the same bits for the same inputs on one CPU.
  */
 #ifndef CPPARITY_DISTRIBUTED_KERNEL_CPU_H
 #define CPPARITY_DISTRIBUTED_KERNEL_CPU_H
@@ -26,6 +28,8 @@ typedef struct kernel_cpu_options {
     cpparity_fault fault; /* CPPARITY_FAULT_NONE: the kernel as built */
     int64_t shard_length; /* L: tokens per rank (window-local, chunk-local) */
     int64_t tile;         /* queries and keys per tile, 1..32 (others: 32) */
+    bool plain_loops;     /* the plain-C tile loops even where the CPU has AVX2 and FMA (what
+                           * other CPUs run: tests cover both paths on one machine) */
 } kernel_cpu_options;
 
 /* Fills *copy with kernel whose context is options (borrowed: it must outlive the copy) when

@@ -16,7 +16,7 @@
 /* Whether fault can be planted in what is under test; why not in note. */
 static bool applicable(cpparity_fault fault, const run_target *target, char *note, size_t size) {
     cpparity_attention_kernel copy;
-    kernel_cpu_options options = {fault, 1, 0};
+    kernel_cpu_options options = {fault, 1, 0, false};
     if (cpparity_faults[fault].kernel &&
         !kernel_cpu_with_options(&copy, target->kernel, &options)) {
         snprintf(note, size, "lives in the built-in cpu-f32 kernel; kernel %s is under test",
