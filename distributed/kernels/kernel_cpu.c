@@ -24,13 +24,9 @@
 #include "common/checked_size.h"
 #include "distributed/kernels/kernel_cpu.h"
 #include "distributed/kernels/block_rows.h"
+#include "distributed/kernels/kernel_cpu_loops.h"
 #include "distributed/kernels/mask_predicate.h"
 #include "distributed/kernels/online_softmax.h"
-
-enum {
-    MAX_TILE = 32, /* the largest tile (scores of one key tile live on the stack) */
-    LANES = 8,     /* float32 lanes of a vector (MAX_TILE is four of them) */
-};
 
 /* The rows of one call: a block call's (kernel.h, ABI 3), or a whole-sequence call's (the
  * identity: every index NULL). */
@@ -67,118 +63,17 @@ static void scale_add(float *restrict y, float keep, const float *restrict x, fl
     }
 }
 
-/* Eight float32 lanes. Every operation on them is the scalar operation in each lane, so a lane
- * computes what the scalar formula computes and no sum is reassociated. */
-typedef float vector8 __attribute__((vector_size(LANES * sizeof(float))));
-/* The functions with lane loops, compiled for AVX2 too and chosen by the CPU at load time (eight
- * lanes are one register there, two elsewhere). AVX2 alone has no FMA, so both copies give the
- * same bits. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define LANE_FUNCTION __attribute__((target_clones("avx2", "default")))
-#else
-#define LANE_FUNCTION
-#endif
-#define LOAD(vector, from) memcpy(&(vector), (from), sizeof(vector))
-#define STORE(to, vector) memcpy((to), &(vector), sizeof(vector))
-
-/* transposed[i·MAX_TILE + j] = rows[j·row_stride + i] for the tile's count rows j and each of
- * their n elements i; the columns j from count to MAX_TILE are 0. Each row is read once, in
- * order; the columns written lie in cache. */
-LANE_FUNCTION static void transpose_tile(float *restrict transposed, const float *restrict rows,
-                                         int64_t row_stride, int64_t count, int64_t n) {
-    for (int64_t j = 0; j < count; j++) {
-        const float *row = rows + j * row_stride;
-        for (int64_t i = 0; i < n; i++) {
-            transposed[i * MAX_TILE + j] = row[i];
-        }
-    }
-    for (int64_t i = 0; count < MAX_TILE && i < n; i++) {
-        memset(transposed + i * MAX_TILE + count, 0, (size_t)(MAX_TILE - count) * sizeof(float));
-    }
-}
-
-/* packed[j·n + i] = rows[j·row_stride + i] for count rows of n elements: a tile's rows side by
- * side, since rows a head apart in the tensor (a multiple of 4 KiB at common sizes) would share
- * the first-level cache's sets while the tile is read again and again. */
-static void pack_rows(float *restrict packed, const float *restrict rows, int64_t row_stride,
-                      int64_t count, int64_t n) {
-    for (int64_t j = 0; j < count; j++) {
-        memcpy(packed + j * n, rows + j * row_stride, (size_t)n * sizeof(float));
-    }
-}
-
-/* The use flags of a second output that takes no row (add_weighted_rows_twice's y1 NULL). */
-static const unsigned char no_rows[MAX_TILE * MAX_TILE];
-
-/* The tile loops, once per instruction set (kernel_cpu_lanes.h): plain C vectors with a multiply
- * then an add (ISO C: never fused behind one's back), also compiled for AVX2 alone, which has no
- * FMA (the same bits); and AVX2 with explicit fused multiply-adds (one rounding per step), chosen
- * where the CPU has FMA. On one CPU every call takes the same path: results are deterministic. */
-#define KERNEL_ROWS_TIMES_TILE two_rows_times_tile_generic
-#define KERNEL_ADD_WEIGHTED_ROWS add_weighted_rows_twice_generic
-#define KERNEL_ROW_DOT row_dot_generic
-#define KERNEL_MULTIPLY_ADD(c, x, b) ((c) += (x) * (b))
-#define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) ((s) + (x) * (b))
-#define KERNEL_LANE_TARGET LANE_FUNCTION
-#include "distributed/kernels/kernel_cpu_lanes.h"
-#undef KERNEL_ROWS_TIMES_TILE
-#undef KERNEL_ADD_WEIGHTED_ROWS
-#undef KERNEL_ROW_DOT
-#undef KERNEL_MULTIPLY_ADD
-#undef KERNEL_SCALAR_MULTIPLY_ADD
-#undef KERNEL_LANE_TARGET
-
-#if defined(__x86_64__) && defined(__GNUC__)
-/* x in all eight lanes */
-__attribute__((target("avx2,fma"))) static inline vector8 broadcast(float x) {
-    return (vector8){x, x, x, x, x, x, x, x};
-}
-#define KERNEL_ROWS_TIMES_TILE two_rows_times_tile_fused
-#define KERNEL_ADD_WEIGHTED_ROWS add_weighted_rows_twice_fused
-#define KERNEL_ROW_DOT row_dot_fused
-#define KERNEL_MULTIPLY_ADD(c, x, b) ((c) = __builtin_ia32_vfmaddps256(broadcast(x), (b), (c)))
-#define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) fmaf((x), (b), (s))
-#define KERNEL_LANE_TARGET __attribute__((target("avx2,fma")))
-#include "distributed/kernels/kernel_cpu_lanes.h"
-#undef KERNEL_ROWS_TIMES_TILE
-#undef KERNEL_ADD_WEIGHTED_ROWS
-#undef KERNEL_ROW_DOT
-#undef KERNEL_MULTIPLY_ADD
-#undef KERNEL_SCALAR_MULTIPLY_ADD
-#undef KERNEL_LANE_TARGET
-#endif
-
-/* The tile loops for this CPU (the plain ones when the options ask), chosen once per call. */
-typedef struct tile_loops {
-    void (*rows_times_tile)(float *restrict, float *restrict, const float *, const float *,
-                            const float *restrict, int64_t);
-    void (*add_weighted_rows)(float *restrict, float *restrict, int64_t, const float *,
-                              const unsigned char *, const float *, const unsigned char *, int64_t,
-                              int64_t, const float *, int64_t);
-    float (*row_dot)(const float *, const float *, int64_t);
-} tile_loops;
-
-static tile_loops tile_loops_for_this_cpu(const void *context) {
-    const kernel_cpu_options *options = context;
-    const bool plain = options != NULL && options->plain_loops;
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (!plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        return (tile_loops){two_rows_times_tile_fused, add_weighted_rows_twice_fused,
-                            row_dot_fused};
-    }
-#else
-    (void)plain;
-#endif
-    return (tile_loops){two_rows_times_tile_generic, add_weighted_rows_twice_generic,
-                        row_dot_generic};
-}
-
 /* The tile size of this copy (kernel_cpu.h): the options' tile, MAX_TILE without options. */
 static int64_t tile_of(const void *context) {
     const kernel_cpu_options *options = context;
     return options != NULL && options->tile >= 1 && options->tile <= MAX_TILE ? options->tile
                                                                               : MAX_TILE;
+}
+
+/* Whether the options ask for the plain tile loops (kernel_cpu.h). */
+static bool plain_loops_of(const void *context) {
+    const kernel_cpu_options *options = context;
+    return options != NULL && options->plain_loops;
 }
 
 /* The fault planted through the context (kernel_cpu.h), none without options. */
@@ -322,13 +217,14 @@ static int check_call(const cpparity_attention_dims *d, const cpparity_mask_desc
     return check_dims(d, mask, error, capacity) || check_rows(rows, d, error, capacity);
 }
 
-/* One query row of a forward tile: its scores (q · k, unscaled, from two_rows_times_tile) become
- * its probabilities relative to the tile's maximum, in place, with use[j] set for the keys it
- * takes (allowed, score above −∞); returns the row's tile state (maximum −∞: no key taken, every
- * use 0). */
-static online_softmax tile_row(const cpparity_mask_description *mask, const void *context,
-                               const call_rows *rows, int64_t b, int64_t t, int64_t k0, int64_t k1,
-                               int tile_class, float scale, float *scores, unsigned char *use) {
+/* One query row of a forward tile: its scores (q · k, unscaled, from the rows-times-tile loop)
+ * become its probabilities relative to the tile's maximum, in place, with use[j] set for the keys
+ * it takes (allowed, score above −∞); returns the row's tile state (maximum −∞: no key taken,
+ * every use 0). scores and use hold MAX_TILE entries. */
+static online_softmax tile_row(const tile_loops *loops, const cpparity_mask_description *mask,
+                               const void *context, const call_rows *rows, int64_t b, int64_t t,
+                               int64_t k0, int64_t k1, int tile_class, float scale, float *scores,
+                               unsigned char *use) {
     const int64_t query_token = token_of(rows->query_index, t);
     online_softmax state = {-INFINITY, 0.0f};
     for (int64_t j = 0; j < k1 - k0; j++) {
@@ -340,9 +236,16 @@ static online_softmax tile_row(const cpparity_mask_description *mask, const void
             state.maximum = scores[j];
         }
     }
+    for (int64_t j = 0; j < MAX_TILE; j++) {
+        use[j] = j < k1 - k0 && state.maximum != -INFINITY && scores[j] != -INFINITY;
+        scores[j] = use[j] ? scores[j] - state.maximum : 0.0f;
+    }
+    if (state.maximum == -INFINITY) {
+        return state;
+    }
+    loops->exponentials(scores);
     for (int64_t j = 0; j < k1 - k0; j++) {
-        use[j] = state.maximum != -INFINITY && scores[j] != -INFINITY;
-        scores[j] = use[j] ? expf(scores[j] - state.maximum) : 0.0f;
+        scores[j] = use[j] ? scores[j] : 0.0f;
         state.sum += scores[j];
     }
     return state;
@@ -359,7 +262,7 @@ static int forward_rows(void *context, float *out, float *lse, const float *q, c
                         char *error, size_t capacity) {
     const cpparity_fault fault = fault_of(context);
     const int64_t tile = tile_of(context);
-    const tile_loops loops = tile_loops_for_this_cpu(context);
+    const tile_loops loops = tile_loops_for_this_cpu(plain_loops_of(context));
     const int64_t Sq = rows->query_len, Sk = rows->key_len;
     const int64_t Dh = d->head_dim, group = d->heads / d->kv_heads, H = d->heads;
     const int64_t key_stride = d->kv_heads * Dh;
@@ -410,7 +313,7 @@ static int forward_rows(void *context, float *out, float *lse, const float *q, c
                                               Dh);
                         bool any = false;
                         for (int64_t r = 0; r < pair; r++) {
-                            tile_states[r] = tile_row(mask, context, rows, b, t + r, k0, k1,
+                            tile_states[r] = tile_row(&loops, mask, context, rows, b, t + r, k0, k1,
                                                       tile_class, scale, scores[r], use[r]);
                             any = any || tile_states[r].maximum != -INFINITY;
                         }
@@ -476,22 +379,28 @@ typedef struct pair_tables {
  * dp (dout · v) over the key tile, each pair's p = exp(scale · score − lse), ds = p · (dp − δ) and
  * the weights of dq, dk and dv, with use set for the allowed pairs (none in a fully masked row:
  * no gradient in or out). */
-static void gradient_row(const cpparity_mask_description *mask, const void *context,
-                         const call_rows *rows, int64_t b, int64_t t, int64_t k0, int64_t k1,
-                         int tile_class, float row_lse, float delta, float scale, float dk_scale,
-                         const float *scores, const float *dp, pair_tables *tables, int64_t row) {
+static void gradient_row(const tile_loops *loops, const cpparity_mask_description *mask,
+                         const void *context, const call_rows *rows, int64_t b, int64_t t,
+                         int64_t k0, int64_t k1, int tile_class, float row_lse, float delta,
+                         float scale, float dk_scale, const float *scores, const float *dp,
+                         pair_tables *tables, int64_t row) {
     unsigned char *use = tables->use[row];
     if (row_lse == -INFINITY) {
         memset(use, 0, MAX_TILE);
         return;
     }
     const int64_t query_token = token_of(rows->query_index, t);
+    float *p = tables->probabilities[row];
+    for (int64_t j = 0; j < MAX_TILE; j++) {
+        use[j] = j < k1 - k0 &&
+                 (tile_class == MASK_TILE_FULL ||
+                  allowed(mask, context, b, query_token, token_of(rows->key_index, k0 + j)));
+        p[j] = use[j] ? scale * scores[j] - row_lse : 0.0f;
+    }
+    loops->exponentials(p);
     for (int64_t j = 0; j < k1 - k0; j++) {
-        use[j] = tile_class == MASK_TILE_FULL ||
-                 allowed(mask, context, b, query_token, token_of(rows->key_index, k0 + j));
-        const float p = use[j] ? expf(scale * scores[j] - row_lse) : 0.0f;
-        const float ds = p * (dp[j] - delta);
-        tables->probabilities[row][j] = p;
+        p[j] = use[j] ? p[j] : 0.0f;
+        const float ds = p[j] * (dp[j] - delta);
         tables->query_weights[row][j] = scale * ds;
         tables->key_weights[row][j] = dk_scale * ds;
     }
@@ -516,7 +425,7 @@ static int backward_rows(void *context, float *dq, float *dk, float *dv, const f
                          char *error, size_t capacity) {
     const cpparity_fault fault = fault_of(context);
     const int64_t tile = tile_of(context);
-    const tile_loops loops = tile_loops_for_this_cpu(context);
+    const tile_loops loops = tile_loops_for_this_cpu(plain_loops_of(context));
     const int64_t Sq = rows->query_len, Sk = rows->key_len;
     const int64_t Dh = d->head_dim, group = d->heads / d->kv_heads, H = d->heads;
     const int64_t query_stride = H * Dh, key_stride = d->kv_heads * Dh;
@@ -575,7 +484,7 @@ static int backward_rows(void *context, float *dq, float *dk, float *dv, const f
                                               packed_gradients + second * Dh, transposed_values,
                                               Dh);
                         for (int64_t r = 0; r < pair; r++) {
-                            gradient_row(mask, context, rows, b, t + r, k0, k1, tile_class,
+                            gradient_row(&loops, mask, context, rows, b, t + r, k0, k1, tile_class,
                                          lse[(b * H + h) * Sq + t + r], deltas[h * tile + row + r],
                                          scale, dk_scale, scores[r], dp[r], tables, row + r);
                         }
@@ -686,7 +595,7 @@ static const cpparity_attention_kernel cpu_f32_kernel = {
     .abi_version = CPPARITY_KERNEL_ABI_VERSION,
     .struct_size = sizeof(cpparity_attention_kernel),
     .name = "cpu-f32",
-    .version = "1",
+    .version = "2",
     .device = CPPARITY_KERNEL_DEVICE_CPU,
     .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
     .deterministic = 1,
@@ -706,7 +615,7 @@ static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
     .abi_version = CPPARITY_KERNEL_ABI_VERSION,
     .struct_size = sizeof(cpparity_attention_kernel),
     .name = "cpu-f32-tile8",
-    .version = "1",
+    .version = "2",
     .device = CPPARITY_KERNEL_DEVICE_CPU,
     .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
     .deterministic = 1,

@@ -1,15 +1,19 @@
 /*
- * kernel_cpu_lanes.h — internal to kernel_cpu.c: the tile loops of the cpu-f32 kernel, included
- * once per instruction set with
- *   KERNEL_ROWS_TIMES_TILE                two rows against a transposed tile (scores, dp)
- *   KERNEL_ADD_WEIGHTED_ROWS              weighted rows added to one or two outputs
- *   KERNEL_ROW_DOT                        a dot product with a lane's arithmetic (δ)
- *   KERNEL_MULTIPLY_ADD(c, x, b)          c (8 lanes) += x (a scalar) · b (8 lanes)
- *   KERNEL_SCALAR_MULTIPLY_ADD(s, x, b)   s + x · b for scalars, the same arithmetic as a lane
- *   KERNEL_LANE_TARGET                    the functions' target attribute (may be empty)
+ * kernel_cpu_lanes.h — internal to kernel_cpu_loops.h: the tile loops of the cpu-f32 kernel,
+ * included once per instruction set with these macros defined:
+ *
+ *   KERNEL_ROWS_TIMES_TILE               two rows against a transposed tile (scores, dp)
+ *   KERNEL_ADD_WEIGHTED_ROWS             weighted rows added to one or two outputs
+ *   KERNEL_ROW_DOT                       a dot product with a lane's arithmetic (δ)
+ *   KERNEL_EXPONENTIALS                  e^x of a tile row's values
+ *   KERNEL_LANES_MULTIPLY_ADD(a, b, c)   a · b + c, lane by lane (8 lanes each)
+ *   KERNEL_MULTIPLY_ADD(c, x, b)         c (8 lanes) += x (a scalar) · b (8 lanes)
+ *   KERNEL_SCALAR_MULTIPLY_ADD(s, x, b)  s + x · b for scalars, the same arithmetic as a lane
+ *   KERNEL_LANE_TARGET                   the functions' target attribute (may be empty)
+ *
  * Every sum is one lane (or one scalar) adding its terms in a fixed order, so an element's bits
- * depend only on the instruction set chosen for this CPU (kernel_cpu.c), never on the rows it is
- * computed beside or the thread count.
+ * depend only on the instruction set chosen for this CPU, never on the rows it is computed
+ * beside or the thread count.
  */
 
 /* products0[j] = Σ_i row0[i] · transposed[i·MAX_TILE + j] for the MAX_TILE columns j, and
@@ -141,4 +145,52 @@ KERNEL_LANE_TARGET static float KERNEL_ROW_DOT(const float *a, const float *b, i
         sum = KERNEL_SCALAR_MULTIPLY_ADD(sum, a[i], b[i]);
     }
     return sum;
+}
+
+/* values[j] = e^values[j] for the MAX_TILE values of a tile row, in place: e^x = 2^n · e^r with
+ * n = round(x · log2 e) and r = x − n · ln 2 (ln 2 in two parts, so the first product is exact),
+ * e^r from a degree-7 polynomial (Cephes' expf), within 2 ulp of e^x. Lanes outside [−87, 88]
+ * (where 2^n would leave the normal range), and NaN, take libm's expf instead. e^0 is exactly 1.
+ * The kernel's own exponential, one per allowed pair: libm's expf one value at a time cost as
+ * much as the products at small head dimensions. */
+KERNEL_LANE_TARGET static void KERNEL_EXPONENTIALS(float *values) {
+    const vector8 log2e = KERNEL_SPLAT(1.44269504088896341f), shifter = KERNEL_SPLAT(12582912.0f);
+    const vector8 ln2_high = KERNEL_SPLAT(-0.693359375f), ln2_low = KERNEL_SPLAT(2.12194440e-4f);
+    const vector8 lowest = KERNEL_SPLAT(-87.0f), highest = KERNEL_SPLAT(88.0f);
+    const vector8 one = KERNEL_SPLAT(1.0f);
+    const vector8 c0 = KERNEL_SPLAT(1.9875691500e-4f), c1 = KERNEL_SPLAT(1.3981999507e-3f);
+    const vector8 c2 = KERNEL_SPLAT(8.3334519073e-3f), c3 = KERNEL_SPLAT(4.1665795894e-2f);
+    const vector8 c4 = KERNEL_SPLAT(1.6666665459e-1f), c5 = KERNEL_SPLAT(5.0000001201e-1f);
+    float original[MAX_TILE];
+    memcpy(original, values, sizeof original);
+    bool outside = false;
+    for (int64_t v = 0; v < MAX_TILE; v += LANES) {
+        vector8 x;
+        LOAD(x, values + v);
+        const int32x8 inside = (x >= lowest) & (x <= highest);
+        x = KERNEL_SELECT(inside, x, KERNEL_SPLAT(0.0f));
+        const vector8 n =
+            (x * log2e + shifter) - shifter; /* round to nearest: |x · log2 e| < 2^22 */
+        vector8 r = KERNEL_LANES_MULTIPLY_ADD(n, ln2_high, x);
+        r = KERNEL_LANES_MULTIPLY_ADD(n, ln2_low, r);
+        vector8 p = KERNEL_LANES_MULTIPLY_ADD(c0, r, c1);
+        p = KERNEL_LANES_MULTIPLY_ADD(p, r, c2);
+        p = KERNEL_LANES_MULTIPLY_ADD(p, r, c3);
+        p = KERNEL_LANES_MULTIPLY_ADD(p, r, c4);
+        p = KERNEL_LANES_MULTIPLY_ADD(p, r, c5);
+        p = KERNEL_LANES_MULTIPLY_ADD(p, r * r, r + one);
+        const int32x8 exponent = (__builtin_convertvector(n, int32x8) + 127) << 23;
+        const vector8 result = p * (vector8)exponent;
+        STORE(values + v, result);
+        for (int lane = 0; lane < LANES; lane++) {
+            outside = outside || inside[lane] == 0;
+        }
+    }
+    if (outside) { /* rare: a pair far below the row's maximum, −∞, +∞, NaN */
+        for (int64_t j = 0; j < MAX_TILE; j++) {
+            if (!(original[j] >= -87.0f && original[j] <= 88.0f)) {
+                values[j] = expf(original[j]);
+            }
+        }
+    }
 }

@@ -1,0 +1,146 @@
+/*
+ * kernel_cpu_loops.h — internal to the cpu-f32 kernel (kernel_cpu.c) and its tests: the loops of
+ * one (query tile, key tile, head), over tiles of at most MAX_TILE rows copied side by side into
+ * cache, in vector lanes of eight floats:
+ *   transpose_tile, pack_rows          a key or value tile transposed, a tile's rows packed;
+ *   rows_times_tile                    two query rows against a transposed tile (scores, dp);
+ *   add_weighted_rows                  weighted rows added to one or two outputs (out, dq, dk, dv),
+ *                                      rows whose use flag is 0 skipped, never multiplied by 0;
+ *   row_dot                            a dot product with a lane's arithmetic (δ);
+ *   exponentials                       e^x of a tile row's values.
+ * The last four exist once per instruction set (kernel_cpu_lanes.h): plain C vectors with a
+ * multiply then an add (ISO C: never fused behind one's back), also compiled for AVX2 alone, which
+ * has no FMA (the same bits); and AVX2 with explicit fused multiply-adds (one rounding per step),
+ * which tile_loops_for_this_cpu chooses where the CPU has AVX2 and FMA. On one CPU every call
+ * takes the same path, so results are deterministic; each output element adds its terms one by
+ * one in a fixed order, whatever the rows beside it.
+ */
+#ifndef CPPARITY_DISTRIBUTED_KERNEL_CPU_LOOPS_H
+#define CPPARITY_DISTRIBUTED_KERNEL_CPU_LOOPS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    MAX_TILE = 32, /* the largest tile (scores of one key tile live on the stack) */
+    LANES = 8,     /* float32 lanes of a vector (MAX_TILE is four of them) */
+};
+
+/* Eight float32 lanes. Every operation on them is the scalar operation in each lane, so a lane
+ * computes what the scalar formula computes and no sum is reassociated. */
+typedef float vector8 __attribute__((vector_size(LANES * sizeof(float))));
+/* The functions with lane loops, compiled for AVX2 too and chosen by the CPU at load time (eight
+ * lanes are one register there, two elsewhere). AVX2 alone has no FMA, so both copies give the
+ * same bits. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LANE_FUNCTION __attribute__((target_clones("avx2", "default")))
+#else
+#define LANE_FUNCTION
+#endif
+typedef int32_t int32x8 __attribute__((vector_size(LANES * sizeof(int32_t))));
+/* x in every lane; mask ? a : b lane by lane (mask lanes all ones or all zeros) */
+#define KERNEL_SPLAT(x) ((vector8){(x), (x), (x), (x), (x), (x), (x), (x)})
+#define KERNEL_SELECT(mask, a, b) ((vector8)(((mask) & (int32x8)(a)) | (~(mask) & (int32x8)(b))))
+#define LOAD(vector, from) memcpy(&(vector), (from), sizeof(vector))
+#define STORE(to, vector) memcpy((to), &(vector), sizeof(vector))
+
+/* transposed[i·MAX_TILE + j] = rows[j·row_stride + i] for the tile's count rows j and each of
+ * their n elements i; the columns j from count to MAX_TILE are 0. Each row is read once, in
+ * order; the columns written lie in cache. */
+LANE_FUNCTION static void transpose_tile(float *restrict transposed, const float *restrict rows,
+                                         int64_t row_stride, int64_t count, int64_t n) {
+    for (int64_t j = 0; j < count; j++) {
+        const float *row = rows + j * row_stride;
+        for (int64_t i = 0; i < n; i++) {
+            transposed[i * MAX_TILE + j] = row[i];
+        }
+    }
+    for (int64_t i = 0; count < MAX_TILE && i < n; i++) {
+        memset(transposed + i * MAX_TILE + count, 0, (size_t)(MAX_TILE - count) * sizeof(float));
+    }
+}
+
+/* packed[j·n + i] = rows[j·row_stride + i] for count rows of n elements: a tile's rows side by
+ * side, since rows a head apart in the tensor (a multiple of 4 KiB at common sizes) would share
+ * the first-level cache's sets while the tile is read again and again. */
+static void pack_rows(float *restrict packed, const float *restrict rows, int64_t row_stride,
+                      int64_t count, int64_t n) {
+    for (int64_t j = 0; j < count; j++) {
+        memcpy(packed + j * n, rows + j * row_stride, (size_t)n * sizeof(float));
+    }
+}
+
+/* The use flags of a second output that takes no row (add_weighted_rows_twice's y1 NULL). */
+static const unsigned char no_rows[MAX_TILE * MAX_TILE];
+
+/* The loops once per instruction set (kernel_cpu_lanes.h), as the top of this file says. */
+#define KERNEL_ROWS_TIMES_TILE two_rows_times_tile_generic
+#define KERNEL_ADD_WEIGHTED_ROWS add_weighted_rows_twice_generic
+#define KERNEL_ROW_DOT row_dot_generic
+#define KERNEL_EXPONENTIALS exponentials_generic
+#define KERNEL_LANES_MULTIPLY_ADD(a, b, c) ((a) * (b) + (c))
+#define KERNEL_MULTIPLY_ADD(c, x, b) ((c) += (x) * (b))
+#define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) ((s) + (x) * (b))
+#define KERNEL_LANE_TARGET LANE_FUNCTION
+#include "distributed/kernels/kernel_cpu_lanes.h"
+#undef KERNEL_ROWS_TIMES_TILE
+#undef KERNEL_ADD_WEIGHTED_ROWS
+#undef KERNEL_ROW_DOT
+#undef KERNEL_EXPONENTIALS
+#undef KERNEL_LANES_MULTIPLY_ADD
+#undef KERNEL_MULTIPLY_ADD
+#undef KERNEL_SCALAR_MULTIPLY_ADD
+#undef KERNEL_LANE_TARGET
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* x in all eight lanes */
+__attribute__((target("avx2,fma"))) static inline vector8 broadcast(float x) {
+    return (vector8){x, x, x, x, x, x, x, x};
+}
+#define KERNEL_ROWS_TIMES_TILE two_rows_times_tile_fused
+#define KERNEL_ADD_WEIGHTED_ROWS add_weighted_rows_twice_fused
+#define KERNEL_ROW_DOT row_dot_fused
+#define KERNEL_EXPONENTIALS exponentials_fused
+#define KERNEL_LANES_MULTIPLY_ADD(a, b, c) __builtin_ia32_vfmaddps256((a), (b), (c))
+#define KERNEL_MULTIPLY_ADD(c, x, b) ((c) = __builtin_ia32_vfmaddps256(broadcast(x), (b), (c)))
+#define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) fmaf((x), (b), (s))
+#define KERNEL_LANE_TARGET __attribute__((target("avx2,fma")))
+#include "distributed/kernels/kernel_cpu_lanes.h"
+#undef KERNEL_ROWS_TIMES_TILE
+#undef KERNEL_ADD_WEIGHTED_ROWS
+#undef KERNEL_ROW_DOT
+#undef KERNEL_EXPONENTIALS
+#undef KERNEL_LANES_MULTIPLY_ADD
+#undef KERNEL_MULTIPLY_ADD
+#undef KERNEL_SCALAR_MULTIPLY_ADD
+#undef KERNEL_LANE_TARGET
+#endif
+
+/* The tile loops of one instruction set. */
+typedef struct tile_loops {
+    void (*rows_times_tile)(float *restrict, float *restrict, const float *, const float *,
+                            const float *restrict, int64_t);
+    void (*add_weighted_rows)(float *restrict, float *restrict, int64_t, const float *,
+                              const unsigned char *, const float *, const unsigned char *, int64_t,
+                              int64_t, const float *, int64_t);
+    float (*row_dot)(const float *, const float *, int64_t);
+    void (*exponentials)(float *);
+} tile_loops;
+
+static tile_loops tile_loops_for_this_cpu(bool plain) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (!plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        return (tile_loops){two_rows_times_tile_fused, add_weighted_rows_twice_fused, row_dot_fused,
+                            exponentials_fused};
+    }
+#else
+    (void)plain;
+#endif
+    return (tile_loops){two_rows_times_tile_generic, add_weighted_rows_twice_generic,
+                        row_dot_generic, exponentials_generic};
+}
+
+#endif
