@@ -11,6 +11,8 @@
  *   KERNEL_SCALAR_MULTIPLY_ADD(s, x, b)  s + x · b for scalars, the same arithmetic as a lane
  *   KERNEL_LANE_TARGET                   the functions' target attribute (may be empty)
  *
+ * and undefines them at its end, ready for the next instruction set.
+ *
  * Every sum is one lane (or one scalar) adding its terms in a fixed order, so an element's bits
  * depend only on the instruction set chosen for this CPU, never on the rows it is computed
  * beside or the thread count.
@@ -53,6 +55,16 @@ KERNEL_LANE_TARGET static void KERNEL_ROWS_TIMES_TILE(float *restrict products0,
     STORE(products1 + 3 * LANES, u3);
 }
 
+/* accumulators c0..c3 += w · the row chunk x0..x3 (inside KERNEL_ADD_WEIGHTED_ROWS) */
+#define KERNEL_ADD_ROW_CHUNK(c, w)                                                                 \
+    do {                                                                                           \
+        const float weight = (w);                                                                  \
+        KERNEL_MULTIPLY_ADD(c##0, weight, x0);                                                     \
+        KERNEL_MULTIPLY_ADD(c##1, weight, x1);                                                     \
+        KERNEL_MULTIPLY_ADD(c##2, weight, x2);                                                     \
+        KERNEL_MULTIPLY_ADD(c##3, weight, x3);                                                     \
+    } while (0)
+
 /* For both outputs (y1 may be NULL: y0 alone), for i < n:
  *   y0[i] += w0[r·stride] · rows[r·row_stride + i] for each row r < count whose u0[r·stride] is
  *   set, in increasing r; y1 likewise with w1 and u1.
@@ -93,18 +105,10 @@ KERNEL_ADD_WEIGHTED_ROWS(float *restrict y0, float *restrict y1, int64_t n, cons
             LOAD(x2, x + 2 * LANES);
             LOAD(x3, x + 3 * LANES);
             if (first) {
-                const float w = w0[r * stride];
-                KERNEL_MULTIPLY_ADD(a0, w, x0);
-                KERNEL_MULTIPLY_ADD(a1, w, x1);
-                KERNEL_MULTIPLY_ADD(a2, w, x2);
-                KERNEL_MULTIPLY_ADD(a3, w, x3);
+                KERNEL_ADD_ROW_CHUNK(a, w0[r * stride]);
             }
             if (second) {
-                const float w = w1[r * stride];
-                KERNEL_MULTIPLY_ADD(b0, w, x0);
-                KERNEL_MULTIPLY_ADD(b1, w, x1);
-                KERNEL_MULTIPLY_ADD(b2, w, x2);
-                KERNEL_MULTIPLY_ADD(b3, w, x3);
+                KERNEL_ADD_ROW_CHUNK(b, w1[r * stride]);
             }
         }
         STORE(y0 + i, a0);
@@ -194,3 +198,13 @@ KERNEL_LANE_TARGET static void KERNEL_EXPONENTIALS(float *values) {
         }
     }
 }
+
+#undef KERNEL_ADD_ROW_CHUNK
+#undef KERNEL_ROWS_TIMES_TILE
+#undef KERNEL_ADD_WEIGHTED_ROWS
+#undef KERNEL_ROW_DOT
+#undef KERNEL_EXPONENTIALS
+#undef KERNEL_LANES_MULTIPLY_ADD
+#undef KERNEL_MULTIPLY_ADD
+#undef KERNEL_SCALAR_MULTIPLY_ADD
+#undef KERNEL_LANE_TARGET

@@ -85,14 +85,6 @@ static const unsigned char no_rows[MAX_TILE * MAX_TILE];
 #define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) ((s) + (x) * (b))
 #define KERNEL_LANE_TARGET LANE_FUNCTION
 #include "distributed/kernels/kernel_cpu_lanes.h"
-#undef KERNEL_ROWS_TIMES_TILE
-#undef KERNEL_ADD_WEIGHTED_ROWS
-#undef KERNEL_ROW_DOT
-#undef KERNEL_EXPONENTIALS
-#undef KERNEL_LANES_MULTIPLY_ADD
-#undef KERNEL_MULTIPLY_ADD
-#undef KERNEL_SCALAR_MULTIPLY_ADD
-#undef KERNEL_LANE_TARGET
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* x in all eight lanes */
@@ -108,14 +100,6 @@ __attribute__((target("avx2,fma"))) static inline vector8 broadcast(float x) {
 #define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) fmaf((x), (b), (s))
 #define KERNEL_LANE_TARGET __attribute__((target("avx2,fma")))
 #include "distributed/kernels/kernel_cpu_lanes.h"
-#undef KERNEL_ROWS_TIMES_TILE
-#undef KERNEL_ADD_WEIGHTED_ROWS
-#undef KERNEL_ROW_DOT
-#undef KERNEL_EXPONENTIALS
-#undef KERNEL_LANES_MULTIPLY_ADD
-#undef KERNEL_MULTIPLY_ADD
-#undef KERNEL_SCALAR_MULTIPLY_ADD
-#undef KERNEL_LANE_TARGET
 #endif
 
 /* The tile loops of one instruction set. */
