@@ -1,6 +1,7 @@
 /*
- * kernel_cpu_lanes.h — internal to kernel_cpu_loops.h: the tile loops of the cpu-f32 kernel,
- * included once per instruction set with these macros defined:
+ * kernel_cpu_lanes.h — internal to kernel_cpu_loops.h: the tile loops of the cpu-f32 kernel in
+ * vector registers of eight floats, included for each instruction set whose registers hold eight
+ * (today AVX2 with FMA; the plain loops are in kernel_cpu_loops.h) with these macros defined:
  *
  *   KERNEL_ROWS_TIMES_TILE               two rows against a transposed tile (scores, dp)
  *   KERNEL_ADD_WEIGHTED_ROWS             weighted rows added to one or two outputs

@@ -8,12 +8,13 @@
  *                                      rows whose use flag is 0 skipped, never multiplied by 0;
  *   row_dot                            a dot product with a lane's arithmetic (δ);
  *   exponentials                       e^x of a tile row's values.
- * The last four exist once per instruction set (kernel_cpu_lanes.h): plain C vectors with a
- * multiply then an add (ISO C: never fused behind one's back), also compiled for AVX2 alone, which
- * has no FMA (the same bits); and AVX2 with explicit fused multiply-adds (one rounding per step),
- * which tile_loops_for_this_cpu chooses where the CPU has AVX2 and FMA. On one CPU every call
- * takes the same path, so results are deterministic; each output element adds its terms one by
- * one in a fixed order, whatever the rows beside it.
+ * The last four exist once per instruction set: plain C loops over arrays (a multiply then an
+ * add; ISO C never fuses them behind one's back), which the compiler vectorizes at the CPU's
+ * native width and also compiles for AVX2 alone (no FMA: the same bits); and, on x86-64, vector
+ * code with explicit fused multiply-adds (one rounding per step, kernel_cpu_lanes.h), which
+ * tile_loops_for_this_cpu chooses where the CPU has AVX2 and FMA. On one CPU every call takes the
+ * same path, so results are deterministic; each output element adds its terms one by one in a
+ * fixed order, whatever the rows beside it.
  */
 #ifndef CPPARITY_DISTRIBUTED_KERNEL_CPU_LOOPS_H
 #define CPPARITY_DISTRIBUTED_KERNEL_CPU_LOOPS_H
@@ -75,19 +76,117 @@ static void pack_rows(float *restrict packed, const float *restrict rows, int64_
 /* The use flags of a second output that takes no row (add_weighted_rows_twice's y1 NULL). */
 static const unsigned char no_rows[MAX_TILE * MAX_TILE];
 
-/* The loops once per instruction set (kernel_cpu_lanes.h), as the top of this file says. */
-#define KERNEL_ROWS_TIMES_TILE two_rows_times_tile_generic
-#define KERNEL_ADD_WEIGHTED_ROWS add_weighted_rows_twice_generic
-#define KERNEL_ROW_DOT row_dot_generic
-#define KERNEL_EXPONENTIALS exponentials_generic
-#define KERNEL_LANES_MULTIPLY_ADD(a, b, c) ((a) * (b) + (c))
-#define KERNEL_MULTIPLY_ADD(c, x, b) ((c) += (x) * (b))
-#define KERNEL_SCALAR_MULTIPLY_ADD(s, x, b) ((s) + (x) * (b))
-#define KERNEL_LANE_TARGET LANE_FUNCTION
-#include "distributed/kernels/kernel_cpu_lanes.h"
+/* The plain loops: every lane a scalar loop over arrays of MAX_TILE (or 32) floats, which the
+ * compiler vectorizes at its CPU's native width (SSE2, AVX2 without FMA, NEON, ...) with the
+ * accumulators in the first-level cache. They compute what kernel_cpu_lanes.h's vector code
+ * computes, with a multiply then an add where it fuses (the contract of each is in that file). */
+LANE_FUNCTION static void two_rows_times_tile_generic(float *restrict products0,
+                                                      float *restrict products1, const float *row0,
+                                                      const float *row1,
+                                                      const float *restrict transposed, int64_t n) {
+    float sums0[MAX_TILE] = {0}, sums1[MAX_TILE] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        const float x = row0[i], y = row1[i];
+        const float *column = transposed + i * MAX_TILE;
+        for (int j = 0; j < MAX_TILE; j++) {
+            sums0[j] += x * column[j];
+            sums1[j] += y * column[j];
+        }
+    }
+    memcpy(products0, sums0, sizeof sums0);
+    memcpy(products1, sums1, sizeof sums1);
+}
+
+/* sums[e] += w · x[e] for e < width: a chunk's weighted row (CHUNK wide: a loop of constant trip
+ * count, which the compiler vectorizes at -O2) */
+#define KERNEL_GENERIC_ADD_ROW(sums, w, x, width)                                                  \
+    do {                                                                                           \
+        const float weight = (w);                                                                  \
+        if ((width) == CHUNK) {                                                                    \
+            for (int e = 0; e < CHUNK; e++) {                                                      \
+                (sums)[e] += weight * (x)[e];                                                      \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t e = 0; e < (width); e++) {                                                \
+                (sums)[e] += weight * (x)[e];                                                      \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+LANE_FUNCTION static void add_weighted_rows_twice_generic(float *restrict y0, float *restrict y1,
+                                                          int64_t n, const float *w0,
+                                                          const unsigned char *u0, const float *w1,
+                                                          const unsigned char *u1, int64_t stride,
+                                                          int64_t count, const float *rows,
+                                                          int64_t row_stride) {
+    enum { CHUNK = 32 };
+    const float spare[CHUNK] = {0};
+    if (y1 == NULL) { /* count <= MAX_TILE and stride <= MAX_TILE: inside no_rows */
+        u1 = no_rows;
+        w1 = w0;
+    }
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        const int64_t width = n - i < CHUNK ? n - i : CHUNK;
+        float sums0[CHUNK], sums1[CHUNK];
+        memcpy(sums0, y0 + i, (size_t)width * sizeof(float));
+        memcpy(sums1, y1 != NULL ? y1 + i : spare, (size_t)width * sizeof(float));
+        for (int64_t r = 0; r < count; r++) {
+            const float *x = rows + r * row_stride + i;
+            if (u0[r * stride]) {
+                KERNEL_GENERIC_ADD_ROW(sums0, w0[r * stride], x, width);
+            }
+            if (u1[r * stride]) {
+                KERNEL_GENERIC_ADD_ROW(sums1, w1[r * stride], x, width);
+            }
+        }
+        memcpy(y0 + i, sums0, (size_t)width * sizeof(float));
+        if (y1 != NULL) {
+            memcpy(y1 + i, sums1, (size_t)width * sizeof(float));
+        }
+    }
+}
+#undef KERNEL_GENERIC_ADD_ROW
+
+LANE_FUNCTION static float row_dot_generic(const float *a, const float *b, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        sum = sum + a[i] * b[i];
+    }
+    return sum;
+}
+
+LANE_FUNCTION static void exponentials_generic(float *values) {
+    float original[MAX_TILE];
+    memcpy(original, values, sizeof original);
+    bool outside = false;
+    for (int j = 0; j < MAX_TILE; j++) { /* branch-free, so that it vectorizes */
+        const bool inside = original[j] >= -87.0f && original[j] <= 88.0f;
+        outside |= !inside;
+        const float x = inside ? original[j] : 0.0f;
+        const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+        float r = n * -0.693359375f + x;
+        r = n * 2.12194440e-4f + r;
+        float p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+        p = p * r + 8.3334519073e-3f;
+        p = p * r + 4.1665795894e-2f;
+        p = p * r + 1.6666665459e-1f;
+        p = p * r + 5.0000001201e-1f;
+        p = p * (r * r) + (r + 1.0f);
+        const int32_t bits = ((int32_t)n + 127) * (1 << 23);
+        float scale;
+        memcpy(&scale, &bits, sizeof scale);
+        values[j] = p * scale;
+    }
+    for (int j = 0; outside && j < MAX_TILE; j++) {
+        if (!(original[j] >= -87.0f && original[j] <= 88.0f)) {
+            values[j] = expf(original[j]);
+        }
+    }
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* x in all eight lanes */
+/* The vector loops (kernel_cpu_lanes.h) with fused multiply-adds, for CPUs with AVX2 and FMA.
+ * x in all eight lanes: */
 __attribute__((target("avx2,fma"))) static inline vector8 broadcast(float x) {
     return (vector8){x, x, x, x, x, x, x, x};
 }
