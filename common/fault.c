@@ -80,14 +80,14 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
                                          "shard.c shard_inject", false},
     [CPPARITY_FAULT_BACKWARD_ONLY] = {"backward-only",
                                       "the kernel's dk misses the softmax scale (forward right)",
-                                      "kernel_cpu.c cpu_backward", true},
+                                      "kernel_cpu.c backward_rows", true},
     [CPPARITY_FAULT_STALE_RANK_SLICE] = {"stale-rank-slice",
                                          "each rank reports the logits slice of the next rank",
                                          "model_f32_forward.c report_slice", false},
     [CPPARITY_FAULT_FULLY_MASKED_NAN] = {"fully-masked-nan",
                                          "a query row with no allowed key divides 0 by 0 (NaN "
                                          "output)",
-                                         "kernel_cpu.c cpu_forward", true},
+                                         "kernel_cpu.c forward_rows", true},
     [CPPARITY_FAULT_SCALE_DROPPED] = {"scale-dropped",
                                       "the kernel is called with scale 1 instead of 1/sqrt(Dh)",
                                       "layer_attention.c layer_attention_scale", false},
@@ -101,7 +101,7 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
     [CPPARITY_FAULT_SOFTMAX_MERGE] = {"softmax-merge",
                                       "the online softmax does not rescale the output "
                                       "accumulated so far when a later tile raises the maximum",
-                                      "kernel_cpu.c cpu_forward", true},
+                                      "kernel_cpu.c forward_rows", true},
     [CPPARITY_FAULT_TILE_CLASSIFICATION] = {"tile-classification",
                                             "tile classification skips the key-validity scan: "
                                             "a tile with padding keys can be all-allowed",
@@ -119,7 +119,7 @@ const cpparity_fault_info cpparity_faults[CPPARITY_FAULT_COUNT] = {
     [CPPARITY_FAULT_LSE_LAYOUT] = {"lse-layout",
                                    "the forward writes lse as [B, S, H], the backward reads "
                                    "[B, H, S]",
-                                   "kernel_cpu.c cpu_forward", true},
+                                   "kernel_cpu.c forward_rows", true},
     [CPPARITY_FAULT_RING_MERGE_MAX] = {"ring-merge-max",
                                        "ring attention merges a step's output with the running "
                                        "maximum as the new log-sum-exp, never normalising the sum",

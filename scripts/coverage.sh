@@ -44,6 +44,11 @@ for ranks in 1 2 4; do
   "$build/cpparity" run "$source_dir/cases/ci.yaml" --comm local --ranks "$ranks" --allow-not-run \
     --out "$out" >/dev/null
 done
+# the plain tile loops of the CPU kernel, which a CPU with AVX2 and FMA never takes by itself
+out="$build/coverage-plain.h5"
+rm -f "$out"
+"$build/cpparity" run "$source_dir/cases/ci.yaml" --comm local --ranks 2 --allow-not-run \
+  --kernel cpu-f32-plain --out "$out" >/dev/null
 # every fault's planting site (common/fault.c's where) ran in the clean runs above: a fault must
 # perturb the code production runs, not a helper only the fault calls
 python3 "$source_dir/scripts/check_fault_sites.py" "$source_dir" "$build"

@@ -591,6 +591,9 @@ static int64_t cpu_workspace_bytes(void *context, const cpparity_attention_dims 
 /* The small-tile copy: short sequences span many tiles (merges, classification, partial tiles). */
 static const kernel_cpu_options small_tile_options = {CPPARITY_FAULT_NONE, 0, 8, false};
 
+/* The plain-loops copy: the tile loops CPUs without AVX2 and FMA run, on any CPU. */
+static const kernel_cpu_options plain_loops_options = {CPPARITY_FAULT_NONE, 0, MAX_TILE, true};
+
 static const cpparity_attention_kernel cpu_f32_kernel = {
     .abi_version = CPPARITY_KERNEL_ABI_VERSION,
     .struct_size = sizeof(cpparity_attention_kernel),
@@ -631,12 +634,36 @@ static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
     .backward_block = cpu_backward_block,
 };
 
+static const cpparity_attention_kernel cpu_f32_plain_loops_kernel = {
+    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
+    .struct_size = sizeof(cpparity_attention_kernel),
+    .name = "cpu-f32-plain",
+    .version = "2",
+    .device = CPPARITY_KERNEL_DEVICE_CPU,
+    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
+    .deterministic = 1,
+    .context = (void *)&plain_loops_options,
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION,
+    .head_dim_count = 0,
+    .head_dims = NULL,
+    .supports = NULL,
+    .workspace_bytes = cpu_workspace_bytes,
+    .forward_block = cpu_forward_block,
+    .backward_block = cpu_backward_block,
+};
+
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void) {
     return &cpu_f32_kernel;
 }
 
 const cpparity_attention_kernel *cpparity_cpu_f32_small_tile_kernel(void) {
     return &cpu_f32_small_tile_kernel;
+}
+
+const cpparity_attention_kernel *cpparity_cpu_f32_plain_loops_kernel(void) {
+    return &cpu_f32_plain_loops_kernel;
 }
 
 bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
@@ -647,6 +674,7 @@ bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
         return false;
     }
     options->tile = tile_of(kernel->context); /* the copy keeps the kernel's tile size */
+    options->plain_loops = options->plain_loops || plain_loops_of(kernel->context);
     *copy = *kernel;
     copy->context = (void *)options;
     return true;

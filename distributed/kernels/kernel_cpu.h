@@ -22,6 +22,10 @@ const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void);
  * online-softmax merge, tile classification and partial tiles are exercised by small cases. */
 const cpparity_attention_kernel *cpparity_cpu_f32_small_tile_kernel(void);
 
+/* The same code with the plain tile loops on every CPU ("cpu-f32-plain"): what CPUs without AVX2
+ * and FMA run, so that a machine with them checks (and covers) that path too. */
+const cpparity_attention_kernel *cpparity_cpu_f32_plain_loops_kernel(void);
+
 /* What a copy of the kernel is told beyond kernel.h: a planted fault (fault.h; the kernel's
  * own faults, gqa-kv-mapping, and none) and the shard length L the shard-local faults need. */
 typedef struct kernel_cpu_options {
@@ -33,8 +37,9 @@ typedef struct kernel_cpu_options {
 } kernel_cpu_options;
 
 /* Fills *copy with kernel whose context is options (borrowed: it must outlive the copy) when
- * kernel is one of these built-in kernels, setting options->tile to that kernel's tile size;
- * false, copy and options untouched, for any other kernel. */
+ * kernel is one of these built-in kernels, setting options->tile to that kernel's tile size (and
+ * plain_loops when that kernel runs the plain loops); false, copy and options untouched, for any
+ * other kernel. */
 bool kernel_cpu_with_options(cpparity_attention_kernel *copy,
                              const cpparity_attention_kernel *kernel, kernel_cpu_options *options);
 

@@ -73,7 +73,7 @@ static void pack_rows(float *restrict packed, const float *restrict rows, int64_
     }
 }
 
-/* The use flags of a second output that takes no row (add_weighted_rows_twice's y1 NULL). */
+/* The use flags of a second output that takes no row (add_weighted_rows with y1 NULL). */
 static const unsigned char no_rows[MAX_TILE * MAX_TILE];
 
 /* The plain loops: every lane a scalar loop over arrays of MAX_TILE (or 32) floats, which the

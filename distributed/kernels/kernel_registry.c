@@ -14,6 +14,7 @@
 static const cpparity_attention_kernel *(*const built_in[])(void) = {
     cpparity_cpu_f32_kernel,
     cpparity_cpu_f32_small_tile_kernel,
+    cpparity_cpu_f32_plain_loops_kernel,
 #ifdef CPPARITY_HAVE_CUDA_KERNELS /* built with CUDA: distributed/kernels/kernel_cuda.cu */
     cpparity_cuda_f32_kernel,
     cpparity_cuda_bf16_kernel,
