@@ -594,65 +594,25 @@ static const kernel_cpu_options small_tile_options = {CPPARITY_FAULT_NONE, 0, 8,
 /* The plain-loops copy: the tile loops CPUs without AVX2 and FMA run, on any CPU. */
 static const kernel_cpu_options plain_loops_options = {CPPARITY_FAULT_NONE, 0, MAX_TILE, true};
 
-static const cpparity_attention_kernel cpu_f32_kernel = {
-    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
-    .struct_size = sizeof(cpparity_attention_kernel),
-    .name = "cpu-f32",
-    .version = "2",
-    .device = CPPARITY_KERNEL_DEVICE_CPU,
-    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
-    .deterministic = 1,
-    .context = NULL,
-    .forward = cpu_forward,
-    .backward = cpu_backward,
-    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION,
-    .head_dim_count = 0,
-    .head_dims = NULL,
-    .supports = NULL,
-    .workspace_bytes = cpu_workspace_bytes,
-    .forward_block = cpu_forward_block,
-    .backward_block = cpu_backward_block,
-};
+/* One built-in kernel: this file's calls, named kernel_name, with options as its context. */
+#define CPU_F32_KERNEL(kernel_name, options)                                                       \
+    {                                                                                              \
+        .abi_version = CPPARITY_KERNEL_ABI_VERSION,                                                \
+        .struct_size = sizeof(cpparity_attention_kernel), .name = (kernel_name), .version = "2",   \
+        .device = CPPARITY_KERNEL_DEVICE_CPU, .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,              \
+        .deterministic = 1, .context = (void *)(options), .forward = cpu_forward,                  \
+        .backward = cpu_backward,                                                                  \
+        .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION,  \
+        .head_dim_count = 0, .head_dims = NULL, .supports = NULL,                                  \
+        .workspace_bytes = cpu_workspace_bytes, .forward_block = cpu_forward_block,                \
+        .backward_block = cpu_backward_block,                                                      \
+    }
 
-static const cpparity_attention_kernel cpu_f32_small_tile_kernel = {
-    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
-    .struct_size = sizeof(cpparity_attention_kernel),
-    .name = "cpu-f32-tile8",
-    .version = "2",
-    .device = CPPARITY_KERNEL_DEVICE_CPU,
-    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
-    .deterministic = 1,
-    .context = (void *)&small_tile_options,
-    .forward = cpu_forward,
-    .backward = cpu_backward,
-    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION,
-    .head_dim_count = 0,
-    .head_dims = NULL,
-    .supports = NULL,
-    .workspace_bytes = cpu_workspace_bytes,
-    .forward_block = cpu_forward_block,
-    .backward_block = cpu_backward_block,
-};
-
-static const cpparity_attention_kernel cpu_f32_plain_loops_kernel = {
-    .abi_version = CPPARITY_KERNEL_ABI_VERSION,
-    .struct_size = sizeof(cpparity_attention_kernel),
-    .name = "cpu-f32-plain",
-    .version = "2",
-    .device = CPPARITY_KERNEL_DEVICE_CPU,
-    .dtype = CPPARITY_KERNEL_DTYPE_FLOAT32,
-    .deterministic = 1,
-    .context = (void *)&plain_loops_options,
-    .forward = cpu_forward,
-    .backward = cpu_backward,
-    .capabilities = CPPARITY_KERNEL_SUPPORTS_ALL | CPPARITY_KERNEL_SUPPORTS_CHUNKED_POSITION,
-    .head_dim_count = 0,
-    .head_dims = NULL,
-    .supports = NULL,
-    .workspace_bytes = cpu_workspace_bytes,
-    .forward_block = cpu_forward_block,
-    .backward_block = cpu_backward_block,
-};
+static const cpparity_attention_kernel cpu_f32_kernel = CPU_F32_KERNEL("cpu-f32", NULL);
+static const cpparity_attention_kernel cpu_f32_small_tile_kernel =
+    CPU_F32_KERNEL("cpu-f32-tile8", &small_tile_options);
+static const cpparity_attention_kernel cpu_f32_plain_loops_kernel =
+    CPU_F32_KERNEL("cpu-f32-plain", &plain_loops_options);
 
 const cpparity_attention_kernel *cpparity_cpu_f32_kernel(void) {
     return &cpu_f32_kernel;
