@@ -159,13 +159,12 @@ KERNEL_LANE_TARGET static float KERNEL_ROW_DOT(const float *a, const float *b, i
  * The kernel's own exponential, one per allowed pair: libm's expf one value at a time cost as
  * much as the products at small head dimensions. */
 KERNEL_LANE_TARGET static void KERNEL_EXPONENTIALS(float *values) {
-    const vector8 log2e = KERNEL_SPLAT(1.44269504088896341f), shifter = KERNEL_SPLAT(12582912.0f);
-    const vector8 ln2_high = KERNEL_SPLAT(-0.693359375f), ln2_low = KERNEL_SPLAT(2.12194440e-4f);
-    const vector8 lowest = KERNEL_SPLAT(-87.0f), highest = KERNEL_SPLAT(88.0f);
+    const vector8 log2e = KERNEL_SPLAT(EXP_LOG2E), shifter = KERNEL_SPLAT(EXP_SHIFTER);
+    const vector8 ln2_high = KERNEL_SPLAT(EXP_LN2_HIGH), ln2_low = KERNEL_SPLAT(EXP_LN2_LOW);
+    const vector8 lowest = KERNEL_SPLAT(EXP_LOWEST), highest = KERNEL_SPLAT(EXP_HIGHEST);
     const vector8 one = KERNEL_SPLAT(1.0f);
-    const vector8 c0 = KERNEL_SPLAT(1.9875691500e-4f), c1 = KERNEL_SPLAT(1.3981999507e-3f);
-    const vector8 c2 = KERNEL_SPLAT(8.3334519073e-3f), c3 = KERNEL_SPLAT(4.1665795894e-2f);
-    const vector8 c4 = KERNEL_SPLAT(1.6666665459e-1f), c5 = KERNEL_SPLAT(5.0000001201e-1f);
+    const vector8 c0 = KERNEL_SPLAT(EXP_C0), c1 = KERNEL_SPLAT(EXP_C1), c2 = KERNEL_SPLAT(EXP_C2);
+    const vector8 c3 = KERNEL_SPLAT(EXP_C3), c4 = KERNEL_SPLAT(EXP_C4), c5 = KERNEL_SPLAT(EXP_C5);
     float original[MAX_TILE];
     memcpy(original, values, sizeof original);
     bool outside = false;
@@ -192,11 +191,7 @@ KERNEL_LANE_TARGET static void KERNEL_EXPONENTIALS(float *values) {
         }
     }
     if (outside) { /* rare: a pair far below the row's maximum, −∞, +∞, NaN */
-        for (int64_t j = 0; j < MAX_TILE; j++) {
-            if (!(original[j] >= -87.0f && original[j] <= 88.0f)) {
-                values[j] = expf(original[j]);
-            }
-        }
+        exponentials_outside(values, original);
     }
 }
 

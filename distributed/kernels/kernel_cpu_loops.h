@@ -76,6 +76,32 @@ static void pack_rows(float *restrict packed, const float *restrict rows, int64_
 /* The use flags of a second output that takes no row (add_weighted_rows with y1 NULL). */
 static const unsigned char no_rows[MAX_TILE * MAX_TILE];
 
+/* The kernel's exponential (exponentials, both instruction sets): e^x = 2^n · e^r with
+ * n = round(x · log2 e) by adding and subtracting 1.5 · 2^23, r = x − n · ln 2 with ln 2 in two
+ * parts (the first product exact), e^r from Cephes' expf polynomial; libm's expf outside
+ * [EXP_LOWEST, EXP_HIGHEST], where 2^n would leave the normal range, and for NaN. */
+#define EXP_LOWEST (-87.0f)
+#define EXP_HIGHEST 88.0f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_SHIFTER 12582912.0f
+#define EXP_LN2_HIGH (-0.693359375f)
+#define EXP_LN2_LOW 2.12194440e-4f
+#define EXP_C0 1.9875691500e-4f
+#define EXP_C1 1.3981999507e-3f
+#define EXP_C2 8.3334519073e-3f
+#define EXP_C3 4.1665795894e-2f
+#define EXP_C4 1.6666665459e-1f
+#define EXP_C5 5.0000001201e-1f
+
+/* values[j] = libm's expf(original[j]) where original[j] is outside the polynomial's range. */
+static void exponentials_outside(float *values, const float *original) {
+    for (int j = 0; j < MAX_TILE; j++) {
+        if (!(original[j] >= EXP_LOWEST && original[j] <= EXP_HIGHEST)) {
+            values[j] = expf(original[j]);
+        }
+    }
+}
+
 /* The plain loops: every lane a scalar loop over arrays of MAX_TILE (or 32) floats, which the
  * compiler vectorizes at its CPU's native width (SSE2, AVX2 without FMA, NEON, ...) with the
  * accumulators in the first-level cache. They compute what kernel_cpu_lanes.h's vector code
@@ -160,27 +186,25 @@ LANE_FUNCTION static void exponentials_generic(float *values) {
     memcpy(original, values, sizeof original);
     bool outside = false;
     for (int j = 0; j < MAX_TILE; j++) { /* branch-free, so that it vectorizes */
-        const bool inside = original[j] >= -87.0f && original[j] <= 88.0f;
+        const bool inside = original[j] >= EXP_LOWEST && original[j] <= EXP_HIGHEST;
         outside |= !inside;
         const float x = inside ? original[j] : 0.0f;
-        const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-        float r = n * -0.693359375f + x;
-        r = n * 2.12194440e-4f + r;
-        float p = 1.9875691500e-4f * r + 1.3981999507e-3f;
-        p = p * r + 8.3334519073e-3f;
-        p = p * r + 4.1665795894e-2f;
-        p = p * r + 1.6666665459e-1f;
-        p = p * r + 5.0000001201e-1f;
+        const float n = (x * EXP_LOG2E + EXP_SHIFTER) - EXP_SHIFTER;
+        float r = n * EXP_LN2_HIGH + x;
+        r = n * EXP_LN2_LOW + r;
+        float p = EXP_C0 * r + EXP_C1;
+        p = p * r + EXP_C2;
+        p = p * r + EXP_C3;
+        p = p * r + EXP_C4;
+        p = p * r + EXP_C5;
         p = p * (r * r) + (r + 1.0f);
         const int32_t bits = ((int32_t)n + 127) * (1 << 23);
         float scale;
         memcpy(&scale, &bits, sizeof scale);
         values[j] = p * scale;
     }
-    for (int j = 0; outside && j < MAX_TILE; j++) {
-        if (!(original[j] >= -87.0f && original[j] <= 88.0f)) {
-            values[j] = expf(original[j]);
-        }
+    if (outside) {
+        exponentials_outside(values, original);
     }
 }
 
