@@ -1,28 +1,32 @@
 /*
  * attention_backward.c — float64 reference attention backward (see attention.h), tile by tile.
  *
- * ADDS into dq, dk, dv. With p = exp(s − lse) over allowed pairs only (0 elsewhere):
+ * ADDS into dq, dk, dv. With p = exp(s − lse) over allowed pairs only (0 elsewhere), s = scale·q·k:
  *   D_i    = Σ_d dout_id · out_id
- *   dp_ij  = dout_i · v_j                 ds_ij = p_ij (dp_ij − D_i)
- *   dq_i  += scale Σ_j ds_ij k_j          dk_j += scale Σ_i ds_ij q_i       dv_j += Σ_i p_ij dout_i
+ *   dp_ij  = dout_i · v_j                 ds_ij = scale · p_ij (dp_ij − D_i)
+ *   dq_i  += Σ_j ds_ij k_j                dk_j += Σ_i ds_ij q_i             dv_j += Σ_i p_ij dout_i
+ * Every (query tile, key tile, query head) pair's p and ds are computed by one function
+ * (pair_gradients), key-major (keys, queries), from sᵀ = K·Qᵀ and dpᵀ = V·doutᵀ; every output
+ * element is one chain of fused multiply-adds starting from its value (tile_products.h), its
+ * terms in a fixed order:
+ *   dq of (b, h, query tile): the key tiles in increasing order, each tile's keys in order;
+ *   dk, dv of (b, g, key tile): the query heads of g, then the query tiles, then their queries,
+ *   in increasing order.
  * Pass 0 (items: batch row, query tile) finds the queries with exactly one allowed key (see
- * row_gradients). Then two passes, so that every output element is reduced by one work item in
- * a fixed order:
- *   1. items (b, query head h, query tile): D of the tile's queries, then dq over the key tiles
- *      in increasing order;
- *   2. items (b, key/value head g, key tile): dk and dv over the query heads of g, then the query
- *      tiles, in increasing order.
- * Each item transposes its own tile once; pass 1 then works on key-major (keys, queries) blocks,
- * pass 2 on query-major (queries, keys) blocks, so that every product is a row-major dgemm A·B
- * or Aᵀ·B. The two passes recompute p and ds of a block from dgemms of different orientation, so
- * they may differ in the last bit; each is a fixed function of the inputs. Masked pairs contribute
- * exactly nothing: their p and ds are set to 0 whatever s held, the products run over the block
- * holding the allowed pairs (attention_tiles.h), and a mixed block with a non-finite operand skips
- * masked pairs instead of multiplying them by 0.
+ * pair_gradients). Then either
+ *   - one fused pass, items (b, key/value head g): for each query head of g and query tile, its D,
+ *     then every pair of key tiles once, adding to dq, dk and dv alike; or
+ *   - two passes: 1. items (b, h, query tile): D, then dq; 2. items (b, g, key tile): dk and dv,
+ *     recomputing the pairs' p and ds.
+ * Both make the same chains in the same order from the same p and ds, so they give the same bits;
+ * the fused pass is taken when a call computes every tile and its items keep the threads busy,
+ * the two passes otherwise (a rank's rows, a window, fewer (b, g) than threads). Masked pairs
+ * contribute exactly nothing: their p and ds are set to 0 whatever s held, the products run over
+ * the bands holding the allowed pairs (attention_tiles.h), and a mixed block with a non-finite
+ * operand skips masked pairs instead of multiplying them by 0.
  */
 #include "attention.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -30,7 +34,9 @@
 
 #include "attention_tiles.h"
 #include "exponential.h"
+#include "mixed_blocks.h"
 #include "parallel.h"
+#include "threads.h"
 
 typedef struct backward_context {
     attention_tiles tiles;
@@ -50,33 +56,119 @@ typedef struct backward_context {
     int64_t lone_first_tile, lone_end_tile; /* pass 0's query tiles of every batch row */
 } backward_context;
 
-/* One thread's scratch, carved out of the runner's allocation. */
+/* One thread's scratch, carved out of the runner's allocation. The tiles of one query tile (of
+ * one head) and of one key tile (of one key/value head), copied once for every pair they meet. */
 typedef struct backward_scratch {
-    double *probabilities;    /* (edge, edge) scores, then p, of one block */
-    double *score_grads;      /* (edge, edge) dp, then ds, of one block */
-    double *first;            /* (edge, Dh) pass 1: Σ ds·k; pass 2: Σ ds·q */
-    double *second;           /* (edge, Dh) pass 2: Σ p·dout */
-    double *transposed;       /* (Dh, edge) pass 1: the query tile; pass 2: the key tile */
-    double *transposed_grads; /* (Dh, edge) pass 1: the dout tile; pass 2: the value tile */
-    uint8_t *allowed;         /* (edge, edge) predicate of a mixed block */
+    double *probabilities;        /* (edge, edge) q·k, then p, of one block, key-major */
+    double *score_grads;          /* (edge, edge) dp, then ds, of one block, key-major */
+    double *queries_transposed;   /* (Dh, edge) the query tile */
+    double *grads_transposed;     /* (Dh, edge) the dout tile */
+    double *query_rows;           /* (edge, Dh) the query tile */
+    double *grad_rows;            /* (edge, Dh) the dout tile */
+    const double *key_rows;       /* (edge, Dh) the key tile: key_buffer, or in key_row */
+    const double *value_rows;     /* (edge, Dh) the value tile: value_buffer, or in value_row */
+    double *key_buffer;           /* (edge, Dh) */
+    double *value_buffer;         /* (edge, Dh) */
+    double *key_row;              /* (S, Dh) the fused pass: every key of its (b, g), or NULL */
+    double *value_row;            /* (S, Dh) the same for the values */
+    tile_band *key_bands;         /* (edge / TILE_PRODUCT_ROWS + 1) of a block */
+    tile_band *query_bands;       /* (edge / TILE_PRODUCT_ROWS + 1) of a block */
+    uint8_t *allowed;             /* (edge, edge) predicate of a mixed block */
+    uint8_t *keys_finite_of_tile; /* (count) the fused pass: whether key tile t is all finite */
+    bool queries_finite, grads_finite, keys_finite; /* whether the tiles held are all finite */
+    int64_t query_b, query_h; /* whose query tile the query copies hold (−1: none) */
+    int64_t query_tile, query_begin, query_end;
+    int64_t key_b, key_g, key_tile; /* whose key tile the key copies hold (−1: none) */
+    int64_t key_begin, key_end;
 } backward_scratch;
 
-static size_t backward_scratch_bytes(const attention_tiles *tiles) {
+/* A thread's scratch; with whole_row, room for every key and value of a batch row and one
+ * key/value head (the fused pass copies them once). */
+static size_t backward_scratch_bytes(const attention_tiles *tiles, bool whole_row) {
     const size_t edge = (size_t)tiles->edge, head_dim = (size_t)tiles->shape.head_dim;
-    return (2 * edge * edge + 4 * edge * head_dim) * sizeof(double) + edge * edge;
+    const size_t groups = edge / TILE_PRODUCT_ROWS + 1;
+    const size_t row = whole_row ? 2 * (size_t)tiles->shape.seq_len * head_dim : 0;
+    return (2 * edge * edge + 6 * edge * head_dim + row) * sizeof(double) +
+           2 * groups * sizeof(tile_band) + edge * edge + (whole_row ? (size_t)tiles->count : 0);
 }
 
-static backward_scratch backward_scratch_carve(const attention_tiles *tiles, void *memory) {
+static backward_scratch backward_scratch_carve(const attention_tiles *tiles, void *memory,
+                                               bool whole_row) {
     const int64_t edge = tiles->edge, head_dim = tiles->shape.head_dim;
+    const int64_t groups = edge / TILE_PRODUCT_ROWS + 1;
     backward_scratch scratch;
     scratch.probabilities = memory;
     scratch.score_grads = scratch.probabilities + edge * edge;
-    scratch.first = scratch.score_grads + edge * edge;
-    scratch.second = scratch.first + edge * head_dim;
-    scratch.transposed = scratch.second + edge * head_dim;
-    scratch.transposed_grads = scratch.transposed + head_dim * edge;
-    scratch.allowed = (uint8_t *)(scratch.transposed_grads + head_dim * edge);
+    scratch.queries_transposed = scratch.score_grads + edge * edge;
+    scratch.grads_transposed = scratch.queries_transposed + head_dim * edge;
+    scratch.query_rows = scratch.grads_transposed + head_dim * edge;
+    scratch.grad_rows = scratch.query_rows + edge * head_dim;
+    scratch.key_buffer = scratch.grad_rows + edge * head_dim;
+    scratch.value_buffer = scratch.key_buffer + edge * head_dim;
+    scratch.key_row = whole_row ? scratch.value_buffer + edge * head_dim : NULL;
+    scratch.value_row = whole_row ? scratch.key_row + tiles->shape.seq_len * head_dim : NULL;
+    double *end = scratch.value_buffer + edge * head_dim +
+                  (whole_row ? 2 * tiles->shape.seq_len * head_dim : 0);
+    scratch.key_rows = scratch.key_buffer;
+    scratch.value_rows = scratch.value_buffer;
+    scratch.key_bands = (tile_band *)end;
+    scratch.query_bands = scratch.key_bands + groups;
+    scratch.allowed = (uint8_t *)(scratch.query_bands + groups);
+    scratch.keys_finite_of_tile = whole_row ? scratch.allowed + edge * edge : NULL;
+    scratch.queries_finite = scratch.grads_finite = scratch.keys_finite = false;
+    scratch.query_b = scratch.query_h = scratch.query_tile = -1;
+    scratch.key_b = scratch.key_g = scratch.key_tile = -1;
+    scratch.query_begin = scratch.query_end = scratch.key_begin = scratch.key_end = 0;
     return scratch;
+}
+
+/* Copies the query and dout tile of (b, h, query_tile) into s, unless they are there. */
+static void load_query_tile(const backward_context *c, backward_scratch *s, int64_t b, int64_t h,
+                            int64_t query_tile) {
+    if (s->query_b == b && s->query_h == h && s->query_tile == query_tile) {
+        return;
+    }
+    const attention_tiles *tiles = &c->tiles;
+    const int64_t head_dim = tiles->shape.head_dim;
+    attention_tile_tokens(tiles, query_tile, &s->query_begin, &s->query_end);
+    const int64_t rows = s->query_end - s->query_begin;
+    const int64_t offset = attention_query_offset(tiles, b, s->query_begin, h);
+    attention_transpose(s->queries_transposed, c->q + offset, rows, tiles->query_stride, head_dim);
+    attention_transpose(s->grads_transposed, c->dout + offset, rows, tiles->query_stride, head_dim);
+    attention_copy_rows(s->query_rows, c->q + offset, rows, tiles->query_stride, head_dim);
+    attention_copy_rows(s->grad_rows, c->dout + offset, rows, tiles->query_stride, head_dim);
+    s->queries_finite = attention_rows_finite(s->query_rows, rows, head_dim, head_dim);
+    s->grads_finite = attention_rows_finite(s->grad_rows, rows, head_dim, head_dim);
+    s->query_b = b;
+    s->query_h = h;
+    s->query_tile = query_tile;
+}
+
+/* Copies the key and value tile of (b, g, key_tile) into s, unless they are there. */
+static void load_key_tile(const backward_context *c, backward_scratch *s, int64_t b, int64_t g,
+                          int64_t key_tile) {
+    if (s->key_b == b && s->key_g == g && s->key_tile == key_tile) {
+        return;
+    }
+    const attention_tiles *tiles = &c->tiles;
+    const int64_t head_dim = tiles->shape.head_dim;
+    attention_tile_tokens(tiles, key_tile, &s->key_begin, &s->key_end);
+    if (s->key_row != NULL) { /* the fused pass copied them all */
+        s->key_rows = s->key_row + s->key_begin * head_dim;
+        s->value_rows = s->value_row + s->key_begin * head_dim;
+        s->keys_finite = s->keys_finite_of_tile[key_tile];
+    } else {
+        const int64_t offset = attention_key_offset(tiles, b, s->key_begin, g);
+        attention_copy_rows(s->key_buffer, c->k + offset, s->key_end - s->key_begin,
+                            tiles->key_stride, head_dim);
+        attention_copy_rows(s->value_buffer, c->v + offset, s->key_end - s->key_begin,
+                            tiles->key_stride, head_dim);
+        s->keys_finite =
+            attention_rows_finite(s->key_buffer, s->key_end - s->key_begin, head_dim, head_dim);
+    }
+    s->key_b = b;
+    s->key_g = g;
+    s->key_tile = key_tile;
 }
 
 /* A (query tile, key tile) pair of one batch row and one query head, and its block. */
@@ -85,118 +177,159 @@ typedef struct tile_pair {
     int64_t query_tile, key_tile; /* tile indices */
     attention_block block;        /* where the allowed pairs are */
     int64_t queries, keys;        /* queries and keys of the block */
-    int64_t query_offset;         /* of the block's first query in q and dout */
-    int64_t key_offset;           /* of the block's first key in k and v */
+    int64_t first_query;          /* of the block in the query tile */
+    int64_t first_key;            /* of the block in the key tile */
+    const tile_band *key_bands;   /* the block's bands (attention_tiles.h) */
+    const tile_band *query_bands;
 } tile_pair;
 
-/* Finds the pair's block in `layout` (false: nothing allowed, skip it). */
-static bool tile_pair_begin(const attention_tiles *tiles, tile_pair *pair, attention_layout layout,
-                            backward_scratch *s) {
-    if (!attention_block_find(tiles, pair->b, pair->query_tile, pair->key_tile, layout, s->allowed,
-                              &pair->block)) {
+/* p = exp(scale·s − lse) and ds = scale·p (dp − D) in place over key row j of a block (queries
+ * values; s and dp computed over its band only), lse, D, lone and allowed given per query; 0 at
+ * masked pairs and outside the band. lone is NULL when no query of the block is lone, allowed
+ * NULL when every pair is allowed. A lone query (one allowed key) gets p = 1 and ds = 0 exactly:
+ * the softmax of one score is the constant 1, which s recomputed in another order than the
+ * forward's would miss by an ulp. */
+static void row_gradients(double *probability, double *score_grad, int64_t queries, tile_band band,
+                          double scale, const double *lse, const double *delta, const uint8_t *lone,
+                          const uint8_t *allowed) {
+    const int64_t first = band.first < band.end ? band.first : queries;
+    const int64_t end = band.first < band.end ? band.end : queries;
+    memset(probability, 0, (size_t)first * sizeof *probability);
+    memset(score_grad, 0, (size_t)first * sizeof *score_grad);
+    memset(probability + end, 0, (size_t)(queries - end) * sizeof *probability);
+    memset(score_grad + end, 0, (size_t)(queries - end) * sizeof *score_grad);
+    for (int64_t x = first; x < end; x++) {
+        probability[x] = scale * probability[x] - lse[x];
+    }
+    exponential_in_place(probability + first, end - first);
+    if (lone == NULL && allowed == NULL) {
+        for (int64_t x = first; x < end; x++) {
+            score_grad[x] = scale * (probability[x] * (score_grad[x] - delta[x]));
+        }
+        return;
+    }
+    for (int64_t x = first; x < end; x++) {
+        double p = probability[x], ds = scale * (p * (score_grad[x] - delta[x]));
+        if (lone != NULL && lone[x]) {
+            p = 1.0;
+            ds = 0.0;
+        }
+        if (allowed != NULL && !allowed[x]) {
+            p = 0.0; /* whatever s and dp held */
+            ds = 0.0;
+        }
+        probability[x] = p;
+        score_grad[x] = ds;
+    }
+}
+
+/* Finds the pair's block and, when it holds an allowed pair, its p and ds (key-major) from the
+ * tiles in s, which must hold the pair's query and key tiles. */
+static bool pair_gradients(const backward_context *c, tile_pair *pair, backward_scratch *s) {
+    const attention_tiles *tiles = &c->tiles;
+    if (!attention_block_find(tiles, pair->b, pair->query_tile, pair->key_tile, ATTENTION_KEY_MAJOR,
+                              s->allowed, &pair->block)) {
         return false;
     }
-    pair->queries = pair->block.q_end - pair->block.q_begin;
-    pair->keys = pair->block.k_end - pair->block.k_begin;
-    pair->query_offset = attention_query_offset(tiles, pair->b, pair->block.q_begin, pair->h);
-    pair->key_offset = attention_key_offset(tiles, pair->b, pair->block.k_begin, pair->g);
-    return true;
-}
-
-/* p = exp(s − lse) and ds = p (dp − D) in place over one row of a block's matrices, lse, D and
- * lone given per column (step 1) or one for the row (step 0); then 0 at masked pairs. A lone query
- * (one allowed key) gets p = 1 and ds = 0 exactly: the softmax of one score is the constant 1,
- * which s recomputed in another orientation than the forward's would miss by an ulp. */
-static void row_gradients(double *probability, double *score_grad, int64_t count, const double *lse,
-                          const double *delta, const uint8_t *lone, int64_t step,
-                          const uint8_t *allowed) {
-    for (int64_t x = 0; x < count; x++) {
-        probability[x] -= lse[x * step];
-    }
-    exponential_in_place(probability, count);
-    for (int64_t x = 0; x < count; x++) {
-        score_grad[x] = probability[x] * (score_grad[x] - delta[x * step]);
-    }
-    for (int64_t x = 0; x < count; x++) {
-        if (lone[x * step]) {
-            probability[x] = 1.0;
-            score_grad[x] = 0.0;
-        }
-    }
-    if (allowed != NULL) {
-        for (int64_t x = 0; x < count; x++) {
-            probability[x] = allowed[x] ? probability[x] : 0.0; /* whatever s and dp held */
-            score_grad[x] = allowed[x] ? score_grad[x] : 0.0;
-        }
-    }
-}
-
-/* Pass 1's p and ds of a block, key-major (keys, queries), from sᵀ = scale·K·Qᵀ and dpᵀ = V·doutᵀ
- * with the item's transposed query and dout tiles (first: the block's first column in them). */
-static void key_major_gradients(const backward_context *c, const tile_pair *pair,
-                                backward_scratch *s, int64_t first, int64_t tile_rows) {
-    const attention_tiles *tiles = &c->tiles;
-    const int64_t head_dim = tiles->shape.head_dim, queries = pair->queries;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)pair->keys, (int)queries,
-                (int)head_dim, c->scale, c->k + pair->key_offset, (int)tiles->key_stride,
-                s->transposed + first, (int)tile_rows, 0.0, s->probabilities, (int)queries);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)pair->keys, (int)queries,
-                (int)head_dim, 1.0, c->v + pair->key_offset, (int)tiles->key_stride,
-                s->transposed_grads + first, (int)tile_rows, 0.0, s->score_grads, (int)queries);
+    const int64_t head_dim = tiles->shape.head_dim;
+    const int64_t queries = pair->block.q_end - pair->block.q_begin;
+    const int64_t keys = pair->block.k_end - pair->block.k_begin;
+    const int64_t tile_rows = s->query_end - s->query_begin;
+    pair->queries = queries;
+    pair->keys = keys;
+    pair->first_query = pair->block.q_begin - s->query_begin;
+    pair->first_key = pair->block.k_begin - s->key_begin;
+    attention_block_bands(&pair->block, s->key_bands, s->query_bands, &pair->key_bands,
+                          &pair->query_bands);
+    const tile_factor key_factor = {s->key_rows + pair->first_key * head_dim, head_dim, 1};
+    const tile_factor value_factor = {s->value_rows + pair->first_key * head_dim, head_dim, 1};
+    tile_product_set(keys, queries, head_dim, key_factor, s->queries_transposed + pair->first_query,
+                     tile_rows, s->probabilities, queries, pair->key_bands, TILE_BANDS_COLUMNS);
+    tile_product_set(keys, queries, head_dim, value_factor, s->grads_transposed + pair->first_query,
+                     tile_rows, s->score_grads, queries, pair->key_bands, TILE_BANDS_COLUMNS);
     const int64_t row_index =
         (pair->b * tiles->shape.heads + pair->h) * tiles->shape.seq_len + pair->block.q_begin;
-    for (int64_t j = 0; j < pair->keys; j++) {
+    const uint8_t *lone = c->lone + pair->b * tiles->shape.seq_len + pair->block.q_begin;
+    if (memchr(lone, 1, (size_t)queries) == NULL) {
+        lone = NULL;
+    }
+    for (int64_t j = 0; j < keys; j++) {
         row_gradients(s->probabilities + j * queries, s->score_grads + j * queries, queries,
-                      c->lse + row_index, c->delta_read + row_index,
-                      c->lone + pair->b * tiles->shape.seq_len + pair->block.q_begin, 1,
+                      pair->key_bands[j / TILE_PRODUCT_ROWS], c->scale, c->lse + row_index,
+                      c->delta_read + row_index, lone,
                       pair->block.allowed != NULL ? pair->block.allowed + j * pair->block.stride
                                                   : NULL);
     }
+    return true;
 }
 
-/* Pass 2's p and ds of a block, query-major (queries, keys), from s = scale·Q·Kᵀ and
- * dp = dout·Vᵀ with the item's transposed key and value tiles (first: the block's first column
- * in them). */
-static void query_major_gradients(const backward_context *c, const tile_pair *pair,
-                                  backward_scratch *s, int64_t first, int64_t tile_keys) {
-    const attention_tiles *tiles = &c->tiles;
-    const int64_t head_dim = tiles->shape.head_dim, keys = pair->keys;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)pair->queries, (int)keys,
-                (int)head_dim, c->scale, c->q + pair->query_offset, (int)tiles->query_stride,
-                s->transposed + first, (int)tile_keys, 0.0, s->probabilities, (int)keys);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)pair->queries, (int)keys,
-                (int)head_dim, 1.0, c->dout + pair->query_offset, (int)tiles->query_stride,
-                s->transposed_grads + first, (int)tile_keys, 0.0, s->score_grads, (int)keys);
-    const int64_t row_index =
-        (pair->b * tiles->shape.heads + pair->h) * tiles->shape.seq_len + pair->block.q_begin;
-    for (int64_t i = 0; i < pair->queries; i++) {
-        row_gradients(s->probabilities + i * keys, s->score_grads + i * keys, keys,
-                      c->lse + row_index + i, c->delta_read + row_index + i,
-                      c->lone + pair->b * tiles->shape.seq_len + pair->block.q_begin + i, 0,
-                      pair->block.allowed != NULL ? pair->block.allowed + i * pair->block.stride
-                                                  : NULL);
-    }
-}
-
-/* sum (rows, Dh) += weightsᵀ · operand, weights (count, rows) with row stride `rows`, operand
- * (count, Dh) with row stride `stride`. On a mixed block whose operand is not all finite, the
- * masked pairs (allowed[x·allowed_stride + y] == 0 for weight (x, y)) are skipped instead of
- * multiplied by 0. */
-static void add_product(const tile_pair *pair, int64_t rows, int64_t count, const double *weights,
-                        const double *operand, int64_t stride, int64_t head_dim, double *sum) {
-    if (pair->block.allowed == NULL || attention_rows_finite(operand, count, stride, head_dim)) {
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)head_dim, (int)count,
-                    1.0, weights, (int)rows, operand, (int)stride, 1.0, sum, (int)head_dim);
+/* sum (rows, Dh; row stride sum_stride) += weights · operand, the weights (rows, count) read
+ * through `weights`, operand (count, Dh) side by side, over the bands; on a mixed block whose
+ * operand is not all finite (tile_finite: its whole tile is), masked pairs (allowed(r, x) == 0,
+ * read through allowed_row and allowed_inner) are skipped instead of multiplied by 0. */
+static void add_product(const tile_pair *pair, int64_t rows, int64_t count, tile_factor weights,
+                        const double *operand, bool tile_finite, int64_t head_dim, double *sum,
+                        int64_t sum_stride, const tile_band *bands, int64_t allowed_row,
+                        int64_t allowed_inner) {
+    if (pair->block.allowed == NULL || tile_finite ||
+        attention_rows_finite(operand, count, head_dim, head_dim)) {
+        tile_product(rows, head_dim, count, weights, operand, head_dim, sum, sum_stride, bands,
+                     TILE_BANDS_INNER);
         return;
     }
-    for (int64_t y = 0; y < rows; y++) {
-        for (int64_t x = 0; x < count; x++) {
-            if (pair->block.allowed[x * pair->block.stride + y]) {
-                const double weight = weights[x * rows + y];
-                for (int64_t d = 0; d < head_dim; d++) {
-                    sum[y * head_dim + d] += weight * operand[x * stride + d];
-                }
+    tile_product_allowed(rows, head_dim, count, weights, operand, head_dim, sum, sum_stride,
+                         pair->block.allowed, allowed_row, allowed_inner);
+}
+
+/* dq of the pair's queries += ds · k. */
+static void add_query_grads(const backward_context *c, const tile_pair *pair,
+                            const backward_scratch *s) {
+    const attention_tiles *tiles = &c->tiles;
+    const int64_t head_dim = tiles->shape.head_dim;
+    add_product(pair, pair->queries, pair->keys, (tile_factor){s->score_grads, 1, pair->queries},
+                s->key_rows + pair->first_key * head_dim, s->keys_finite, head_dim,
+                c->dq + attention_query_offset(tiles, pair->b, pair->block.q_begin, pair->h),
+                tiles->query_stride, pair->query_bands, 1, pair->block.stride);
+}
+
+/* dk and dv of the pair's keys += dsᵀ · q and pᵀ · dout. */
+static void add_key_grads(const backward_context *c, const tile_pair *pair,
+                          const backward_scratch *s) {
+    const attention_tiles *tiles = &c->tiles;
+    const int64_t head_dim = tiles->shape.head_dim;
+    const int64_t offset = attention_key_offset(tiles, pair->b, pair->block.k_begin, pair->g);
+    add_product(pair, pair->keys, pair->queries, (tile_factor){s->score_grads, pair->queries, 1},
+                s->query_rows + pair->first_query * head_dim, s->queries_finite, head_dim,
+                c->dk + offset, tiles->key_stride, pair->key_bands, pair->block.stride, 1);
+    add_product(pair, pair->keys, pair->queries, (tile_factor){s->probabilities, pair->queries, 1},
+                s->grad_rows + pair->first_query * head_dim, s->grads_finite, head_dim,
+                c->dv + offset, tiles->key_stride, pair->key_bands, pair->block.stride, 1);
+}
+
+/* D of the queries of (b, h, query tile), into c->delta: each query's sum in d order, four
+ * queries side by side. */
+static void tile_deltas(const backward_context *c, int64_t b, int64_t h, int64_t query_tile) {
+    const attention_tiles *tiles = &c->tiles;
+    const int64_t head_dim = tiles->shape.head_dim;
+    const int64_t row_index = (b * tiles->shape.heads + h) * tiles->shape.seq_len;
+    int64_t q_begin, q_end;
+    attention_tile_tokens(tiles, query_tile, &q_begin, &q_end);
+    for (int64_t t = q_begin; t < q_end; t += 4) {
+        const int64_t count = q_end - t < 4 ? q_end - t : 4;
+        const double *dout[4], *out[4];
+        double delta[4] = {0.0, 0.0, 0.0, 0.0};
+        for (int64_t i = 0; i < 4; i++) { /* a short last group repeats its first query */
+            const int64_t offset = attention_query_offset(tiles, b, t + (i < count ? i : 0), h);
+            dout[i] = c->dout + offset;
+            out[i] = c->out + offset;
+        }
+        for (int64_t d = 0; d < head_dim; d++) {
+            for (int64_t i = 0; i < 4; i++) {
+                delta[i] += dout[i][d] * out[i][d];
             }
+        }
+        for (int64_t i = 0; i < count; i++) {
+            c->delta[row_index + t + i] = delta[i];
         }
     }
 }
@@ -238,117 +371,101 @@ static void lone_item(void *context, int64_t item, void *memory) {
  * reads D of queries outside them. */
 static void delta_item(void *context, int64_t item, void *memory) {
     (void)memory;
-    backward_context *c = context;
-    const attention_tiles *tiles = &c->tiles;
-    const int64_t head_dim = tiles->shape.head_dim, heads = tiles->shape.heads;
-    int64_t b = 0, query_tile = 0, q_begin = 0, q_end = 0;
-    attention_tile_of(tiles, item, &b, &query_tile);
-    attention_tile_tokens(tiles, query_tile, &q_begin, &q_end);
-    for (int64_t h = 0; h < heads; h++) {
-        const int64_t row_index = (b * heads + h) * tiles->shape.seq_len;
-        for (int64_t t = q_begin; t < q_end; t++) {
-            const int64_t offset = attention_query_offset(tiles, b, t, h);
-            double delta = 0.0;
-            for (int64_t d = 0; d < head_dim; d++) {
-                delta += c->dout[offset + d] * c->out[offset + d];
-            }
-            c->delta[row_index + t] = delta;
-        }
+    const backward_context *c = context;
+    int64_t b = 0, query_tile = 0;
+    attention_tile_of(&c->tiles, item, &b, &query_tile);
+    for (int64_t h = 0; h < c->tiles.shape.heads; h++) {
+        tile_deltas(c, b, h, query_tile);
     }
+}
+
+/* The key tiles a query tile's pairs may reach, in increasing order: [key_tile_first, *end). */
+static int64_t key_tiles_end(const attention_tiles *tiles, int64_t query_tile) {
+    /* causal: no key tile after the query tile holds an allowed pair (nor, in a window, one
+     * outside the tiles its queries reach) */
+    return query_tile + 1 < tiles->key_tile_end ? query_tile + 1 : tiles->key_tile_end;
 }
 
 /* Pass 1: D and dq of one (b, h, query tile). */
 static void query_item(void *context, int64_t item, void *memory) {
-    backward_context *c = context;
+    const backward_context *c = context;
     const attention_tiles *tiles = &c->tiles;
-    const int64_t head_dim = tiles->shape.head_dim, heads = tiles->shape.heads;
-    backward_scratch s = backward_scratch_carve(tiles, memory);
+    backward_scratch s = backward_scratch_carve(tiles, memory, false);
     tile_pair pair = {0};
     const int64_t computed = attention_tiles_computed(tiles);
     attention_tile_computed(tiles, computed - 1 - item % computed, &pair.b,
                             &pair.query_tile); /* the longest first */
-    pair.h = item / computed % heads;
+    pair.h = item / computed % tiles->shape.heads;
     pair.g = pair.h / tiles->group;
-    int64_t q_begin, q_end;
-    attention_tile_tokens(tiles, pair.query_tile, &q_begin, &q_end);
-    const int64_t tile_rows = q_end - q_begin;
-    const int64_t row_index = (pair.b * heads + pair.h) * tiles->shape.seq_len;
-    for (int64_t t = q_begin; t < q_end; t++) {
-        const int64_t offset = attention_query_offset(tiles, pair.b, t, pair.h);
-        double delta = 0.0;
-        for (int64_t d = 0; d < head_dim; d++) {
-            delta += c->dout[offset + d] * c->out[offset + d];
-        }
-        c->delta[row_index + t] = delta;
-    }
-    const int64_t tile_offset = attention_query_offset(tiles, pair.b, q_begin, pair.h);
-    attention_transpose(s.transposed, c->q + tile_offset, tile_rows, tiles->query_stride, head_dim);
-    attention_transpose(s.transposed_grads, c->dout + tile_offset, tile_rows, tiles->query_stride,
-                        head_dim);
-    memset(s.first, 0, (size_t)(tile_rows * head_dim) * sizeof *s.first);
-    /* causal: no key tile after the query tile holds an allowed pair (nor, in a window, one
-     * outside the tiles its queries reach) */
+    tile_deltas(c, pair.b, pair.h, pair.query_tile);
+    load_query_tile(c, &s, pair.b, pair.h, pair.query_tile);
     for (pair.key_tile = tiles->key_tile_first;
-         pair.key_tile <= pair.query_tile && pair.key_tile < tiles->key_tile_end; pair.key_tile++) {
-        if (!tile_pair_begin(tiles, &pair, ATTENTION_KEY_MAJOR, &s)) {
-            continue;
-        }
-        const int64_t first = pair.block.q_begin - q_begin;
-        key_major_gradients(c, &pair, &s, first, tile_rows);
-        add_product(&pair, pair.queries, pair.keys, s.score_grads, c->k + pair.key_offset,
-                    tiles->key_stride, head_dim, s.first + first * head_dim);
-    }
-    for (int64_t t = q_begin; t < q_end; t++) {
-        double *dq_row = c->dq + attention_query_offset(tiles, pair.b, t, pair.h);
-        for (int64_t d = 0; d < head_dim; d++) {
-            dq_row[d] += c->scale * s.first[(t - q_begin) * head_dim + d];
+         pair.key_tile < key_tiles_end(tiles, pair.query_tile); pair.key_tile++) {
+        load_key_tile(c, &s, pair.b, pair.g, pair.key_tile);
+        if (pair_gradients(c, &pair, &s)) {
+            add_query_grads(c, &pair, &s);
         }
     }
 }
 
 /* Pass 2: dk and dv of one (b, key/value head g, key tile). */
 static void key_item(void *context, int64_t item, void *memory) {
-    backward_context *c = context;
+    const backward_context *c = context;
     const attention_tiles *tiles = &c->tiles;
-    const int64_t head_dim = tiles->shape.head_dim, kv_heads = tiles->shape.kv_heads;
-    backward_scratch s = backward_scratch_carve(tiles, memory);
+    backward_scratch s = backward_scratch_carve(tiles, memory, false);
     tile_pair pair = {0};
     const int64_t computed = attention_tiles_computed(tiles);
     /* under a causal mask the first key tiles have the most work */
     attention_tile_computed(tiles, item % computed, &pair.b, &pair.key_tile);
-    pair.g = item / computed % kv_heads;
-    int64_t k_begin, k_end;
-    attention_tile_tokens(tiles, pair.key_tile, &k_begin, &k_end);
-    const int64_t tile_keys = k_end - k_begin;
-    const int64_t tile_offset = attention_key_offset(tiles, pair.b, k_begin, pair.g);
-    attention_transpose(s.transposed, c->k + tile_offset, tile_keys, tiles->key_stride, head_dim);
-    attention_transpose(s.transposed_grads, c->v + tile_offset, tile_keys, tiles->key_stride,
-                        head_dim);
-    memset(s.first, 0, (size_t)(tile_keys * head_dim) * sizeof *s.first);
-    memset(s.second, 0, (size_t)(tile_keys * head_dim) * sizeof *s.second);
+    pair.g = item / computed % tiles->shape.kv_heads;
+    load_key_tile(c, &s, pair.b, pair.g, pair.key_tile);
     for (pair.h = pair.g * tiles->group; pair.h < (pair.g + 1) * tiles->group; pair.h++) {
         /* causal: no query tile before the key tile holds an allowed pair (nor, in a window, one
          * outside the tiles its keys reach) */
         for (pair.query_tile = pair.key_tile > tiles->query_tile_first ? pair.key_tile
                                                                        : tiles->query_tile_first;
              pair.query_tile < tiles->query_tile_end; pair.query_tile++) {
-            if (!tile_pair_begin(tiles, &pair, ATTENTION_QUERY_MAJOR, &s)) {
-                continue;
+            load_query_tile(c, &s, pair.b, pair.h, pair.query_tile);
+            if (pair_gradients(c, &pair, &s)) {
+                add_key_grads(c, &pair, &s);
             }
-            const int64_t first = pair.block.k_begin - k_begin;
-            query_major_gradients(c, &pair, &s, first, tile_keys);
-            add_product(&pair, pair.keys, pair.queries, s.probabilities,
-                        c->dout + pair.query_offset, tiles->query_stride, head_dim,
-                        s.second + first * head_dim);
-            add_product(&pair, pair.keys, pair.queries, s.score_grads, c->q + pair.query_offset,
-                        tiles->query_stride, head_dim, s.first + first * head_dim);
         }
     }
-    for (int64_t t = k_begin; t < k_end; t++) {
-        const int64_t offset = attention_key_offset(tiles, pair.b, t, pair.g);
-        for (int64_t d = 0; d < head_dim; d++) {
-            c->dk[offset + d] += c->scale * s.first[(t - k_begin) * head_dim + d];
-            c->dv[offset + d] += s.second[(t - k_begin) * head_dim + d];
+}
+
+/* The fused pass: D, dq, dk and dv of one (b, key/value head g), every tile computed. Its loops
+ * make dq's chains over the key tiles, and dk's and dv's over the query heads then the query
+ * tiles, in the order of passes 1 and 2. */
+static void fused_item(void *context, int64_t item, void *memory) {
+    const backward_context *c = context;
+    const attention_tiles *tiles = &c->tiles;
+    backward_scratch s = backward_scratch_carve(tiles, memory, true);
+    tile_pair pair = {0};
+    pair.b = item / tiles->shape.kv_heads;
+    pair.g = item % tiles->shape.kv_heads;
+    const int64_t head_dim = tiles->shape.head_dim, seq_len = tiles->shape.seq_len;
+    attention_copy_rows(s.key_row, c->k + attention_key_offset(tiles, pair.b, 0, pair.g), seq_len,
+                        tiles->key_stride, head_dim);
+    attention_copy_rows(s.value_row, c->v + attention_key_offset(tiles, pair.b, 0, pair.g), seq_len,
+                        tiles->key_stride, head_dim);
+    for (int64_t t = 0; t < tiles->count; t++) {
+        int64_t begin, end;
+        attention_tile_tokens(tiles, t, &begin, &end);
+        s.keys_finite_of_tile[t] =
+            attention_rows_finite(s.key_row + begin * head_dim, end - begin, head_dim, head_dim);
+    }
+    for (pair.h = pair.g * tiles->group; pair.h < (pair.g + 1) * tiles->group; pair.h++) {
+        for (pair.query_tile = 0; pair.query_tile < tiles->count; pair.query_tile++) {
+            tile_deltas(c, pair.b, pair.h, pair.query_tile);
+            load_query_tile(c, &s, pair.b, pair.h, pair.query_tile);
+            for (pair.key_tile = 0; pair.key_tile < key_tiles_end(tiles, pair.query_tile);
+                 pair.key_tile++) {
+                load_key_tile(c, &s, pair.b, pair.g, pair.key_tile);
+                if (pair_gradients(c, &pair, &s)) {
+                    add_query_grads(c, &pair, &s);
+                    add_key_grads(c, &pair, &s);
+                }
+            }
         }
     }
 }
@@ -406,7 +523,7 @@ static cpparity_status backward_run(backward_context *context, backward_passes p
         .run_item = lone_item,
         .context = context,
     };
-    const size_t scratch_bytes = backward_scratch_bytes(&context->tiles);
+    const size_t scratch_bytes = backward_scratch_bytes(&context->tiles, false);
     const bool whole = attention_tiles_whole(&context->tiles);
     const reference_parallel_work deltas = {
         .items = passes == BACKWARD_WHOLE && !whole ? shape.batch * context->tiles.count : 0,
@@ -414,22 +531,43 @@ static cpparity_status backward_run(backward_context *context, backward_passes p
         .run_item = delta_item,
         .context = context,
     };
+    /* the fused pass where it computes every tile and its (b, g) items share out evenly */
+    const int64_t fused_items = shape.batch * shape.kv_heads;
+    const bool fused = passes == BACKWARD_WHOLE && attention_tiles_everything(&context->tiles) &&
+                       attention_items_by_row(shape, reference_threads());
+    const reference_parallel_work fused_pass = {
+        .items = fused ? fused_items : 0,
+        .scratch_bytes = backward_scratch_bytes(&context->tiles, true),
+        .run_item = fused_item,
+        .context = context,
+    };
     const reference_parallel_work queries = {
-        .items = passes == BACKWARD_KEYS ? 0 : shape.heads * computed,
+        .items = passes == BACKWARD_KEYS || fused ? 0 : shape.heads * computed,
         .scratch_bytes = scratch_bytes,
         .run_item = query_item,
         .context = context,
     };
     const reference_parallel_work keys = {
-        .items = passes == BACKWARD_QUERIES ? 0 : shape.kv_heads * computed,
+        .items = passes == BACKWARD_QUERIES || fused ? 0 : shape.kv_heads * computed,
         .scratch_bytes = scratch_bytes,
         .run_item = key_item,
         .context = context,
     };
-    cpparity_status status =
-        reference_parallel_run(&lone, "the reference attention backward", error);
+    /* a whole call finds its mixed blocks once for every head */
+    mixed_blocks mixed = {0};
+    bool found = false;
+    cpparity_status status = passes == BACKWARD_WHOLE && attention_tiles_everything(&context->tiles)
+                                 ? mixed_blocks_find(&mixed, &context->tiles, &found, error)
+                                 : CPPARITY_OK;
+    context->tiles.mixed = found ? &mixed : NULL;
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&lone, "the reference attention backward", error);
+    }
     if (status == CPPARITY_OK) {
         status = reference_parallel_run(&deltas, "the reference attention backward", error);
+    }
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&fused_pass, "the reference attention backward", error);
     }
     if (status == CPPARITY_OK) {
         status = reference_parallel_run(&queries, "the reference attention backward", error);
@@ -437,6 +575,8 @@ static cpparity_status backward_run(backward_context *context, backward_passes p
     if (status == CPPARITY_OK) {
         status = reference_parallel_run(&keys, "the reference attention backward", error);
     }
+    context->tiles.mixed = NULL;
+    mixed_blocks_free(&mixed);
     free(own_delta);
     free(context->lone);
     return status;

@@ -4,23 +4,25 @@
  * One work item is (batch row b, query head h, query tile). It transposes its query tile once,
  * then walks the key tiles in increasing order, skipping those the mask classifies as empty,
  * with the online softmax of each query:
- *   s      = scale · q·k                       (dgemm over the block, key-major: sᵀ = K·Qᵀ)
+ *   s      = scale · (q·k)                     (key-major: sᵀ = K·Qᵀ, tile_products.h)
  *   m'     = max(m, max over allowed s)        c = exp(m − m')   (only when m' > m)
- *   l      = l·c + Σ_allowed exp(s − m')       acc = acc·c + Σ_allowed exp(s − m')·v  (dgemm)
+ *   l      = l·c + Σ_allowed exp(s − m')       acc = acc·c + Σ_allowed exp(s − m')·v
  * and at the end out = acc / l, lse = m + log l; a query with no allowed key keeps out = 0 and
  * lse = −∞. The mask's predicate is evaluated only on mixed tiles, where a masked pair gets an
- * exact 0 (never its score). Each output row belongs to one item and is reduced in key order, so
- * the result does not depend on the number of threads.
+ * exact 0 (never its score), and the products run over each group of rows' band only (the keys
+ * or queries it has allowed pairs with). Each output row belongs to one item and is reduced in
+ * key order, so the result does not depend on the number of threads.
  */
 #include "attention.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "attention_tiles.h"
 #include "exponential.h"
+#include "mixed_blocks.h"
 #include "parallel.h"
+#include "threads.h"
 
 typedef struct forward_context {
     attention_tiles tiles;
@@ -34,60 +36,93 @@ typedef struct forward_context {
 
 /* One thread's scratch, carved out of the runner's allocation. */
 typedef struct forward_scratch {
-    double *scores;       /* (edge, edge) key-major scores, then probabilities, of one block */
-    double *values;       /* (edge, Dh) acc: Σ p·v of each query of the tile so far */
-    double *queries;      /* (Dh, edge) the query tile, transposed */
-    double *largest;      /* (edge) m of each query */
-    double *sum;          /* (edge) l of each query */
-    double *tile_largest; /* (edge) per query of a block: its largest allowed score */
-    double *tile_sum;     /* (edge) per query of a block: Σ of its probabilities */
-    int64_t *tile_count;  /* (edge) per query of a block: its allowed keys */
-    uint8_t *allowed;     /* (edge, edge) predicate of a mixed block */
+    double *scores;         /* (edge, edge) key-major scores, then probabilities, of one block */
+    double *values;         /* (edge, Dh) acc: Σ p·v of each query of the tile so far */
+    double *queries;        /* (Dh, edge) the query tile, transposed */
+    double *keys;           /* (edge, Dh) the block's key tile, its rows side by side */
+    double *value_rows;     /* (edge, Dh) the block's value tile, its rows side by side */
+    double *key_row;        /* (S, Dh) items by (b, g): every key of theirs, side by side */
+    double *value_row;      /* (S, Dh) the same for the values (both NULL for other items) */
+    uint8_t *values_finite; /* (count) with them: whether value tile t is all finite */
+    double *largest;        /* (edge) m of each query */
+    double *sum;            /* (edge) l of each query */
+    double *tile_largest;   /* (edge) per query of a block: its largest allowed score */
+    double *tile_sum;       /* (edge) per query of a block: Σ of its probabilities */
+    int64_t *tile_count;    /* (edge) per query of a block: its allowed keys */
+    tile_band *key_bands;   /* (edge / TILE_PRODUCT_ROWS + 1) of a block */
+    tile_band *query_bands; /* (edge / TILE_PRODUCT_ROWS + 1) of a block */
+    uint8_t *allowed;       /* (edge, edge) predicate of a mixed block */
 } forward_scratch;
 
-static size_t forward_scratch_bytes(const attention_tiles *tiles) {
+/* A thread's scratch; with whole_row, room for every key and value of one (b, g). */
+static size_t forward_scratch_bytes(const attention_tiles *tiles, bool whole_row) {
     const size_t edge = (size_t)tiles->edge, head_dim = (size_t)tiles->shape.head_dim;
-    return (edge * edge + 2 * edge * head_dim + 5 * edge) * sizeof(double) + edge * edge;
+    const size_t groups = edge / TILE_PRODUCT_ROWS + 1;
+    const size_t row = whole_row ? 2 * (size_t)tiles->shape.seq_len * head_dim : 0;
+    return (edge * edge + 4 * edge * head_dim + 5 * edge + row) * sizeof(double) +
+           2 * groups * sizeof(tile_band) + edge * edge + (whole_row ? (size_t)tiles->count : 0);
 }
 
-static forward_scratch forward_scratch_carve(const attention_tiles *tiles, void *memory) {
+static forward_scratch forward_scratch_carve(const attention_tiles *tiles, void *memory,
+                                             bool whole_row) {
     const int64_t edge = tiles->edge, head_dim = tiles->shape.head_dim;
+    const int64_t groups = edge / TILE_PRODUCT_ROWS + 1;
     forward_scratch scratch;
     scratch.scores = memory;
     scratch.values = scratch.scores + edge * edge;
     scratch.queries = scratch.values + edge * head_dim;
-    scratch.largest = scratch.queries + head_dim * edge;
+    scratch.keys = scratch.queries + head_dim * edge;
+    scratch.value_rows = scratch.keys + edge * head_dim;
+    scratch.largest = scratch.value_rows + edge * head_dim;
     scratch.sum = scratch.largest + edge;
     scratch.tile_largest = scratch.sum + edge;
     scratch.tile_sum = scratch.tile_largest + edge;
     scratch.tile_count = (int64_t *)(scratch.tile_sum + edge);
-    scratch.allowed = (uint8_t *)(scratch.tile_count + edge);
+    scratch.key_bands = (tile_band *)(scratch.tile_count + edge);
+    scratch.query_bands = scratch.key_bands + groups;
+    scratch.allowed = (uint8_t *)(scratch.query_bands + groups);
+    scratch.key_row = NULL;
+    scratch.value_row = NULL;
+    scratch.values_finite = NULL;
+    if (whole_row) { /* after the rest, 64-byte aligned */
+        const uintptr_t rest = (uintptr_t)(scratch.allowed + edge * edge);
+        scratch.key_row = (double *)((rest + 63) / 64 * 64);
+        scratch.value_row = scratch.key_row + tiles->shape.seq_len * head_dim;
+        scratch.values_finite = (uint8_t *)(scratch.value_row + tiles->shape.seq_len * head_dim);
+    }
     return scratch;
 }
 
-/* The online-softmax step of one block: turns its key-major scores (keys, queries) into
- * probabilities exp(s − m') (exact 0 at masked pairs) and updates m, l and acc of its queries
- * (largest, sum and values point at the block's first query). */
-static void softmax_block(forward_scratch *s, const attention_block *block, double *largest,
-                          double *sum, double *values, int64_t head_dim) {
+/* The online-softmax step of one block: turns its key-major products q·k (keys, queries; each
+ * key's band of queries computed) into probabilities exp(scale·q·k − m') (exact 0 at masked
+ * pairs and outside the bands) and updates m, l and acc of its queries (largest, sum and values
+ * point at the block's first query). */
+static void softmax_block(forward_scratch *s, const attention_block *block,
+                          const tile_band *key_bands, double scale, double *largest, double *sum,
+                          double *values, int64_t head_dim) {
     const int64_t queries = block->q_end - block->q_begin, keys = block->k_end - block->k_begin;
     double *scores = s->scores;
     for (int64_t i = 0; i < queries; i++) {
         s->tile_largest[i] = -INFINITY;
-        s->tile_count[i] = block->allowed == NULL ? keys : 0;
+        s->tile_sum[i] = 0.0;
+        s->tile_count[i] = block->allowed == NULL; /* whether the query has an allowed key here */
     }
     for (int64_t j = 0; j < keys; j++) {
-        const double *row = scores + j * queries;
+        double *row = scores + j * queries;
+        const tile_band band = key_bands[j / TILE_PRODUCT_ROWS];
+        for (int64_t i = band.first; i < band.end; i++) {
+            row[i] *= scale;
+        }
         if (block->allowed == NULL) {
-            for (int64_t i = 0; i < queries; i++) {
+            for (int64_t i = band.first; i < band.end; i++) {
                 s->tile_largest[i] = row[i] > s->tile_largest[i] ? row[i] : s->tile_largest[i];
             }
             continue;
         }
         const uint8_t *allowed = block->allowed + j * block->stride;
-        for (int64_t i = 0; i < queries; i++) {
+        for (int64_t i = band.first; i < band.end; i++) {
             if (allowed[i]) {
-                s->tile_count[i]++;
+                s->tile_count[i] = 1;
                 s->tile_largest[i] = row[i] > s->tile_largest[i] ? row[i] : s->tile_largest[i];
             }
         }
@@ -109,28 +144,24 @@ static void softmax_block(forward_scratch *s, const attention_block *block, doub
             largest[i] = s->tile_largest[i];
         }
     }
-    for (int64_t j = 0; j < keys; j++) {
+    for (int64_t j = 0; j < keys; j++) { /* p, and each query's sum in key order */
         double *row = scores + j * queries;
-        for (int64_t i = 0; i < queries; i++) {
+        const tile_band band = key_bands[j / TILE_PRODUCT_ROWS];
+        const int64_t first = band.first < band.end ? band.first : queries;
+        const int64_t end = band.first < band.end ? band.end : queries;
+        memset(row, 0, (size_t)first * sizeof *row);
+        memset(row + end, 0, (size_t)(queries - end) * sizeof *row);
+        for (int64_t i = first; i < end; i++) {
             row[i] -= largest[i];
         }
-    }
-    exponential_in_place(scores, keys * queries);
-    if (block->allowed != NULL) {
-        for (int64_t j = 0; j < keys; j++) {
+        exponential_in_place(row + first, end - first);
+        if (block->allowed != NULL) {
             const uint8_t *allowed = block->allowed + j * block->stride;
-            double *row = scores + j * queries;
-            for (int64_t i = 0; i < queries; i++) {
+            for (int64_t i = first; i < end; i++) {
                 row[i] = allowed[i] ? row[i] : 0.0; /* a masked score is never read */
             }
         }
-    }
-    for (int64_t i = 0; i < queries; i++) {
-        s->tile_sum[i] = 0.0;
-    }
-    for (int64_t j = 0; j < keys; j++) { /* each query's sum in key order */
-        const double *row = scores + j * queries;
-        for (int64_t i = 0; i < queries; i++) {
+        for (int64_t i = first; i < end; i++) {
             s->tile_sum[i] += row[i];
         }
     }
@@ -139,37 +170,13 @@ static void softmax_block(forward_scratch *s, const attention_block *block, doub
     }
 }
 
-/* values (queries, Dh) += pᵀ·v over a mixed block whose values are not all finite, skipping the
- * masked pairs instead of multiplying them by 0. */
-static void add_values_skipping_masked(const attention_tiles *tiles, const attention_block *block,
-                                       const double *probabilities, const double *value,
-                                       double *values) {
-    const int64_t queries = block->q_end - block->q_begin, keys = block->k_end - block->k_begin;
-    const int64_t head_dim = tiles->shape.head_dim;
-    for (int64_t i = 0; i < queries; i++) {
-        for (int64_t j = 0; j < keys; j++) {
-            if (block->allowed[j * block->stride + i]) {
-                const double probability = probabilities[j * queries + i];
-                const double *value_row = value + j * tiles->key_stride;
-                for (int64_t d = 0; d < head_dim; d++) {
-                    values[i * head_dim + d] += probability * value_row[d];
-                }
-            }
-        }
-    }
-}
-
-static void forward_item(void *context, int64_t item, void *memory) {
-    const forward_context *c = context;
+/* out and lse of the queries of (b, h, query_tile). */
+static void forward_query_tile(const forward_context *c, forward_scratch *scratch, int64_t b,
+                               int64_t h, int64_t query_tile) {
     const attention_tiles *tiles = &c->tiles;
     const int64_t head_dim = tiles->shape.head_dim, heads = tiles->shape.heads;
-    /* the last query tiles first: under a causal mask they have the most key tiles */
-    const int64_t computed = attention_tiles_computed(tiles);
-    int64_t b = 0, query_tile = 0;
-    attention_tile_computed(tiles, computed - 1 - item % computed, &b, &query_tile);
-    const int64_t h = item / computed % heads;
     const int64_t g = h / tiles->group;
-    forward_scratch s = forward_scratch_carve(tiles, memory);
+    forward_scratch s = *scratch;
     int64_t q_begin, q_end;
     attention_tile_tokens(tiles, query_tile, &q_begin, &q_end);
     const int64_t rows = q_end - q_begin;
@@ -192,20 +199,34 @@ static void forward_item(void *context, int64_t item, void *memory) {
         }
         const int64_t first = block.q_begin - q_begin, queries = block.q_end - block.q_begin;
         const int64_t keys = block.k_end - block.k_begin;
-        const double *key = c->k + attention_key_offset(tiles, b, block.k_begin, g);
-        const double *value = c->v + attention_key_offset(tiles, b, block.k_begin, g);
-        double *values = s.values + first * head_dim;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)keys, (int)queries,
-                    (int)head_dim, c->scale, key, (int)tiles->key_stride, s.queries + first,
-                    (int)rows, 0.0, s.scores, (int)queries);
-        softmax_block(&s, &block, s.largest + first, s.sum + first, values, head_dim);
-        if (block.allowed == NULL ||
-            attention_rows_finite(value, keys, tiles->key_stride, head_dim)) {
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)queries, (int)head_dim,
-                        (int)keys, 1.0, s.scores, (int)queries, value, (int)tiles->key_stride, 1.0,
-                        values, (int)head_dim);
+        const double *key_rows = s.keys, *value_rows = s.value_rows;
+        bool values_finite = false; /* whether the value tile is all finite, if known */
+        if (s.key_row != NULL) {    /* the item copied them all */
+            values_finite = s.values_finite[key_tile];
+            key_rows = s.key_row + block.k_begin * head_dim;
+            value_rows = s.value_row + block.k_begin * head_dim;
         } else {
-            add_values_skipping_masked(tiles, &block, s.scores, value, values);
+            attention_copy_rows(s.keys, c->k + attention_key_offset(tiles, b, block.k_begin, g),
+                                keys, tiles->key_stride, head_dim);
+            attention_copy_rows(s.value_rows,
+                                c->v + attention_key_offset(tiles, b, block.k_begin, g), keys,
+                                tiles->key_stride, head_dim);
+        }
+        const tile_band *key_bands = NULL, *query_bands = NULL;
+        attention_block_bands(&block, s.key_bands, s.query_bands, &key_bands, &query_bands);
+        double *values = s.values + first * head_dim;
+        tile_product_set(keys, queries, head_dim, (tile_factor){key_rows, head_dim, 1},
+                         s.queries + first, rows, s.scores, queries, key_bands, TILE_BANDS_COLUMNS);
+        softmax_block(&s, &block, key_bands, c->scale, s.largest + first, s.sum + first, values,
+                      head_dim);
+        const tile_factor probabilities = {s.scores, 1, queries};
+        if (block.allowed == NULL || values_finite ||
+            attention_rows_finite(value_rows, keys, head_dim, head_dim)) {
+            tile_product(queries, head_dim, keys, probabilities, value_rows, head_dim, values,
+                         head_dim, query_bands, TILE_BANDS_INNER);
+        } else { /* a masked value that is not finite: skip masked pairs, never multiply by 0 */
+            tile_product_allowed(queries, head_dim, keys, probabilities, value_rows, head_dim,
+                                 values, head_dim, block.allowed, 1, block.stride);
         }
     }
 
@@ -224,14 +245,67 @@ static void forward_item(void *context, int64_t item, void *memory) {
     }
 }
 
+/* Items (b, h, query tile), the last query tiles first: under a causal mask they have the most
+ * key tiles. */
+static void forward_item(void *context, int64_t item, void *memory) {
+    const forward_context *c = context;
+    const int64_t computed = attention_tiles_computed(&c->tiles);
+    int64_t b = 0, query_tile = 0;
+    attention_tile_computed(&c->tiles, computed - 1 - item % computed, &b, &query_tile);
+    forward_scratch s = forward_scratch_carve(&c->tiles, memory, false);
+    forward_query_tile(c, &s, b, item / computed % c->tiles.shape.heads, query_tile);
+}
+
+/* Items (b, key/value head g) of a call computing every tile: every query tile of the query
+ * heads of g, from one copy of the keys and values of (b, g). The same arithmetic per query. */
+static void forward_row_item(void *context, int64_t item, void *memory) {
+    const forward_context *c = context;
+    const attention_tiles *tiles = &c->tiles;
+    const int64_t b = item / tiles->shape.kv_heads, g = item % tiles->shape.kv_heads;
+    forward_scratch s = forward_scratch_carve(tiles, memory, true);
+    attention_copy_rows(s.key_row, c->k + attention_key_offset(tiles, b, 0, g),
+                        tiles->shape.seq_len, tiles->key_stride, tiles->shape.head_dim);
+    attention_copy_rows(s.value_row, c->v + attention_key_offset(tiles, b, 0, g),
+                        tiles->shape.seq_len, tiles->key_stride, tiles->shape.head_dim);
+    for (int64_t t = 0; t < tiles->count; t++) {
+        int64_t begin, end;
+        attention_tile_tokens(tiles, t, &begin, &end);
+        s.values_finite[t] =
+            attention_rows_finite(s.value_row + begin * tiles->shape.head_dim, end - begin,
+                                  tiles->shape.head_dim, tiles->shape.head_dim);
+    }
+    for (int64_t h = g * tiles->group; h < (g + 1) * tiles->group; h++) {
+        for (int64_t query_tile = 0; query_tile < tiles->count; query_tile++) {
+            forward_query_tile(c, &s, b, h, query_tile);
+        }
+    }
+}
+
 static cpparity_status forward_run(forward_context *context, cpparity_error *error) {
+    const attention_tiles *tiles = &context->tiles;
+    /* items by (b, g) where the call computes every tile and they share out evenly */
+    const int64_t row_items = tiles->shape.batch * tiles->shape.kv_heads;
+    const bool by_row = attention_tiles_everything(tiles) &&
+                        attention_items_by_row(tiles->shape, reference_threads());
     const reference_parallel_work work = {
-        .items = context->tiles.shape.heads * attention_tiles_computed(&context->tiles),
-        .scratch_bytes = forward_scratch_bytes(&context->tiles),
-        .run_item = forward_item,
+        .items = by_row ? row_items : tiles->shape.heads * attention_tiles_computed(tiles),
+        .scratch_bytes = forward_scratch_bytes(tiles, by_row) + (by_row ? 64 : 0),
+        .run_item = by_row ? forward_row_item : forward_item,
         .context = context,
     };
-    return reference_parallel_run(&work, "the reference attention forward", error);
+    /* a whole call finds its mixed blocks once for every head */
+    mixed_blocks mixed = {0};
+    bool found = false;
+    cpparity_status status = attention_tiles_everything(tiles)
+                                 ? mixed_blocks_find(&mixed, tiles, &found, error)
+                                 : CPPARITY_OK;
+    context->tiles.mixed = found ? &mixed : NULL;
+    if (status == CPPARITY_OK) {
+        status = reference_parallel_run(&work, "the reference attention forward", error);
+    }
+    context->tiles.mixed = NULL;
+    mixed_blocks_free(&mixed);
+    return status;
 }
 
 cpparity_status reference_attention_forward(double *out, double *lse, const double *q,

@@ -1,8 +1,11 @@
 /* attention_tiles.c — the reference attention's tiles (see attention_tiles.h). */
 #include "attention_tiles.h"
 
+#include "mixed_blocks.h"
+
 #include <cblas.h>
 #include <math.h>
+#include <string.h>
 
 cpparity_status attention_tiles_init(attention_tiles *tiles, const reference_mask *mask,
                                      reference_attention_shape shape, cpparity_error *error) {
@@ -40,6 +43,7 @@ cpparity_status attention_tiles_init(attention_tiles *tiles, const reference_mas
     tiles->key_tile_end = tiles->count;
     tiles->query_tile_first = 0;
     tiles->query_tile_end = tiles->count;
+    tiles->mixed = NULL;
     return CPPARITY_OK;
 }
 
@@ -213,9 +217,22 @@ cpparity_status attention_tiles_restrict(attention_tiles *tiles, int64_t first_r
     return CPPARITY_OK;
 }
 
+bool attention_items_by_row(reference_attention_shape shape, int64_t threads) {
+    const int64_t items = shape.batch * shape.kv_heads;
+    const double copy = 2.0 * (double)shape.seq_len * (double)shape.head_dim * sizeof(double);
+    return (items % threads == 0 || items >= 4 * threads) &&
+           copy <= (double)ATTENTION_ROW_COPY_BYTES;
+}
+
 bool attention_tiles_whole(const attention_tiles *tiles) {
     return tiles->first_tile == 0 && tiles->end_tile == tiles->shape.batch * tiles->count &&
            tiles->row_first_tile == 0 && tiles->row_end_tile == tiles->count;
+}
+
+bool attention_tiles_everything(const attention_tiles *tiles) {
+    const int64_t S = tiles->shape.seq_len;
+    return attention_tiles_whole(tiles) && tiles->query_first == 0 && tiles->query_rows == S &&
+           tiles->key_first == 0 && tiles->key_rows == S;
 }
 
 int64_t attention_tiles_computed(const attention_tiles *tiles) {
@@ -261,9 +278,16 @@ bool attention_block_find(const attention_tiles *tiles, int64_t b, int64_t query
     const int64_t queries = q_end - q_begin, keys = k_end - k_begin;
     const int64_t query_step = layout == ATTENTION_QUERY_MAJOR ? keys : 1;
     const int64_t key_step = layout == ATTENTION_QUERY_MAJOR ? 1 : queries;
-    *block = (attention_block){q_begin, q_end, k_begin, k_end, NULL, 0};
+    *block = (attention_block){q_begin, q_end, k_begin, k_end, NULL, 0, NULL, NULL};
     if (kind == REFERENCE_BLOCK_ALL) {
         return true;
+    }
+    if (tiles->mixed != NULL && layout == ATTENTION_KEY_MAJOR) {
+        const mixed_block *found = mixed_blocks_lookup(tiles->mixed, b, query_tile, key_tile);
+        if (found != NULL) {
+            *block = found->block;
+            return found->present;
+        }
     }
     reference_mask_fill_block(tiles->mask, b, q_begin, q_end, k_begin, k_end, query_step, key_step,
                               predicate_memory);
@@ -306,6 +330,57 @@ void attention_transpose(double *transposed, const double *first_row, int64_t ro
     /* a copy (alpha = 1 is exact), through OpenBLAS's blocked transpose */
     cblas_domatcopy(CblasRowMajor, CblasTrans, (int)rows, (int)head_dim, 1.0, first_row,
                     (int)stride, transposed, (int)rows);
+}
+
+void attention_copy_rows(double *copy, const double *first_row, int64_t rows, int64_t stride,
+                         int64_t head_dim) {
+    for (int64_t r = 0; r < rows; r++) {
+        memcpy(copy + r * head_dim, first_row + r * stride, (size_t)head_dim * sizeof *copy);
+    }
+}
+
+static void band_include(tile_band *band, int64_t index) {
+    band->first = index < band->first ? index : band->first;
+    band->end = index + 1 > band->end ? index + 1 : band->end;
+}
+
+void attention_block_bands(const attention_block *block, tile_band *key_memory,
+                           tile_band *query_memory, const tile_band **key_bands,
+                           const tile_band **query_bands) {
+    if (block->key_bands != NULL) {
+        *key_bands = block->key_bands;
+        *query_bands = block->query_bands;
+        return;
+    }
+    attention_block_bands_into(block, key_memory, query_memory);
+    *key_bands = key_memory;
+    *query_bands = query_memory;
+}
+
+void attention_block_bands_into(const attention_block *block, tile_band *key_bands,
+                                tile_band *query_bands) {
+    const int64_t queries = block->q_end - block->q_begin, keys = block->k_end - block->k_begin;
+    const int64_t key_groups = (keys + TILE_PRODUCT_ROWS - 1) / TILE_PRODUCT_ROWS;
+    const int64_t query_groups = (queries + TILE_PRODUCT_ROWS - 1) / TILE_PRODUCT_ROWS;
+    const tile_band whole_keys = {0, keys}, whole_queries = {0, queries}, empty = {INT64_MAX, 0};
+    for (int64_t g = 0; g < key_groups; g++) {
+        key_bands[g] = block->allowed == NULL ? whole_queries : empty;
+    }
+    for (int64_t g = 0; g < query_groups; g++) {
+        query_bands[g] = block->allowed == NULL ? whole_keys : empty;
+    }
+    if (block->allowed == NULL) {
+        return;
+    }
+    for (int64_t j = 0; j < keys; j++) {
+        const uint8_t *row = block->allowed + j * block->stride;
+        for (int64_t i = 0; i < queries; i++) {
+            if (row[i]) {
+                band_include(&key_bands[j / TILE_PRODUCT_ROWS], i);
+                band_include(&query_bands[i / TILE_PRODUCT_ROWS], j);
+            }
+        }
+    }
 }
 
 bool attention_rows_finite(const double *first_row, int64_t rows, int64_t stride,

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "reference/attention.h"
 #include "reference/mask.h"
+#include "reference/tile_products.h"
 
 typedef struct attention_tiles {
     reference_attention_shape shape;
@@ -39,7 +40,23 @@ typedef struct attention_tiles {
      * pair with a computed tile is empty, which the window's check makes sure of). */
     int64_t key_tile_first, key_tile_end;
     int64_t query_tile_first, query_tile_end;
+    /* Every mixed key-major block found beforehand (mixed_blocks.h), or NULL: found pair by
+     * pair. */
+    const struct mixed_blocks *mixed;
 } attention_tiles;
+
+/* Most bytes of keys and values a whole-call item copies side by side: every key and value of its
+ * (batch row, key/value head), once, rather than tile by tile for each pair. */
+#define ATTENTION_ROW_COPY_BYTES ((size_t)64 << 20)
+
+/* Whether a call computing every tile of `shape` on `threads` threads runs its items by (batch
+ * row, key/value head), each holding a copy of its keys and values (2·S·Dh doubles): when such
+ * items share out evenly over the threads and the copy fits ATTENTION_ROW_COPY_BYTES. */
+bool attention_items_by_row(reference_attention_shape shape, int64_t threads);
+
+/* A whole call finds its mixed blocks once for every head (mixed_blocks.h) when there are at most
+ * this many per query tile on average (a window's or a chunk's edges make one or two). */
+#define ATTENTION_MIXED_PER_TILE 4
 
 /* Checks shape against mask (CPPARITY_ERROR_INPUT naming what differs) and fills tiles, every
  * tile's outputs to be computed. */
@@ -61,6 +78,9 @@ cpparity_status attention_tiles_window(attention_tiles *tiles, const reference_a
 
 /* Whether tiles computes every tile's outputs. */
 bool attention_tiles_whole(const attention_tiles *tiles);
+
+/* Whether tiles computes every tile's outputs from tensors holding every token (not a window). */
+bool attention_tiles_everything(const attention_tiles *tiles);
 
 /* How many tiles have their outputs computed, and the i-th of them in increasing flattened order
  * (i in [0, attention_tiles_computed)): its batch row and tile. */
@@ -90,14 +110,31 @@ typedef struct attention_block {
     const uint8_t *allowed; /* predicate, laid out as the block's matrices, row stride `stride`;
                                NULL when every pair of the block is allowed */
     int64_t stride;         /* row stride of allowed */
+    /* the block's bands (attention_block_bands) when they were found with it, else NULL */
+    const tile_band *key_bands, *query_bands;
 } attention_block;
 
 /* Finds the block of (query_tile, key_tile) in batch row b: false when the pair holds no allowed
  * pair (skip it). Only a mixed pair has its predicate evaluated, into predicate_memory (edge ×
- * edge bytes) in `layout`, which block->allowed then points into. */
+ * edge bytes) in `layout`, which block->allowed then points into; or, key-major with
+ * tiles->mixed set, block->allowed and the bands point into what was found beforehand. */
 bool attention_block_find(const attention_tiles *tiles, int64_t b, int64_t query_tile,
                           int64_t key_tile, attention_layout layout, uint8_t *predicate_memory,
                           attention_block *block);
+
+/* The bands (tile_products.h) of a key-major block, in block coordinates: key_bands[g] holds the
+ * queries allowed to any of the keys [g·TILE_PRODUCT_ROWS, (g + 1)·TILE_PRODUCT_ROWS) of the
+ * block, query_bands[g] the keys allowed to any of those queries (ceil(keys / TILE_PRODUCT_ROWS)
+ * and ceil(queries / TILE_PRODUCT_ROWS) entries). Every pair outside its group's band is masked;
+ * a block whose pairs are all allowed gets whole bands. */
+void attention_block_bands_into(const attention_block *block, tile_band *key_bands,
+                                tile_band *query_bands);
+
+/* The same, pointing *key_bands and *query_bands at the block's own when it has them, else
+ * computing them into key_memory and query_memory. */
+void attention_block_bands(const attention_block *block, tile_band *key_memory,
+                           tile_band *query_memory, const tile_band **key_bands,
+                           const tile_band **query_bands);
 
 /* Offset of token t, head h in a query-shaped (B,S,H,Dh) tensor, batch row b (in a window: of
  * the tensor holding the window's query tokens). */
@@ -111,6 +148,10 @@ int64_t attention_key_offset(const attention_tiles *tiles, int64_t b, int64_t t,
  * item transposes its own tile once, so that every product of the tiles is a dgemm of the forms
  * A·B or Aᵀ·B (row-major), which OpenBLAS runs on its small-matrix kernels at tile sizes. */
 void attention_transpose(double *transposed, const double *first_row, int64_t rows, int64_t stride,
+                         int64_t head_dim);
+
+/* copy (rows, Dh) = the `rows` rows of Dh values at first_row, `stride` apart, side by side. */
+void attention_copy_rows(double *copy, const double *first_row, int64_t rows, int64_t stride,
                          int64_t head_dim);
 
 /* Whether `rows` rows of Dh values, `stride` apart, are all finite. Masked pairs are multiplied

@@ -7,30 +7,45 @@
 #include "common/model_parameters.h"
 #include "common/tensor_table.h"
 #include "common/row_blocks.h"
+#include "reference/attention_tiles.h"
 #include "reference/mask.h"
+#include "reference/mixed_blocks.h"
 #include "reference/model_layers.h"
 #include "reference/threads.h"
 
 /* One attention's scratch (attention_forward.c, attention_backward.c): tiles of `edge` = the
- * mask's block size; each of the threads (at most one per work item: B·H query tiles) holds
- * 64-byte aligned scratch — forward the scores, the accumulated values, the row maxima and sums
- * and the predicate of one tile pair; backward two edge × edge tiles, two edge × Dh ones and the
- * predicate — and backward adds delta (B·H·S) and a byte per token. */
-static int64_t attention_bytes(cpparity_sizer *s, int64_t B, int64_t S, int64_t H, int64_t Dh,
-                               bool backward) {
+ * mask's block size, in groups of g = edge / TILE_PRODUCT_ROWS + 1 bands; each of the threads (at
+ * most one per work item) holds 64-byte aligned scratch — forward the scores, the query tile, the
+ * accumulated values, a key and a value tile and five values per query (e² + 4e·Dh + 5e doubles),
+ * backward two edge × edge tiles and six edge × Dh ones (2e² + 6e·Dh), both the bands (2g of 16
+ * bytes) and the predicate (e²). A call computing every tile (one process: `whole`) whose items
+ * go by (b, key/value head) (attention_items_by_row) has each also copy its keys and values
+ * (2S·Dh doubles, a byte a tile and an alignment), and finds its mixed blocks once
+ * (mixed_blocks_most_bytes); backward adds delta (B·H·S) and a byte per token. */
+static int64_t attention_bytes(cpparity_sizer *s, int64_t B, int64_t S, int64_t H, int64_t Hkv,
+                               int64_t Dh, bool backward, bool whole) {
     const int64_t edge = REFERENCE_MASK_DEFAULT_BLOCK;
     const int64_t tiles = S / edge + (S % edge != 0);
-    const int64_t items = CPPARITY_PRODUCT(s, "the attention's work items", B, H, tiles);
+    const reference_attention_shape shape = {B, S, H, Hkv, Dh};
+    const bool by_row = whole && Hkv > 0 && attention_items_by_row(shape, reference_threads());
+    const int64_t items = by_row ? CPPARITY_PRODUCT(s, "the attention's work items", B, Hkv)
+                                 : CPPARITY_PRODUCT(s, "the attention's work items", B, H, tiles);
     const int64_t threads = reference_threads() < items ? reference_threads() : items;
     const int64_t doubles =
-        backward ? CPPARITY_SUM(s, 2 * edge * edge,
-                                CPPARITY_PRODUCT(s, "the attention scratch", 2, edge, Dh))
-                 : CPPARITY_SUM(s, edge * edge,
-                                CPPARITY_PRODUCT(s, "the attention scratch", edge, Dh), 2 * edge);
-    const int64_t scratch =
-        CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the attention scratch", 8, doubles), edge * edge);
+        backward
+            ? CPPARITY_SUM(s, 2 * edge * edge,
+                           CPPARITY_PRODUCT(s, "the attention scratch", 6, edge, Dh))
+            : CPPARITY_SUM(s, edge * edge,
+                           CPPARITY_PRODUCT(s, "the attention scratch", 4, edge, Dh), 5 * edge);
+    const int64_t row =
+        by_row ? CPPARITY_PRODUCT(s, "the attention's keys and values", 2, S, Dh) : 0;
+    const int64_t bands = 2 * (edge / TILE_PRODUCT_ROWS + 1) * (int64_t)sizeof(tile_band);
+    const int64_t scratch = CPPARITY_SUM(
+        s, CPPARITY_PRODUCT(s, "the attention scratch", 8, CPPARITY_SUM(s, doubles, row)), bands,
+        edge * edge, by_row ? tiles + 64 : 0);
     const int64_t aligned = CPPARITY_SUM(s, scratch, 63) / 64 * 64;
     return CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the attention scratch", threads, aligned),
+                        whole ? mixed_blocks_most_bytes(B, tiles, edge) : 0,
                         backward ? CPPARITY_PRODUCT(s, "the attention's delta", 8, B, H, S) : 0,
                         backward ? CPPARITY_PRODUCT(s, "the attention's delta", B, S) : 0);
 }
@@ -127,7 +142,7 @@ cpparity_status reference_memory_estimate_spread(const cpparity_model_config *co
     /* model_forward.c attention_forward: spread, the queries and outputs whole-shaped and the
      * keys and values gathered whole, with a gather's scratch, the tiles' scratch, or the lse's
      * share (this rank's and the whole lse, and a gather's scratch) on top */
-    const int64_t tiles_forward = attention_bytes(&s, B, S, H, Dh, false);
+    const int64_t tiles_forward = attention_bytes(&s, B, S, H, Hkv, Dh, false, ranks == 1);
     const int64_t attention_forward =
         ranks == 1
             ? tiles_forward
@@ -151,7 +166,7 @@ cpparity_status reference_memory_estimate_spread(const cpparity_model_config *co
     /* model_backward.c attention_backward: spread, dq, dk and dv whole-shaped and the queries,
      * keys, values, outputs and output gradients gathered whole, with a gather's scratch or the
      * tiles' scratch on top */
-    const int64_t tiles_backward = attention_bytes(&s, B, S, H, Dh, true);
+    const int64_t tiles_backward = attention_bytes(&s, B, S, H, Hkv, Dh, true, ranks == 1);
     memory->attention_backward =
         ranks == 1
             ? tiles_backward

@@ -13,11 +13,14 @@
  *     17 bytes a token, +8 chunked, + 8B(S+1) + 8B), built by forward;
  *   forward, on top: a projection 8ND and the larger share of one attention's tile scratch (per
  *     reference thread, reference_threads() at the time of the estimate, at most one per work
- *     item: 8(e² + e·Dh + 2e) + e², 64-byte aligned) plus one row block's logits and a row of
- *     exponentials per thread, 8·256·V + 8TV (counted together);
+ *     item: 8(e² + 4e·Dh + 5e) + e² and the bands, 64-byte aligned; in one process, where the
+ *     items go by (b, key/value head), each also copies its keys and values, 16·S·Dh, and the
+ *     mixed blocks are found once, at most 4 a query tile: memory.c, attention_bytes) plus one
+ *     row block's logits and a row of exponentials per thread, 8·256·V + 8TV (counted together);
  *   backward, on top: the activation gradients 8N(3D + 3F + 2H·Dh + 2Hkv·Dh) and the larger of
- *     one attention backward (tile scratch 8(2e² + 2e·Dh) + e² per thread, delta 8·B·H·S, N
- *     bytes) and the LM head's vocabulary chunk 8·N·min(V, LM_HEAD_CHUNK);
+ *     one attention backward (tile scratch 8(2e² + 6e·Dh) + e² and the bands per thread, the same
+ *     copies and mixed blocks, delta 8·B·H·S, N bytes) and the LM head's vocabulary chunk
+ *     8·N·min(V, LM_HEAD_CHUNK);
  *   features_off, on top while forward builds the masks with a feature off (the discrimination
  *     check): an all-valid mask N and one-document positions 8N.
  * Not counted: the mask's block lists and other allocations that do not grow with the sizes.

@@ -21,7 +21,7 @@
 #include "common/error.h"
 
 /* Bump when the float64 reference's or the fixtures' arithmetic changes. */
-#define REFERENCE_STORE_VERSION 3
+#define REFERENCE_STORE_VERSION 4
 
 typedef struct reference_store_key {
     uint64_t words[2]; /* two independent 64-bit hashes */
