@@ -133,10 +133,11 @@ static void load_query_tile(const backward_context *c, backward_scratch *s, int6
     attention_tile_tokens(tiles, query_tile, &s->query_begin, &s->query_end);
     const int64_t rows = s->query_end - s->query_begin;
     const int64_t offset = attention_query_offset(tiles, b, s->query_begin, h);
-    attention_transpose(s->queries_transposed, c->q + offset, rows, tiles->query_stride, head_dim);
-    attention_transpose(s->grads_transposed, c->dout + offset, rows, tiles->query_stride, head_dim);
+    /* the rows from the tensors once, then their transposes from the copies, in cache */
     attention_copy_rows(s->query_rows, c->q + offset, rows, tiles->query_stride, head_dim);
     attention_copy_rows(s->grad_rows, c->dout + offset, rows, tiles->query_stride, head_dim);
+    attention_transpose(s->queries_transposed, s->query_rows, rows, head_dim, head_dim);
+    attention_transpose(s->grads_transposed, s->grad_rows, rows, head_dim, head_dim);
     s->queries_finite = attention_rows_finite(s->query_rows, rows, head_dim, head_dim);
     s->grads_finite = attention_rows_finite(s->grad_rows, rows, head_dim, head_dim);
     s->query_b = b;
