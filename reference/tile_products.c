@@ -143,32 +143,24 @@ static inline __attribute__((always_inline, target("avx2,fma"))) void
 group_rows(int64_t count, int64_t column_first, int64_t column_end, int64_t x_first, int64_t x_end,
            tile_factor a, const double *b, int64_t b_stride, double *c, int64_t c_stride,
            bool accumulate) {
-    switch (count) { /* each case compiled for its number of rows */
-    case 6:
-        group_lanes(6, column_first, column_end, x_first, x_end, a, b, b_stride, c, c_stride,
-                    accumulate);
+/* one case of the switch below: group_lanes compiled for `rows` rows */
+#define GROUP_ROWS_CASE(rows)                                                                      \
+    case rows:                                                                                     \
+        group_lanes(rows, column_first, column_end, x_first, x_end, a, b, b_stride, c, c_stride,   \
+                    accumulate);                                                                   \
         break;
-    case 5:
-        group_lanes(5, column_first, column_end, x_first, x_end, a, b, b_stride, c, c_stride,
-                    accumulate);
-        break;
-    case 4:
-        group_lanes(4, column_first, column_end, x_first, x_end, a, b, b_stride, c, c_stride,
-                    accumulate);
-        break;
-    case 3:
-        group_lanes(3, column_first, column_end, x_first, x_end, a, b, b_stride, c, c_stride,
-                    accumulate);
-        break;
-    case 2:
-        group_lanes(2, column_first, column_end, x_first, x_end, a, b, b_stride, c, c_stride,
-                    accumulate);
-        break;
+    switch (count) {
+        GROUP_ROWS_CASE(6)
+        GROUP_ROWS_CASE(5)
+        GROUP_ROWS_CASE(4)
+        GROUP_ROWS_CASE(3)
+        GROUP_ROWS_CASE(2)
     default:
         group_lanes(1, column_first, column_end, x_first, x_end, a, b, b_stride, c, c_stride,
                     accumulate);
         break;
     }
+#undef GROUP_ROWS_CASE
 }
 
 __attribute__((target("avx2,fma"))) static void
