@@ -38,12 +38,15 @@ static void *scratch_allocate(size_t bytes) {
 
 cpparity_status reference_parallel_run(const reference_parallel_work *work, const char *what,
                                        cpparity_error *error) {
+    if (work->items <= 0) {
+        return CPPARITY_OK; /* nothing to run: no thread, no scratch */
+    }
     if (openblas_get_num_threads() != 1) {
         openblas_set_num_threads(1); /* its threads would change the order of some sums */
     }
     int64_t threads = reference_threads();
     if (threads > work->items) {
-        threads = work->items > 0 ? work->items : 1;
+        threads = work->items;
     }
     worker workers[REFERENCE_MAX_THREADS];
     runner shared = {work, 0};

@@ -28,7 +28,8 @@ typedef struct reference_parallel_work {
 
 /* Runs every item and returns when all are done. CPPARITY_ERROR_RUNTIME (naming `what`) when
  * not even one thread's scratch can be allocated; no item has run then. With scratch_bytes 0
- * nothing is allocated (run_item gets NULL) and it cannot fail. */
+ * nothing is allocated (run_item gets NULL) and it cannot fail; with no item, neither is
+ * anything started or allocated. */
 cpparity_status reference_parallel_run(const reference_parallel_work *work, const char *what,
                                        cpparity_error *error);
 
