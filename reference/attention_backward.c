@@ -464,17 +464,8 @@ static void fused_item(void *context, int64_t item, void *memory) {
     tile_pair pair = {0};
     pair.b = item / tiles->shape.kv_heads;
     pair.g = item % tiles->shape.kv_heads;
-    const int64_t head_dim = tiles->shape.head_dim, seq_len = tiles->shape.seq_len;
-    attention_copy_rows(s.key_row, c->k + attention_key_offset(tiles, pair.b, 0, pair.g), seq_len,
-                        tiles->key_stride, head_dim);
-    attention_copy_rows(s.value_row, c->v + attention_key_offset(tiles, pair.b, 0, pair.g), seq_len,
-                        tiles->key_stride, head_dim);
-    for (int64_t t = 0; t < tiles->count; t++) {
-        int64_t begin, end;
-        attention_tile_tokens(tiles, t, &begin, &end);
-        s.keys_finite_of_tile[t] =
-            attention_rows_finite(s.key_row + begin * head_dim, end - begin, head_dim, head_dim);
-    }
+    attention_copy_key_rows(tiles, c->k, c->v, pair.b, pair.g, s.key_row, s.value_row, false,
+                            s.keys_finite_of_tile);
     for (pair.h = pair.g * tiles->group; pair.h < (pair.g + 1) * tiles->group; pair.h++) {
         for (pair.query_tile = 0; pair.query_tile < tiles->count; pair.query_tile++) {
             tile_deltas(c, pair.b, pair.h, pair.query_tile);

@@ -48,7 +48,7 @@ typedef struct forward_scratch {
     double *sum;            /* (edge) l of each query */
     double *tile_largest;   /* (edge) per query of a block: its largest allowed score */
     double *tile_sum;       /* (edge) per query of a block: Σ of its probabilities */
-    int64_t *tile_count;    /* (edge) per query of a block: its allowed keys */
+    int64_t *tile_allowed;  /* (edge) per query of a block: 1 if it has an allowed key there */
     tile_band *key_bands;   /* (edge / TILE_PRODUCT_ROWS + 1) of a block */
     tile_band *query_bands; /* (edge / TILE_PRODUCT_ROWS + 1) of a block */
     uint8_t *allowed;       /* (edge, edge) predicate of a mixed block */
@@ -73,23 +73,18 @@ static forward_scratch forward_scratch_carve(const attention_tiles *tiles, void 
     scratch.queries = scratch.values + edge * head_dim;
     scratch.keys = scratch.queries + head_dim * edge;
     scratch.value_rows = scratch.keys + edge * head_dim;
-    scratch.largest = scratch.value_rows + edge * head_dim;
+    scratch.key_row = whole_row ? scratch.value_rows + edge * head_dim : NULL;
+    scratch.value_row = whole_row ? scratch.key_row + tiles->shape.seq_len * head_dim : NULL;
+    scratch.largest = scratch.value_rows + edge * head_dim +
+                      (whole_row ? 2 * tiles->shape.seq_len * head_dim : 0);
     scratch.sum = scratch.largest + edge;
     scratch.tile_largest = scratch.sum + edge;
     scratch.tile_sum = scratch.tile_largest + edge;
-    scratch.tile_count = (int64_t *)(scratch.tile_sum + edge);
-    scratch.key_bands = (tile_band *)(scratch.tile_count + edge);
+    scratch.tile_allowed = (int64_t *)(scratch.tile_sum + edge);
+    scratch.key_bands = (tile_band *)(scratch.tile_allowed + edge);
     scratch.query_bands = scratch.key_bands + groups;
     scratch.allowed = (uint8_t *)(scratch.query_bands + groups);
-    scratch.key_row = NULL;
-    scratch.value_row = NULL;
-    scratch.values_finite = NULL;
-    if (whole_row) { /* after the rest, 64-byte aligned */
-        const uintptr_t rest = (uintptr_t)(scratch.allowed + edge * edge);
-        scratch.key_row = (double *)((rest + 63) / 64 * 64);
-        scratch.value_row = scratch.key_row + tiles->shape.seq_len * head_dim;
-        scratch.values_finite = (uint8_t *)(scratch.value_row + tiles->shape.seq_len * head_dim);
-    }
+    scratch.values_finite = whole_row ? scratch.allowed + edge * edge : NULL;
     return scratch;
 }
 
@@ -105,7 +100,7 @@ softmax_block(forward_scratch *s, const attention_block *block, const tile_band 
     for (int64_t i = 0; i < queries; i++) {
         s->tile_largest[i] = -INFINITY;
         s->tile_sum[i] = 0.0;
-        s->tile_count[i] = block->allowed == NULL; /* whether the query has an allowed key here */
+        s->tile_allowed[i] = block->allowed == NULL;
     }
     for (int64_t j = 0; j < keys; j++) {
         double *row = scores + j * queries;
@@ -122,13 +117,13 @@ softmax_block(forward_scratch *s, const attention_block *block, const tile_band 
         const uint8_t *allowed = block->allowed + j * block->stride;
         for (int64_t i = band.first; i < band.end; i++) {
             if (allowed[i]) {
-                s->tile_count[i] = 1;
+                s->tile_allowed[i] = 1;
                 s->tile_largest[i] = row[i] > s->tile_largest[i] ? row[i] : s->tile_largest[i];
             }
         }
     }
     for (int64_t i = 0; i < queries; i++) {
-        if (s->tile_count[i] == 0) {
+        if (s->tile_allowed[i] == 0) {
             continue; /* no allowed key for this query in this block: its p are zeroed below */
         }
         if (s->tile_largest[i] == -INFINITY) {
@@ -287,17 +282,7 @@ static void forward_row_item(void *context, int64_t item, void *memory) {
     const attention_tiles *tiles = &c->tiles;
     const int64_t b = item / tiles->shape.kv_heads, g = item % tiles->shape.kv_heads;
     forward_scratch s = forward_scratch_carve(tiles, memory, true);
-    attention_copy_rows(s.key_row, c->k + attention_key_offset(tiles, b, 0, g),
-                        tiles->shape.seq_len, tiles->key_stride, tiles->shape.head_dim);
-    attention_copy_rows(s.value_row, c->v + attention_key_offset(tiles, b, 0, g),
-                        tiles->shape.seq_len, tiles->key_stride, tiles->shape.head_dim);
-    for (int64_t t = 0; t < tiles->count; t++) {
-        int64_t begin, end;
-        attention_tile_tokens(tiles, t, &begin, &end);
-        s.values_finite[t] =
-            attention_rows_finite(s.value_row + begin * tiles->shape.head_dim, end - begin,
-                                  tiles->shape.head_dim, tiles->shape.head_dim);
-    }
+    attention_copy_key_rows(tiles, c->k, c->v, b, g, s.key_row, s.value_row, true, s.values_finite);
     for (int64_t h = g * tiles->group; h < (g + 1) * tiles->group; h++) {
         for (int64_t query_tile = 0; query_tile < tiles->count; query_tile++) {
             forward_query_tile(c, &s, b, h, query_tile);
@@ -313,7 +298,7 @@ static cpparity_status forward_run(forward_context *context, cpparity_error *err
                         attention_items_by_row(tiles->shape, reference_threads());
     const reference_parallel_work work = {
         .items = by_row ? row_items : tiles->shape.heads * attention_tiles_computed(tiles),
-        .scratch_bytes = forward_scratch_bytes(tiles, by_row) + (by_row ? 64 : 0),
+        .scratch_bytes = forward_scratch_bytes(tiles, by_row),
         .run_item = by_row ? forward_row_item : forward_item,
         .context = context,
     };

@@ -383,6 +383,23 @@ void attention_block_bands_into(const attention_block *block, tile_band *key_ban
     }
 }
 
+void attention_copy_key_rows(const attention_tiles *tiles, const double *k, const double *v,
+                             int64_t b, int64_t g, double *key_rows, double *value_rows,
+                             bool check_values, uint8_t *finite) {
+    const int64_t head_dim = tiles->shape.head_dim, seq_len = tiles->shape.seq_len;
+    attention_copy_rows(key_rows, k + attention_key_offset(tiles, b, 0, g), seq_len,
+                        tiles->key_stride, head_dim);
+    attention_copy_rows(value_rows, v + attention_key_offset(tiles, b, 0, g), seq_len,
+                        tiles->key_stride, head_dim);
+    const double *checked = check_values ? value_rows : key_rows;
+    for (int64_t t = 0; t < tiles->count; t++) {
+        int64_t begin, end;
+        attention_tile_tokens(tiles, t, &begin, &end);
+        finite[t] =
+            attention_rows_finite(checked + begin * head_dim, end - begin, head_dim, head_dim);
+    }
+}
+
 bool attention_rows_finite(const double *first_row, int64_t rows, int64_t stride,
                            int64_t head_dim) {
     for (int64_t r = 0; r < rows; r++) {

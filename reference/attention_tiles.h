@@ -154,6 +154,13 @@ void attention_transpose(double *transposed, const double *first_row, int64_t ro
 void attention_copy_rows(double *copy, const double *first_row, int64_t rows, int64_t stride,
                          int64_t head_dim);
 
+/* Copies every key and value of (batch row b, key/value head g) side by side, into key_rows and
+ * value_rows (S, Dh each), and marks in finite[t] (count bytes) whether tile t of the copied keys
+ * (or, with check_values, values) is all finite. */
+void attention_copy_key_rows(const attention_tiles *tiles, const double *k, const double *v,
+                             int64_t b, int64_t g, double *key_rows, double *value_rows,
+                             bool check_values, uint8_t *finite);
+
 /* Whether `rows` rows of Dh values, `stride` apart, are all finite. Masked pairs are multiplied
  * by an exact 0 in the BLAS products of mixed blocks, which is exact only for finite operands;
  * a mixed block with a non-finite operand takes the loop that skips masked pairs instead. */

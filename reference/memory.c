@@ -20,7 +20,7 @@
  * backward two edge × edge tiles and six edge × Dh ones (2e² + 6e·Dh), both the bands (2g of 16
  * bytes) and the predicate (e²). A call computing every tile (one process: `whole`) whose items
  * go by (b, key/value head) (attention_items_by_row) has each also copy its keys and values
- * (2S·Dh doubles, a byte a tile and an alignment), and finds its mixed blocks once
+ * (2S·Dh doubles and a byte a tile), and finds its mixed blocks once
  * (mixed_blocks_most_bytes); backward adds delta (B·H·S) and a byte per token. */
 static int64_t attention_bytes(cpparity_sizer *s, int64_t B, int64_t S, int64_t H, int64_t Hkv,
                                int64_t Dh, bool backward, bool whole) {
@@ -42,7 +42,7 @@ static int64_t attention_bytes(cpparity_sizer *s, int64_t B, int64_t S, int64_t 
     const int64_t bands = 2 * (edge / TILE_PRODUCT_ROWS + 1) * (int64_t)sizeof(tile_band);
     const int64_t scratch = CPPARITY_SUM(
         s, CPPARITY_PRODUCT(s, "the attention scratch", 8, CPPARITY_SUM(s, doubles, row)), bands,
-        edge * edge, by_row ? tiles + 64 : 0);
+        edge * edge, by_row ? tiles : 0);
     const int64_t aligned = CPPARITY_SUM(s, scratch, 63) / 64 * 64;
     return CPPARITY_SUM(s, CPPARITY_PRODUCT(s, "the attention scratch", threads, aligned),
                         whole ? mixed_blocks_most_bytes(B, tiles, edge) : 0,
